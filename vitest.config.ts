@@ -1,0 +1,13 @@
+import { defineConfig } from "vitest/config";
+
+export default defineConfig({
+  test: {
+    include: ["test/**/*.test.ts"],
+    testTimeout: 30_000,
+    hookTimeout: 60_000,
+    // Integration tests each start their own nats-server and gateway on free ports;
+    // two workers match CI's two cores.
+    pool: "forks",
+    maxWorkers: 2,
+  },
+});
