@@ -1,0 +1,65 @@
+/**
+ * Every connected client of this gateway, whatever its protocol: what `list` shows,
+ * what `kick` and lame duck reach, and where a second connection with the same client
+ * id finds the one it takes over. Adding a protocol adds entries, not code here.
+ */
+export interface ClientHandle {
+  readonly cid: number;
+  readonly protocol: "mqtt" | "amqp";
+  readonly clientId: string;
+  readonly remote: string;
+  readonly since: Date;
+  account: string;
+  natsServer(): string;
+  kick(): void;
+  /** Closed by the gateway itself (lame duck, shutdown). */
+  shutdown(): void;
+  /** A newer connection claimed the same client id in the same account. */
+  takeOver(): void;
+}
+
+export class ClientRegistry {
+  private nextCid = 1;
+  private readonly byCid = new Map<number, ClientHandle>();
+  private readonly byClientId = new Map<string, ClientHandle>();
+
+  allocateCid(): number {
+    return this.nextCid++;
+  }
+
+  /** Registers a client; returns the one it displaces (same protocol, account and client id). */
+  add(handle: ClientHandle): ClientHandle | undefined {
+    this.byCid.set(handle.cid, handle);
+    if (handle.protocol !== "mqtt") return undefined;
+    const key = clientKey(handle.account, handle.clientId);
+    const previous = this.byClientId.get(key);
+    this.byClientId.set(key, handle);
+    return previous;
+  }
+
+  remove(handle: ClientHandle): void {
+    this.byCid.delete(handle.cid);
+    const key = clientKey(handle.account, handle.clientId);
+    if (this.byClientId.get(key) === handle) this.byClientId.delete(key);
+  }
+
+  get(cid: number): ClientHandle | undefined {
+    return this.byCid.get(cid);
+  }
+
+  all(): IterableIterator<ClientHandle> {
+    return this.byCid.values();
+  }
+
+  byClient(account: string, clientId: string): ClientHandle[] {
+    const out: ClientHandle[] = [];
+    for (const h of this.byCid.values()) if (h.account === account && h.clientId === clientId) out.push(h);
+    return out;
+  }
+
+  size(): number {
+    return this.byCid.size;
+  }
+}
+
+const clientKey = (account: string, clientId: string) => `${account}\u0000${clientId}`;

@@ -1,0 +1,96 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdirSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { Deferred, Effect, type Scope } from "effect";
+import type { Logger } from "../log.js";
+import { embeddedNatsMachine } from "../machines/embeddedNats.js";
+import { startMachine } from "./machineActor.js";
+import type { ActorRegistry } from "./registry.js";
+
+export interface EmbeddedNatsOptions {
+  readonly binary: string;
+  readonly host: string;
+  readonly port: number;
+  readonly dataDir: string;
+  readonly log: Logger;
+  readonly registry: ActorRegistry;
+}
+
+export interface EmbeddedNats {
+  readonly url: string;
+  /** Ends the child for good (the machine goes to `stopped`). */
+  readonly stop: Effect.Effect<void>;
+}
+
+/**
+ * Runs nats-server as a child process, restarting it when it dies, until the scope
+ * closes. Resolves once the first start answers, or fails when it cannot start at all.
+ */
+export const embeddedNats = (options: EmbeddedNatsOptions): Effect.Effect<EmbeddedNats, Error, Scope.Scope> =>
+  Effect.gen(function* () {
+    const { binary, host, port, log } = options;
+    const storeDir = resolve(join(options.dataDir, "jetstream"));
+    mkdirSync(storeDir, { recursive: true });
+    const firstReady = yield* Deferred.make<string, Error>();
+    const stopped = yield* Deferred.make<void>();
+    let child: ChildProcess | undefined;
+
+    const actor = yield* startMachine(embeddedNatsMachine, {
+      input: undefined,
+      registry: options.registry,
+      on: {
+        spawn: () => {
+          const proc = spawn(
+            binary,
+            ["-a", host, "-p", String(port), "-js", "-sd", storeDir, "--server_name", `mqgw-embedded-${port}`],
+            { stdio: ["ignore", "ignore", "pipe"] },
+          );
+          child = proc;
+          let seen = "";
+          let version = "";
+          proc.stderr?.setEncoding("utf8").on("data", (chunk: string) => {
+            seen += chunk;
+            version ||= /Version:\s+(\S+)/.exec(seen)?.[1] ?? "";
+            if (seen.includes("Server is ready")) {
+              seen = "";
+              actor.send({ type: "READY", version });
+            } else if (seen.length > 64_000) seen = seen.slice(-8_000);
+          });
+          proc.on("error", (e) => {
+            Deferred.doneUnsafe(firstReady, Effect.fail(new Error(`cannot start nats-server (${binary}): ${e.message}`)));
+          });
+          proc.on("exit", (code, signal) => {
+            if (child === proc) child = undefined;
+            if (code !== 0 && signal === null && actor.getSnapshot().value === "starting") {
+              // It refused to start (port taken, bad store): say why instead of looping.
+              Deferred.doneUnsafe(firstReady, Effect.fail(new Error(`nats-server exited with ${code}: ${lastLine(seen)}`)));
+            }
+            actor.send({ type: "EXITED", code, signal });
+          });
+        },
+        kill: () => {
+          if (child) child.kill("SIGTERM");
+          else actor.send({ type: "EXITED", code: 0, signal: null });
+        },
+        ready: ({ version }) => {
+          log.info({ version, url: `nats://${host}:${port}`, store: storeDir }, "embedded nats-server ready");
+          Deferred.doneUnsafe(firstReady, Effect.succeed(version));
+        },
+        down: ({ restartInMs }) => log.warn({ restartInMs }, "embedded nats-server exited; restarting"),
+        stopped: () => Deferred.doneUnsafe(stopped, Effect.void),
+      },
+    });
+
+    const stop = Effect.gen(function* () {
+      actor.send({ type: "STOP" });
+      yield* Deferred.await(stopped);
+    });
+    yield* Effect.addFinalizer(() => stop.pipe(Effect.timeout("5 seconds"), Effect.ignore, Effect.ensuring(Effect.sync(() => child?.kill("SIGKILL")))));
+    yield* Deferred.await(firstReady);
+    return { url: `nats://${host}:${port}`, stop };
+  });
+
+function lastLine(text: string): string {
+  const lines = text.trim().split("\n");
+  return lines[lines.length - 1] ?? "";
+}

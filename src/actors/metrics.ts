@@ -1,0 +1,77 @@
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import type { ActorRegistry } from "./registry.js";
+
+export type Protocol = "mqtt" | "amqp";
+
+/** The gateway's Prometheus metrics. Counters are incremented with plain calls on the hot path. */
+export class Metrics {
+  readonly registry = new Registry();
+  private readonly connections = new Gauge({
+    name: "mqgw_connections",
+    help: "Connected clients by protocol and account",
+    labelNames: ["protocol", "account"] as const,
+    registers: [this.registry],
+  });
+  private readonly messagesIn = new Counter({
+    name: "mqgw_messages_in_total",
+    help: "Messages received from clients, by protocol and outcome",
+    labelNames: ["protocol", "outcome"] as const,
+    registers: [this.registry],
+  });
+  private readonly messagesOut = new Counter({
+    name: "mqgw_messages_out_total",
+    help: "Messages sent to clients, by protocol and outcome",
+    labelNames: ["protocol", "outcome"] as const,
+    registers: [this.registry],
+  });
+  private readonly refusedTotal = new Counter({
+    name: "mqgw_refused_total",
+    help: "Requests refused, by protocol and reason",
+    labelNames: ["protocol", "reason"] as const,
+    registers: [this.registry],
+  });
+  private readonly droppedTotal = new Counter({
+    name: "mqgw_dropped_total",
+    help: "Messages dropped (QoS 0 / presettled), by protocol and reason",
+    labelNames: ["protocol", "reason"] as const,
+    registers: [this.registry],
+  });
+  readonly jsAckLatency = new Histogram({
+    name: "mqgw_jetstream_ack_seconds",
+    help: "Time from a stored publish to the stream's ack",
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+    registers: [this.registry],
+  });
+
+  constructor(actors: ActorRegistry) {
+    const gauge = new Gauge({
+      name: "mqgw_actors",
+      help: "Live actors by machine and state",
+      labelNames: ["machine", "state"] as const,
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const [machine, states] of Object.entries(actors.counts())) {
+          for (const [state, n] of Object.entries(states)) this.set({ machine, state }, n);
+        }
+      },
+    });
+    void gauge;
+  }
+
+  connected(protocol: Protocol, account: string, delta: number): void {
+    this.connections.inc({ protocol, account }, delta);
+  }
+  messageIn(protocol: Protocol, outcome: string): void {
+    this.messagesIn.inc({ protocol, outcome });
+  }
+  messageOut(protocol: Protocol, outcome: string): void {
+    this.messagesOut.inc({ protocol, outcome });
+  }
+  refused(protocol: Protocol, reason: string): void {
+    this.refusedTotal.inc({ protocol, reason });
+  }
+  dropped(protocol: Protocol, reason: string): void {
+    this.droppedTotal.inc({ protocol, reason });
+  }
+}

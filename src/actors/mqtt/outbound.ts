@@ -1,0 +1,98 @@
+import type { IPublishPacket } from "mqtt-packet";
+import type { OutboundPublish } from "../../protocol/natsToMqtt.js";
+
+interface InFlight {
+  packet: IPublishPacket;
+  /** QoS 2 after PUBREC: only the PUBREL is owed. */
+  released: boolean;
+  onAcked?: (() => void) | undefined;
+}
+
+/**
+ * QoS 1/2 deliveries to one client: packet ids, the client's Receive Maximum, and the
+ * backlog waiting for a free slot (bounded; the oldest is dropped and counted).
+ */
+export class OutboundFlow {
+  private readonly inflight = new Map<number, InFlight>();
+  private readonly backlog: Array<{ packet: IPublishPacket; onAcked?: (() => void) | undefined }> = [];
+  private nextId = 1;
+  dropped = 0;
+
+  constructor(
+    private readonly receiveMaximum: number,
+    private readonly maxBacklog: number,
+    private readonly write: (packet: IPublishPacket) => void,
+  ) {}
+
+  send(msg: OutboundPublish, onAcked?: () => void): void {
+    const packet: IPublishPacket = {
+      cmd: "publish",
+      topic: msg.topic,
+      payload: Buffer.from(msg.payload.buffer, msg.payload.byteOffset, msg.payload.byteLength),
+      qos: msg.qos,
+      retain: msg.retain,
+      dup: false,
+      ...(msg.properties ? { properties: msg.properties as IPublishPacket["properties"] } : {}),
+    };
+    if (msg.qos === 0) {
+      this.write(packet);
+      return;
+    }
+    if (this.inflight.size >= this.receiveMaximum) {
+      if (this.backlog.length >= this.maxBacklog) {
+        this.backlog.shift();
+        this.dropped++;
+      }
+      this.backlog.push({ packet, onAcked });
+      return;
+    }
+    this.dispatch(packet, onAcked);
+  }
+
+  private dispatch(packet: IPublishPacket, onAcked?: () => void): void {
+    const id = this.allocateId();
+    packet.messageId = id;
+    this.inflight.set(id, { packet, released: false, onAcked });
+    this.write(packet);
+  }
+
+  /** PUBACK (QoS 1) or PUBCOMP (QoS 2): the slot is free. */
+  complete(id: number): boolean {
+    const f = this.inflight.get(id);
+    if (!f) return false;
+    this.inflight.delete(id);
+    f.onAcked?.();
+    const next = this.backlog.shift();
+    if (next) this.dispatch(next.packet, next.onAcked);
+    return true;
+  }
+
+  /** PUBREC: the client has it; answer PUBREL. */
+  received(id: number): boolean {
+    const f = this.inflight.get(id);
+    if (!f) return false;
+    f.released = true;
+    return true;
+  }
+
+  /** On a resumed session: resend what was not acknowledged, with DUP [MQTT-4.4.0-1]. */
+  resend(): void {
+    for (const [id, f] of this.inflight) {
+      if (f.released) this.write({ cmd: "pubrel", messageId: id } as unknown as IPublishPacket);
+      else this.write({ ...f.packet, dup: true });
+    }
+  }
+
+  size(): number {
+    return this.inflight.size;
+  }
+
+  private allocateId(): number {
+    for (let i = 0; i < 65535; i++) {
+      const id = this.nextId;
+      this.nextId = this.nextId === 65535 ? 1 : this.nextId + 1;
+      if (!this.inflight.has(id)) return id;
+    }
+    throw new Error("no free packet id");
+  }
+}

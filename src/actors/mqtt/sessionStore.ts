@@ -1,0 +1,36 @@
+import type { ISubscription } from "mqtt-packet";
+
+/** What survives a disconnect of a client with a session expiry. */
+export interface StoredSession {
+  readonly subscriptions: ReadonlyArray<{ subscription: ISubscription; subscriptionId: number | undefined }>;
+  readonly expiresAt: number;
+}
+
+/** Where MQTT sessions live: the KV bucket in production, memory when no JetStream is there. */
+export interface SessionStore {
+  load(account: string, clientId: string): Promise<StoredSession | undefined>;
+  save(account: string, clientId: string, session: StoredSession): Promise<void>;
+  remove(account: string, clientId: string): Promise<void>;
+}
+
+export class MemorySessionStore implements SessionStore {
+  private readonly sessions = new Map<string, StoredSession>();
+
+  async load(account: string, clientId: string): Promise<StoredSession | undefined> {
+    const key = `${account}\u0000${clientId}`;
+    const s = this.sessions.get(key);
+    if (s && s.expiresAt <= Date.now()) {
+      this.sessions.delete(key);
+      return undefined;
+    }
+    return s;
+  }
+
+  async save(account: string, clientId: string, session: StoredSession): Promise<void> {
+    this.sessions.set(`${account}\u0000${clientId}`, session);
+  }
+
+  async remove(account: string, clientId: string): Promise<void> {
+    this.sessions.delete(`${account}\u0000${clientId}`);
+  }
+}

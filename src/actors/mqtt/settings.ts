@@ -1,0 +1,16 @@
+import type { Route } from "../../protocol/mqttToNats.js";
+
+/** The MQTT door's settings, read per new connection so a reload applies to new work. */
+export interface MqttSettings {
+  readonly maxPacketSize: number;
+  readonly receiveMaximum: number;
+  readonly maxKeepaliveSec: number;
+  readonly sessionExpiryMaxSec: number;
+  readonly connectTimeoutMs: number;
+  readonly maxSubscriptionsPerClient: number;
+  readonly topicAliasMaximum: number;
+  readonly routes: ReadonlyMap<string, Route>;
+  readonly routeList: readonly Route[];
+  /** Bytes queued on a slow client's socket before its QoS 0 messages are dropped. */
+  readonly maxQueuedBytes: number;
+}

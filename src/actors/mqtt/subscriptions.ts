@@ -1,0 +1,72 @@
+import type { NatsConnection, Subscription } from "@nats-io/transport-node";
+import type { ISubscription } from "mqtt-packet";
+import type { SubscriptionOptions } from "../../protocol/natsToMqtt.js";
+import { filterToSubscription } from "../../protocol/topic.js";
+import type { Result } from "../../protocol/result.js";
+import { err, ok } from "../../protocol/result.js";
+import { isAdminSubject } from "../../protocol/mqttToNats.js";
+import { Reason } from "../../protocol/mqttReasons.js";
+
+/** One MQTT subscription: its filter, options and the NATS subscriptions behind it. */
+export interface ActiveSubscription {
+  readonly filter: string;
+  readonly options: SubscriptionOptions;
+  readonly subjects: string[];
+  readonly queue: string | undefined;
+  readonly retainHandling: number;
+  nats: Subscription[];
+}
+
+export type OnMessage = (sub: ActiveSubscription, subject: string, headers: Iterable<[string, string]> | undefined, data: Uint8Array, reply: string | undefined) => void;
+
+/** A subscription request checked against the mapping and the gateway's own rules. */
+export function planSubscription(
+  s: ISubscription,
+  subscriptionId: number | undefined,
+): Result<Omit<ActiveSubscription, "nats">, { reasonCode: number; reason: string }> {
+  const mapped = filterToSubscription(s.topic);
+  if (!mapped.ok) return err({ reasonCode: Reason.topicFilterInvalid, reason: mapped.error });
+  // `#` and `+/...` never reach $MQG: the $ rule keeps wildcard-first filters off $ topics.
+  if (mapped.value.subjects.some(isAdminSubject)) {
+    return err({ reasonCode: Reason.notAuthorized, reason: "$MQG is reserved for the gateway" });
+  }
+  return ok({
+    filter: s.topic,
+    subjects: mapped.value.subjects,
+    queue: mapped.value.queue,
+    retainHandling: s.rh ?? 0,
+    options: {
+      qos: s.qos,
+      noLocal: s.nl === true,
+      retainAsPublished: s.rap === true,
+      subscriptionId,
+      dollarGuard: mapped.value.dollarGuard,
+    },
+  });
+}
+
+/** Opens the NATS subscriptions of a planned MQTT subscription on the client's connection. */
+export function openSubscription(nc: NatsConnection, plan: Omit<ActiveSubscription, "nats">, onMessage: OnMessage): ActiveSubscription {
+  const active: ActiveSubscription = { ...plan, nats: [] };
+  for (const subject of plan.subjects) {
+    active.nats.push(
+      nc.subscribe(subject, {
+        ...(plan.queue ? { queue: plan.queue } : {}),
+        callback: (e, m) => {
+          if (e) return;
+          onMessage(active, m.subject, m.headers ? headerPairs(m.headers) : undefined, m.data, m.reply || undefined);
+        },
+      }),
+    );
+  }
+  return active;
+}
+
+export function closeSubscription(sub: ActiveSubscription): void {
+  for (const s of sub.nats) s.unsubscribe();
+  sub.nats = [];
+}
+
+function* headerPairs(h: { keys(): string[]; values(k: string): string[] }): Iterable<[string, string]> {
+  for (const k of h.keys()) for (const v of h.values(k)) yield [k, v];
+}

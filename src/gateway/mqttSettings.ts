@@ -1,0 +1,24 @@
+import type { MqttSettings } from "../actors/mqtt/settings.js";
+import type { GatewayConfig } from "../config/schema.js";
+import type { Route } from "../protocol/mqttToNats.js";
+import { parseTemplate } from "../protocol/route.js";
+
+/** GatewayConfig -> what an MQTT connection reads; rebuilt on reload. */
+export function mqttSettingsOf(config: GatewayConfig): MqttSettings {
+  const routeList: Route[] = config.mqtt.routes.flatMap((r) => {
+    const t = parseTemplate(r.template);
+    return t.ok ? [{ subject: r.subject, template: t.value }] : [];
+  });
+  return {
+    maxPacketSize: config.mqtt.max_packet_size,
+    receiveMaximum: config.mqtt.receive_maximum,
+    maxKeepaliveSec: Math.floor(config.mqtt.max_keepalive / 1000),
+    sessionExpiryMaxSec: Math.floor(config.mqtt.session_expiry_max / 1000),
+    connectTimeoutMs: config.limits.connect_timeout,
+    maxSubscriptionsPerClient: config.limits.max_subscriptions_per_client || Number.POSITIVE_INFINITY,
+    topicAliasMaximum: 64,
+    routes: new Map(routeList.map((r) => [r.subject, r])),
+    routeList,
+    maxQueuedBytes: 8 * 1024 * 1024,
+  };
+}

@@ -1,0 +1,184 @@
+import { Deferred, Effect, Exit, type Scope } from "effect";
+import { AccountResolver } from "../actors/accounts.js";
+import { ClientRegistry } from "../actors/clients.js";
+import { embeddedNats } from "../actors/embeddedNats.js";
+import { sendJson, serveHttp } from "../actors/http.js";
+import { type HostPort, listenTcp, listenTls, listenWebSocket } from "../actors/listeners.js";
+import { startMachine } from "../actors/machineActor.js";
+import { Metrics } from "../actors/metrics.js";
+import { mqttConnectionActor, type MqttDeps } from "../actors/mqtt/connection.js";
+import { MemorySessionStore } from "../actors/mqtt/sessionStore.js";
+import { NatsBridge, type NatsLease } from "../actors/natsBridge.js";
+import { findNatsServer } from "../actors/natsServerBinary.js";
+import { ActorRegistry } from "../actors/registry.js";
+import { Supervisor } from "../actors/supervisor.js";
+import type { GatewayConfig } from "../config/schema.js";
+import { createLogger, type Logger } from "../log.js";
+import { gatewayMachine } from "../machines/gateway.js";
+import { mqttSettingsOf } from "./mqttSettings.js";
+import { VERSION } from "./version.js";
+
+class StartError extends Error {}
+
+/** Runs the gateway until it stops; resolves to the process exit code (CONTRACT). */
+export async function runGateway(config: GatewayConfig): Promise<number> {
+  const log = createLogger(config.log);
+  log.info({ id: config.id, generated: config.source.id_generated, version: VERSION }, "mq-gateway starting");
+  const exit = await Effect.runPromiseExit(Effect.scoped(gateway(config, log)));
+  if (Exit.isSuccess(exit)) return exit.value;
+  const error = exit.cause;
+  log.error({ cause: String(error) }, "mq-gateway could not start");
+  return 2;
+}
+
+const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unknown, Scope.Scope> =>
+  Effect.gen(function* () {
+    const config = initial;
+    const registry = new ActorRegistry();
+    const metrics = new Metrics(registry);
+    const supervisor = yield* Supervisor.make(log);
+    const clients = new ClientRegistry();
+    const exitCode = yield* Deferred.make<number>();
+    const closers: Array<() => void> = [];
+
+    // NATS: the servers configured, else an embedded one we own.
+    let servers = [...config.nats.servers];
+    if (servers.length === 0) {
+      const binary = findNatsServer();
+      if (!binary) {
+        return yield* Effect.fail(
+          new StartError("no nats-server found: set nats.servers, NATS_SERVER_BIN, or run scripts/nats-server.sh"),
+        );
+      }
+      const at = config.nats.embedded_listen;
+      const embedded = yield* embeddedNats({ binary, host: at.host, port: at.port, dataDir: config.data, log, registry });
+      servers = [embedded.url];
+    }
+
+    const bridge = new NatsBridge({ servers, gatewayId: config.id, supervisor, registry, log });
+    // The gateway's own connection: health, and later KV/JetStream work in its account.
+    const core: NatsLease = yield* Effect.tryPromise({
+      try: () => bridge.acquire({}),
+      catch: (e) => new StartError(`cannot reach NATS at ${servers.join(", ")}: ${(e as Error).message}`),
+    });
+    yield* Effect.addFinalizer(() => Effect.sync(() => core.release()));
+    log.info({ servers, server_version: core.nc.info?.version, server_name: core.nc.info?.server_name }, "connected to NATS");
+
+    const accounts = new AccountResolver(() => config.routing);
+    const mqttSettings = mqttSettingsOf(config);
+    const mqttDeps: MqttDeps = {
+      bridge,
+      clients,
+      registry,
+      sessions: new MemorySessionStore(),
+      metrics,
+      log,
+      settings: () => mqttSettings,
+      accountOf: (lease, username) => accounts.resolve(lease.nc, username),
+    };
+
+    const accepting = { open: true };
+    const onMqtt = (stream: import("node:stream").Duplex, remote: string) => {
+      if (!accepting.open) return stream.destroy();
+      const max = config.limits.max_connections;
+      if (max > 0 && clients.size() >= max) {
+        metrics.refused("mqtt", "max_connections");
+        return stream.destroy();
+      }
+      const cid = clients.allocateCid();
+      supervisor.spawn(`mqtt:${cid}`, "mqttConnection", mqttConnectionActor(stream, remote, cid, mqttDeps));
+    };
+
+    const listeners: Record<string, string> = {};
+    const listen = <A>(name: string, at: HostPort | null, open: (at: HostPort) => Effect.Effect<A, unknown, Scope.Scope>) =>
+      at
+        ? open(at).pipe(
+            Effect.tap((server) =>
+              Effect.sync(() => {
+                listeners[name] = `${at.host}:${(server as { address?: () => { port: number } }).address?.()?.port ?? at.port}`;
+                closers.push(() => (server as { close?: () => void }).close?.());
+              }),
+            ),
+            Effect.asVoid,
+          )
+        : Effect.void;
+
+    yield* listen("mqtt", config.mqtt.listen, (at) => listenTcp(at, "MQTT", onMqtt));
+    const mqttTls = config.mqtt.tls;
+    if (mqttTls) yield* listen("mqtt_tls", mqttTls.listen, (at) => listenTls(at, mqttTls, "MQTT over TLS", onMqtt));
+    yield* listen("mqtt_ws", config.mqtt.websocket, (at) => listenWebSocket(at, "/mqtt", onMqtt));
+
+    const gw = yield* startMachine(gatewayMachine, {
+      input: { ldmDurationMs: config.ldm.duration },
+      registry,
+      on: {
+        close_listeners: () => {
+          accepting.open = false;
+          for (const c of closers.splice(0)) c();
+        },
+        drain_clients: ({ overMs }) => drainClients(clients, overMs, () => gw.send({ type: "CLIENTS_DRAINED" })),
+        close_clients: () => {
+          for (const c of clients.all()) c.shutdown();
+          // Give each client's actor a moment to say goodbye, then stop regardless.
+          void waitUntil(() => clients.size() === 0, 3_000).then(() => gw.send({ type: "STOPPED" }));
+        },
+        shutdown: ({ exitCode: code }) => Deferred.doneUnsafe(exitCode, Effect.succeed(code)),
+      },
+    });
+
+    if (config.http.listen) {
+      const httpPort = yield* serveHttp(config.http.listen, {
+        "/healthz": (_req, res) => {
+          const state = gw.getSnapshot().value;
+          const natsUp = core.connected();
+          const healthy = natsUp && state === "serving";
+          sendJson(res, healthy ? 200 : 503, {
+            status: healthy ? "ok" : state === "lameDuck" ? "lame_duck" : natsUp ? String(state) : "nats_unavailable",
+            id: config.id,
+            version: VERSION,
+            nats: natsUp ? "connected" : "disconnected",
+            nats_server: { version: core.nc.info?.version ?? null, name: core.nc.info?.server_name ?? null },
+            admin_account: null,
+            listeners,
+            clients: clients.size(),
+          });
+        },
+        "/metrics": async (_req, res) => {
+          res.writeHead(200, { "content-type": metrics.registry.contentType }).end(await metrics.registry.metrics());
+        },
+      });
+      listeners.http = `${config.http.listen.host}:${httpPort}`;
+    }
+
+    const signals: Array<[NodeJS.Signals, () => void]> = [
+      ["SIGTERM", () => gw.send({ type: "STOP" })],
+      ["SIGINT", () => gw.send({ type: "STOP" })],
+      ["SIGUSR2", () => gw.send({ type: "LAME_DUCK" })],
+    ];
+    for (const [sig, fn] of signals) process.on(sig, fn);
+    yield* Effect.addFinalizer(() => Effect.sync(() => signals.forEach(([sig, fn]) => process.off(sig, fn))));
+
+    gw.send({ type: "STARTED" });
+    log.info({ id: config.id, listeners }, "mq-gateway serving");
+    return yield* Deferred.await(exitCode);
+  });
+
+/** Lame duck: let clients go evenly over the window, so they do not all reconnect at once. */
+function drainClients(clients: ClientRegistry, overMs: number, done: () => void): void {
+  const all = [...clients.all()];
+  if (all.length === 0) return done();
+  const step = all.length > 1 ? overMs / all.length : 0;
+  all.forEach((c, i) => setTimeout(() => c.shutdown(), Math.floor(i * step)).unref());
+  void waitUntil(() => clients.size() === 0, overMs + 5_000).then(done);
+}
+
+function waitUntil(predicate: () => boolean, timeoutMs: number): Promise<void> {
+  return new Promise((resolve) => {
+    const started = Date.now();
+    const tick = () => {
+      if (predicate() || Date.now() - started > timeoutMs) resolve();
+      else setTimeout(tick, 25).unref();
+    };
+    tick();
+  });
+}

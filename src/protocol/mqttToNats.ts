@@ -1,0 +1,139 @@
+import { type MessageMeta, metaToHeaders } from "./headers.js";
+import { Reason } from "./mqttReasons.js";
+import { err, ok, type Result } from "./result.js";
+import { agreesWithProps, buildSubject, matchBuiltSubject, type RouteTemplate } from "./route.js";
+import { publishTopicToSubject } from "./topic.js";
+
+/** The MQTT 5 PUBLISH properties the mapping reads (as mqtt-packet decodes them). */
+export interface PublishProperties {
+  payloadFormatIndicator?: boolean | number;
+  messageExpiryInterval?: number;
+  contentType?: string;
+  responseTopic?: string;
+  correlationData?: Buffer;
+  userProperties?: Record<string, string | string[]>;
+  topicAlias?: number;
+  subscriptionIdentifier?: number | number[];
+}
+
+export interface InboundPublish {
+  readonly topic: string;
+  readonly payload: Buffer;
+  readonly qos: 0 | 1 | 2;
+  readonly retain: boolean;
+  readonly properties?: PublishProperties | undefined;
+}
+
+export interface Route {
+  readonly subject: string;
+  readonly template: RouteTemplate;
+}
+
+export interface PublishContext {
+  readonly protocolVersion: 4 | 5;
+  readonly clientId: string;
+  /** Routes by the subject a client sends to. */
+  readonly routes: ReadonlyMap<string, Route>;
+  /** Every route, to check sends straight to a subject a template makes. */
+  readonly routeList: readonly Route[];
+  readonly now: number;
+}
+
+export interface NatsPublish {
+  readonly subject: string;
+  readonly headers: Array<[string, string]> | undefined;
+  /** Core NATS reply subject (the Response Topic as a subject). */
+  readonly reply: string | undefined;
+}
+
+/** Why a publish is refused, with the v5 reason code the CONTRACT gives it. */
+export interface Refusal {
+  readonly reasonCode: number;
+  readonly reason: string;
+}
+
+export function isAdminSubject(subject: string): boolean {
+  return subject === "$MQG" || subject.startsWith("$MQG.");
+}
+
+/**
+ * PUBLISH -> NATS message, or the refusal the client must get. Pure: the actor decides
+ * what a refusal means for the QoS and protocol version at hand.
+ */
+export function mqttPublishToNats(p: InboundPublish, ctx: PublishContext): Result<NatsPublish, Refusal> {
+  const mapped = publishTopicToSubject(p.topic);
+  if (!mapped.ok) return err({ reasonCode: Reason.topicNameInvalid, reason: mapped.error });
+  let subject = mapped.value;
+  if (isAdminSubject(subject)) return err({ reasonCode: Reason.notAuthorized, reason: "$MQG is reserved for the gateway" });
+
+  const v5 = ctx.protocolVersion === 5;
+  const props = v5 ? p.properties : undefined;
+  const userProps = props?.userProperties ? flattenUserProperties(props.userProperties) : undefined;
+
+  if (v5 && ctx.routeList.length > 0) {
+    const lookup = (name: string) => userProps?.find(([k]) => k === name)?.[1];
+    const route = ctx.routes.get(subject);
+    if (route) {
+      const built = buildSubject(route.template, lookup);
+      if (!built.ok) {
+        return err({ reasonCode: Reason.implementationSpecific, reason: `route property missing: ${built.error.missing}` });
+      }
+      subject = built.value;
+    } else {
+      // A send straight to a subject a template makes must agree with its properties.
+      for (const r of ctx.routeList) {
+        const shape = matchBuiltSubject(r.template, subject);
+        if (shape && !agreesWithProps(r.template, subject, lookup)) {
+          return err({
+            reasonCode: Reason.implementationSpecific,
+            reason: `route property missing or disagreeing with ${subject}: ${Object.keys(shape).join(", ")}`,
+          });
+        }
+      }
+    }
+  }
+
+  if (props?.payloadFormatIndicator && !isUtf8(p.payload)) {
+    return err({ reasonCode: Reason.payloadFormatInvalid, reason: "payload is not UTF-8 but the payload format indicator says it is" });
+  }
+
+  let reply: string | undefined;
+  if (props?.responseTopic !== undefined) {
+    const r = publishTopicToSubject(props.responseTopic);
+    if (!r.ok) return err({ reasonCode: Reason.topicNameInvalid, reason: `response topic: ${r.error}` });
+    reply = r.value;
+  }
+
+  const meta: MessageMeta = {
+    ...(p.qos > 0 ? { qos: p.qos } : {}),
+    ...(p.retain ? { mqttRetain: true } : {}),
+    mqttClientId: ctx.clientId,
+    ...(props?.contentType !== undefined ? { contentType: props.contentType } : {}),
+    ...(props?.correlationData !== undefined ? { correlationId: props.correlationData } : {}),
+    ...(reply !== undefined ? { replyTo: reply } : {}),
+    ...(props?.messageExpiryInterval !== undefined ? { expiresAt: ctx.now + props.messageExpiryInterval * 1000 } : {}),
+    ...(props?.payloadFormatIndicator !== undefined ? { mqttPayloadFormat: props.payloadFormatIndicator ? 1 : 0 } : {}),
+    ...(userProps?.length ? { userProps } : {}),
+  };
+  return ok({ subject, headers: metaToHeaders(meta), reply });
+}
+
+/** mqtt-packet gives user properties as an object of arrays; keep the wire order per key. */
+export function flattenUserProperties(up: Record<string, string | string[]>): Array<[string, string]> {
+  const out: Array<[string, string]> = [];
+  for (const [k, v] of Object.entries(up)) {
+    if (Array.isArray(v)) for (const x of v) out.push([k, String(x)]);
+    else out.push([k, String(v)]);
+  }
+  return out;
+}
+
+const decoder = new TextDecoder("utf-8", { fatal: true });
+export function isUtf8(bytes: Uint8Array): boolean {
+  try {
+    decoder.decode(bytes);
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,97 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { stringify } from "yaml";
+
+const bin = join(import.meta.dirname, "../../bin/mq-gateway.js");
+
+export interface GatewayHandle {
+  readonly process: ChildProcess;
+  readonly listeners: Record<string, string>;
+  readonly id: string;
+  /** Every log line so far, parsed. */
+  readonly logs: Array<Record<string, unknown>>;
+  port(name: string): number;
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+  waitForLog(predicate: (line: Record<string, unknown>) => boolean, timeoutMs?: number): Promise<Record<string, unknown>>;
+}
+
+/**
+ * Runs the built gateway (`node bin/mq-gateway.js`) as a real process with listeners on
+ * free ports, and resolves once it logs that it is serving.
+ */
+export async function startGateway(options: { nats?: string; config?: Record<string, unknown>; args?: string[]; env?: NodeJS.ProcessEnv } = {}): Promise<GatewayHandle> {
+  const dir = mkdtempSync(join(tmpdir(), "mqgw-gw-"));
+  const file = join(dir, "gateway.yaml");
+  const config = {
+    mqtt: { listen: "127.0.0.1:0" },
+    amqp: { listen: "127.0.0.1:0" },
+    http: { listen: "127.0.0.1:0" },
+    log: { level: "debug", format: "json" },
+    ...options.config,
+  };
+  writeFileSync(file, stringify(config));
+  const args = [bin, "run", "--config", file, "--data", join(dir, "data"), ...(options.nats ? ["--nats", options.nats] : []), ...(options.args ?? [])];
+  const proc = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...options.env } });
+  const logs: Array<Record<string, unknown>> = [];
+  const waiters: Array<{ predicate: (l: Record<string, unknown>) => boolean; resolve: (l: Record<string, unknown>) => void }> = [];
+  let stderrText = "";
+  let rest = "";
+  proc.stderr!.setEncoding("utf8").on("data", (chunk: string) => {
+    stderrText += chunk;
+    rest += chunk;
+    const lines = rest.split("\n");
+    rest = lines.pop() ?? "";
+    for (const line of lines) {
+      let parsed: Record<string, unknown>;
+      try {
+        parsed = JSON.parse(line);
+      } catch {
+        parsed = { msg: line };
+      }
+      logs.push(parsed);
+      for (const w of [...waiters]) {
+        if (w.predicate(parsed)) {
+          waiters.splice(waiters.indexOf(w), 1);
+          w.resolve(parsed);
+        }
+      }
+    }
+  });
+  const exited = new Promise<number | null>((resolve) => proc.once("exit", (code) => resolve(code)));
+
+  const waitForLog = (predicate: (l: Record<string, unknown>) => boolean, timeoutMs = 15_000) => {
+    const found = logs.find(predicate);
+    if (found) return Promise.resolve(found);
+    return new Promise<Record<string, unknown>>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`log line not seen in ${timeoutMs} ms; stderr so far:\n${stderrText.slice(-4000)}`)), timeoutMs);
+      waiters.push({
+        predicate,
+        resolve: (l) => {
+          clearTimeout(timer);
+          resolve(l);
+        },
+      });
+      void exited.then((code) => {
+        clearTimeout(timer);
+        reject(new Error(`gateway exited with ${code} before the log line; stderr:\n${stderrText.slice(-4000)}`));
+      });
+    });
+  };
+
+  const serving = await waitForLog((l) => l.msg === "mq-gateway serving", 30_000);
+  const listeners = serving.listeners as Record<string, string>;
+  return {
+    process: proc,
+    listeners,
+    id: String(serving.id),
+    logs,
+    port: (name) => Number(listeners[name]?.split(":").pop()),
+    waitForLog,
+    stop: (signal = "SIGTERM") => {
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);
+      return exited;
+    },
+  };
+}
