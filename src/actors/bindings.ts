@@ -1,0 +1,79 @@
+import { jetstreamManager } from "@nats-io/jetstream";
+import type { NatsConnection } from "@nats-io/transport-node";
+import type { Binding } from "../config/schema.js";
+import type { Logger } from "../log.js";
+import { patternCovers, patternsOverlap, subjectMatches } from "../protocol/subjects.js";
+
+export interface BoundStream {
+  readonly stream: string;
+  readonly account: string | null;
+  readonly subjects: readonly string[];
+}
+
+/** Where a source or target lands with respect to the bound streams. */
+export type Coverage =
+  | { kind: "unstored" }
+  | { kind: "stored"; stream: BoundStream }
+  | { kind: "mixed"; reason: string };
+
+/**
+ * The operator's bindings, resolved to the subjects of their streams. A subject is
+ * *stored* when a bound stream's subjects cover it (CONTRACT "Stored messages").
+ */
+export class Bindings {
+  private streams: BoundStream[] = [];
+
+  constructor(
+    private readonly log: Logger,
+    /** The gateway's own connection in an account (null: the single-account case). */
+    private readonly connectionFor: (account: string | null) => NatsConnection | undefined,
+  ) {}
+
+  /** Reads each bound stream's subjects; a missing stream is logged and skipped. */
+  async load(bindings: readonly Binding[]): Promise<void> {
+    const next: BoundStream[] = [];
+    for (const b of bindings) {
+      const nc = this.connectionFor(b.account);
+      if (!nc) {
+        this.log.warn({ stream: b.stream, account: b.account }, "binding skipped: no gateway connection in its account");
+        continue;
+      }
+      try {
+        const jsm = await jetstreamManager(nc, { timeout: 2_000 });
+        const info = await jsm.streams.info(b.stream);
+        next.push({ stream: b.stream, account: b.account, subjects: info.config.subjects ?? [] });
+      } catch (e) {
+        this.log.warn({ stream: b.stream, err: (e as Error).message }, "binding skipped: stream not readable");
+      }
+    }
+    this.streams = next;
+  }
+
+  all(): readonly BoundStream[] {
+    return this.streams;
+  }
+
+  /** The stream that stores an exact subject published in `account`, if any. */
+  storedIn(account: string, subject: string): BoundStream | undefined {
+    for (const s of this.streams) {
+      if (!this.inAccount(s, account)) continue;
+      if (s.subjects.some((p) => subjectMatches(p, subject))) return s;
+    }
+    return undefined;
+  }
+
+  /** How a (possibly wildcard) source relates to the streams: inside one, outside all, or across. */
+  coverage(account: string, source: string): Coverage {
+    const touching = this.streams.filter((s) => this.inAccount(s, account) && s.subjects.some((p) => patternsOverlap(p, source)));
+    if (touching.length === 0) return { kind: "unstored" };
+    const covering = touching.find((s) => s.subjects.some((p) => patternCovers(p, source)));
+    if (covering && touching.length === 1) return { kind: "stored", stream: covering };
+    if (touching.length > 1) return { kind: "mixed", reason: `source ${source} spans streams ${touching.map((s) => s.stream).join(", ")}` };
+    return { kind: "mixed", reason: `source ${source} mixes stored and unstored subjects` };
+  }
+
+  private inAccount(s: BoundStream, account: string): boolean {
+    // In the single-account case bindings name no account and every client shares it.
+    return s.account === null || s.account === account;
+  }
+}
