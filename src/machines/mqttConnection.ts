@@ -81,6 +81,8 @@ export const mqttConnectionMachine = setup({
   },
   guards: {
     keepaliveOn: ({ context }) => effectiveKeepalive(context) > 0,
+    asksForWill: ({ event }) => event.type === "DISCONNECT" && event.reasonCode === 0x04,
+    noWill: ({ context }) => context.request?.will === undefined,
   },
 }).createMachine({
   id: "mqttConnection",
@@ -148,7 +150,7 @@ export const mqttConnectionMachine = setup({
         ACTIVITY: { target: "serving", reenter: true },
         DISCONNECT: [
           // [MQTT-3.14.4-3] a normal DISCONNECT discards the will; v5 0x04 asks for it.
-          { guard: ({ event }) => event.reasonCode === 0x04, target: "willPending", actions: assign({ closeReason: "DISCONNECT with will" }) },
+          { guard: "asksForWill", target: "willPending", actions: assign({ closeReason: "DISCONNECT with will" }) },
           { target: "closed", actions: assign({ closeReason: "DISCONNECT" }) },
         ],
         PROTOCOL_ERROR: {
@@ -185,7 +187,7 @@ export const mqttConnectionMachine = setup({
     willPending: {
       // The network side is over; only the will may still be owed.
       entry: emit({ type: "end_socket" }),
-      always: { guard: ({ context }) => context.request?.will === undefined, target: "closed" },
+      always: { guard: "noWill", target: "closed" },
       // [MQTT-3.1.3-9] the will waits for its delay, and a session resumed meanwhile cancels it.
       after: { willDelay: { target: "publishingWill" } },
       on: {

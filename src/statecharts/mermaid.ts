@@ -1,0 +1,57 @@
+import type { AnyStateMachine, AnyStateNode } from "xstate";
+
+/**
+ * A machine's own definition as a Mermaid state diagram: states, initial states, final
+ * states, and every transition with its event, delay or guard. Deterministic output, so
+ * a committed chart can be compared with what the code generates.
+ */
+export function toMermaid(machine: AnyStateMachine): string {
+  const lines: string[] = ["stateDiagram-v2"];
+  renderChildren(machine.root, lines, "  ");
+  renderTransitions(machine.root, lines);
+  return `${lines.join("\n")}\n`;
+}
+
+function nodeId(node: AnyStateNode): string {
+  return node.path.length === 0 ? "root" : node.path.join("_");
+}
+
+function renderChildren(parent: AnyStateNode, lines: string[], indent: string): void {
+  const children = Object.values(parent.states) as AnyStateNode[];
+  if (children.length === 0) return;
+  const initial = parent.config.initial;
+  if (typeof initial === "string") lines.push(`${indent}[*] --> ${nodeId(parent.states[initial] as AnyStateNode)}`);
+  for (const child of children) {
+    const id = nodeId(child);
+    if (Object.keys(child.states).length > 0) {
+      lines.push(`${indent}state "${child.key}" as ${id} {`);
+      renderChildren(child, lines, `${indent}  `);
+      lines.push(`${indent}}`);
+    } else {
+      lines.push(`${indent}state "${child.key}" as ${id}`);
+    }
+    if (child.type === "final") lines.push(`${indent}${id} --> [*]`);
+  }
+}
+
+function renderTransitions(node: AnyStateNode, lines: string[]): void {
+  for (const [event, defs] of node.transitions) {
+    for (const t of defs) {
+      for (const target of t.target ?? []) {
+        lines.push(`  ${nodeId(node)} --> ${nodeId(target)}: ${label(event, t.guard)}`);
+      }
+    }
+  }
+  for (const t of node.always ?? []) {
+    for (const target of t.target ?? []) lines.push(`  ${nodeId(node)} --> ${nodeId(target)}: ${label("always", t.guard)}`);
+  }
+  for (const child of Object.values(node.states) as AnyStateNode[]) renderTransitions(child, lines);
+}
+
+function label(event: string, guard: unknown): string {
+  // Delayed transitions are named by xstate as "xstate.after.<delay>.<state id>".
+  const after = /^xstate\.after\.([^.]+)\./.exec(event);
+  const name = after ? `after ${after[1]}` : event;
+  const g = typeof guard === "string" ? guard : guard && typeof guard === "object" && "type" in guard ? String((guard as { type: string }).type) : guard ? "guarded" : "";
+  return g ? `${name} [${g}]` : name;
+}
