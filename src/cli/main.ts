@@ -1,0 +1,130 @@
+// The mq-gateway command line (CONTRACT "Processes and commands"). main() returns the exit
+// code instead of exiting, so bin/ sets it and tests can call main() directly.
+// Exit codes: 0 ok, 1 bad config or usage; `run` passes on the gateway's own code (2: could not start).
+import { readFileSync } from "node:fs";
+import { Command, CommanderError, Option } from "commander";
+// Types only: the config modules (zod, yaml) load when a command needs them, so --help and --version stay quick.
+import type { ConfigFlags, LoadResult } from "../config/load.js";
+
+interface ConfigOptions extends ConfigFlags {
+  readonly config?: string;
+}
+
+export async function main(argv: string[]): Promise<number> {
+  let code = 0;
+  // Each action answers its exit code; commander only awaits it.
+  const exitWith =
+    <A extends unknown[]>(action: (...args: A) => Promise<number>) =>
+    async (...args: A) => {
+      code = await action(...args);
+    };
+  const program = new Command("mq-gateway")
+    .description("MQTT 3.1.1/5 and AMQP 1.0 gateway onto NATS and JetStream")
+    .exitOverride()
+    .configureOutput({ writeOut: (s) => process.stdout.write(s), writeErr: (s) => process.stderr.write(s) })
+    .showHelpAfterError("(mq-gateway --help for usage)")
+    .version(version(), "-V, --version", "print the version");
+
+  withConfigFlags(
+    program.command("run", { isDefault: true }).description("run the gateway (the default command)"),
+  ).action(
+    exitWith(async (options: ConfigOptions) => {
+      const loaded = await load(options);
+      if (!loaded.ok) return report(loaded.problems);
+      // Imported here so check, generate and --help never load the runtime.
+      const { runGateway } = await import("../gateway/run.js");
+      return runGateway(loaded.config);
+    }),
+  );
+
+  withConfigFlags(
+    program
+      .command("check")
+      .description("validate a config file: prints ok, or every problem as path: message")
+      .requiredOption("-c, --config <file>", "YAML or JSON config file"),
+    false,
+  ).action(
+    exitWith(async (options: ConfigOptions) => {
+      const loaded = await load(options);
+      if (!loaded.ok) return report(loaded.problems);
+      process.stdout.write("ok\n");
+      return 0;
+    }),
+  );
+
+  program
+    .command("generate")
+    .description("print the NATS permissions that the gateway, operators and clients need")
+    .addOption(new Option("--format <format>", "output format").choices(["nats-server"]).makeOptionMandatory())
+    .option("-c, --config <file>", "YAML or JSON config file")
+    .option("--id <id>", "gateway id (overrides the file)")
+    .action(
+      exitWith(async (options: ConfigOptions & { format: string }) => {
+        const loaded = await load(options);
+        if (!loaded.ok) return report(loaded.problems);
+        const { natsServerPermissions } = await import("../config/permissions.js");
+        process.stdout.write(natsServerPermissions(loaded.config));
+        return 0;
+      }),
+    );
+
+  program
+    .command("statecharts")
+    .description("write one Mermaid diagram per state machine")
+    .option("--out <dir>", "where to write them", "docs/statecharts")
+    .action(
+      exitWith(async (options: { out: string }) => {
+        const { writeStatecharts } = await import("../statecharts/write.js");
+        for (const file of await writeStatecharts(options.out)) process.stdout.write(`${file}\n`);
+        return 0;
+      }),
+    );
+
+  try {
+    await program.parseAsync(argv, { from: "user" });
+    return code;
+  } catch (error) {
+    // exitOverride turns help, --version and usage errors into throws; commander has printed them already.
+    if (error instanceof CommanderError) return error.exitCode === 0 ? 0 : 1;
+    throw error;
+  }
+}
+
+function withConfigFlags(command: Command, withConfig = true): Command {
+  if (withConfig) command.option("-c, --config <file>", "YAML or JSON config file (default: built-in defaults)");
+  return command
+    .option("--id <id>", "gateway id")
+    .option("--nats <urls>", 'NATS server URL(s), comma-separated; "" starts the embedded nats-server')
+    .option("--mqtt <host:port>", 'MQTT listener; "" turns it off')
+    .option("--amqp <host:port>", 'AMQP listener; "" turns it off')
+    .option("--http <host:port>", 'HTTP listener (/healthz, /metrics); "" turns it off')
+    .option("--data <dir>", "data directory of the embedded nats-server (default: ./data)")
+    .option("--log-level <level>", "log level: trace, debug, info, warn, error, fatal or silent");
+}
+
+async function load(options: ConfigOptions): Promise<LoadResult> {
+  const { loadConfig } = await import("../config/load.js");
+  const { config, ...rest } = options;
+  const flags: ConfigFlags = {};
+  for (const key of ["id", "nats", "mqtt", "amqp", "http", "data", "logLevel"] as const) {
+    if (rest[key] !== undefined) Object.assign(flags, { [key]: rest[key] });
+  }
+  return loadConfig({ file: config, flags });
+}
+
+function report(problems: readonly string[]): number {
+  for (const line of problems) process.stderr.write(`${line}\n`);
+  return 1;
+}
+
+// From dist/cli/ (and src/cli/ under vitest) the package root is two levels up.
+function version(): string {
+  try {
+    const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as {
+      version?: string;
+    };
+    return pkg.version ?? "unknown";
+  } catch {
+    return "unknown";
+  }
+}

@@ -1,0 +1,274 @@
+// `mq-gateway generate --format nats-server`: the "NATS permissions" of admin-subjects.md as
+// nats-server config text. Secrets are never printed: each password is a $VARIABLE that
+// nats-server reads from the environment (an "env:NAME" secret keeps its own NAME).
+import type { Credentials, GatewayConfig } from "./schema.js";
+import { secretReference } from "./secrets.js";
+
+interface Permissions {
+  readonly publish: readonly string[];
+  readonly subscribe: readonly string[];
+  readonly allowResponses: boolean;
+}
+
+interface UserBlock {
+  readonly comment: readonly string[];
+  readonly auth: readonly string[];
+  readonly permissions: Permissions;
+}
+
+/** Clients get everything but the gateway's own namespace: the gateway refuses MQTT and AMQP clients there, NATS clients only NATS can stop. */
+const CLIENT_PERMISSIONS = "MQG_CLIENT_PERMISSIONS";
+const ADMIN_ACCOUNT = "MQG_ADMIN";
+// Used when the config names no client account (the single-account, no-auth setup).
+const EXAMPLE_ACCOUNT = "CLIENTS";
+
+export function natsServerPermissions(config: GatewayConfig): string {
+  const variables: string[] = [];
+  const seen = new Set<string>();
+  const secret = (value: string | undefined, fallback: string, what: string) => {
+    const ref = value === undefined ? undefined : secretReference(value);
+    const name = ref?.kind === "env" && /^[A-Za-z_][A-Za-z0-9_]*$/.test(ref.name) ? ref.name : fallback;
+    if (!seen.has(name)) variables.push(`#   $${name.padEnd(34)} ${what}`);
+    seen.add(name);
+    return `$${name}`;
+  };
+  const serverScope = config.source.id_generated ? "*" : config.id;
+
+  const admin = userBlock(config.admin, "mqg-admin", "MQG_ADMIN", "the gateway's admin user", secret, {
+    publish: ["$SYS.REQ.USER.INFO"],
+    subscribe: [`$MQG.admin.server.${serverScope}.>`, "$MQG.admin.ping.>", "$MQG.admin.account.*.>", "_INBOX.>"],
+    allowResponses: true,
+  });
+  const adminComment = [
+    "The gateway's admin user: answers the three admin scopes, asks NATS for its account",
+    "name ($SYS.REQ.USER.INFO, replies in its inbox) and replies to requests.",
+    ...(config.source.id_generated
+      ? ["No id is configured, so it may answer for any server id; set id to pin it."]
+      : []),
+    ...(config.admin === null ? ["The config has no admin section: without it the gateway serves no admin API."] : []),
+    ...admin.comment,
+  ];
+  const operator: UserBlock = {
+    comment: ["An operator: sends admin requests and reads the replies in its inbox."],
+    auth: [
+      `user: "mqg-operator"`,
+      `password: ${secret(undefined, "MQG_OPERATOR_PASSWORD", `password of "mqg-operator", an operator`)}`,
+    ],
+    permissions: { publish: ["$MQG.admin.>"], subscribe: ["_INBOX.>"], allowResponses: false },
+  };
+
+  const accounts = clientAccounts(config);
+  const accountBlocks = accounts.map((account) => {
+    // A binding without an account belongs to the single-account setup (schema.ts refuses it once accounts are named).
+    const streams = config.bindings.filter((b) => b.account === account || b.account === null).map((b) => b.stream);
+    // nats-server wants user names unique across all accounts, so the placeholder names the account.
+    const gateway = userBlock(
+      config.gateway_users[account] ?? null,
+      `mqg-${account.toLowerCase()}`,
+      `MQG_GATEWAY_${variablePart(account)}`,
+      `the gateway user of account ${account}`,
+      secret,
+      gatewayPermissions(config, [...new Set(streams)]),
+    );
+    return [
+      `  # Client account ${account}${account === EXAMPLE_ACCOUNT && !(account in config.gateway_users) ? " (an example name: the config names no account)" : ""}.`,
+      `  ${quote(account)} {`,
+      "    jetstream: enabled",
+      "    # Users without permissions of their own (the MQTT, AMQP and NATS clients) get these.",
+      `    default_permissions: $${CLIENT_PERMISSIONS}`,
+      "    users: [",
+      ...renderUser(
+        {
+          ...gateway,
+          comment: [
+            "The gateway user: liveness asks between gateways ($MQG.alive.*) and their replies,",
+            `the sessions bucket ${config.mqtt.sessions_bucket} and retained stream ${config.mqtt.retained_stream}`,
+            "(created on first use; the gateway's writes stay under $MQG.>, which clients cannot reach),",
+            "and pausing / reading consumers of the account's binding streams for rebalance.",
+            ...gateway.comment,
+          ],
+        },
+        "      ",
+      ),
+      "      # The account's client users go here; they get default_permissions, e.g.:",
+      `      # { user: "sensor-7", password: "..." }`,
+      "    ]",
+      "  }",
+    ].join("\n");
+  });
+
+  const body = [
+    `# Client NATS users: everything except $MQG.>, the gateway's own subjects.`,
+    `${CLIENT_PERMISSIONS} = {`,
+    `  publish: { allow: [">"], deny: ["$MQG.>"] }`,
+    `  subscribe: { allow: [">"], deny: ["$MQG.>"] }`,
+    "}",
+    "",
+    "accounts {",
+    `  # The admin account: the gateway's admin connection and the operators' requests.`,
+    `  # Rename it to your admin account.`,
+    `  ${quote(ADMIN_ACCOUNT)} {`,
+    "    users: [",
+    ...renderUser({ ...admin, comment: adminComment }, "      "),
+    ...renderUser(operator, "      "),
+    "    ]",
+    "  }",
+    "",
+    accountBlocks.join("\n\n"),
+    "}",
+    "",
+  ].join("\n");
+
+  const header = [
+    `# nats-server permissions for mq-gateway ${config.id} (mq-gateway generate --format nats-server).`,
+    "# Merge these blocks into the nats-server config. Passwords are variables: set each one",
+    '# in nats-server\'s environment (or define it in the config, NAME: "...") before starting it.',
+    "# nats-server parses a variable's value: quote one that looks like a number, e.g. '\"1234\"'.",
+    ...variables,
+    ...duplicateUsers(config).map(
+      (user) => `# Note: user "${user}" is in several accounts; nats-server needs user names unique across accounts.`,
+    ),
+    "",
+    "",
+  ];
+  return header.join("\n") + body;
+}
+
+function duplicateUsers(config: GatewayConfig): string[] {
+  const users = Object.values(config.gateway_users).flatMap((c) => (c.kind === "user" ? [c.user] : []));
+  if (config.admin?.kind === "user") users.push(config.admin.user);
+  return [...new Set(users.filter((u, i) => users.indexOf(u) !== i))];
+}
+
+/** Every account the config names; the one example account when it names none. */
+function clientAccounts(config: GatewayConfig): string[] {
+  const named = new Set<string>(Object.keys(config.gateway_users));
+  for (const b of config.bindings) if (b.account !== null) named.add(b.account);
+  for (const r of config.routing) named.add(r.account);
+  return named.size === 0 ? [EXAMPLE_ACCOUNT] : [...named].sort();
+}
+
+function gatewayPermissions(config: GatewayConfig, bindingStreams: readonly string[]): Permissions {
+  const own = [`KV_${config.mqtt.sessions_bucket}`, config.mqtt.retained_stream];
+  return {
+    publish: [
+      "$MQG.>",
+      "$JS.API.INFO",
+      ...own.flatMap((s) => [
+        `$JS.API.STREAM.*.${s}`,
+        `$JS.API.STREAM.MSG.*.${s}`,
+        `$JS.API.DIRECT.GET.${s}`,
+        `$JS.API.DIRECT.GET.${s}.>`,
+        `$JS.API.CONSUMER.*.${s}`,
+        `$JS.API.CONSUMER.*.${s}.>`,
+        `$JS.API.CONSUMER.*.*.${s}.>`,
+        `$JS.ACK.${s}.>`,
+        `$JS.FC.${s}.>`,
+      ]),
+      `$KV.${config.mqtt.sessions_bucket}.>`,
+      ...bindingStreams.flatMap((s) => [`$JS.API.CONSUMER.PAUSE.${s}.*`, `$JS.API.CONSUMER.INFO.${s}.*`]),
+    ],
+    subscribe: ["$MQG.alive.*", "_INBOX.>"],
+    allowResponses: true,
+  };
+}
+
+type SecretFn = (value: string | undefined, fallback: string, what: string) => string;
+
+/** The user entry for credentials from the config, or a placeholder user when the config has none. */
+function userBlock(
+  credentials: Credentials | null,
+  defaultUser: string,
+  variable: string,
+  what: string,
+  secret: SecretFn,
+  permissions: Permissions,
+): UserBlock {
+  switch (credentials?.kind) {
+    case "nkey":
+      return {
+        comment: [`Its nkey is the public key (U...) of the seed in ${credentials.nkey_seed_file}.`],
+        auth: [`nkey: ${secret(undefined, `${variable}_NKEY`, `public nkey of ${what}`)}`],
+        permissions,
+      };
+    case "creds":
+      return {
+        comment: [
+          `It logs in with ${credentials.creds_file} (operator / JWT mode), where permissions live in the user JWT, e.g.:`,
+          `nsc edit user --name <user> ${nscFlags(permissions)}`,
+        ],
+        auth: [
+          `user: ${quote(defaultUser)}`,
+          `password: ${secret(undefined, `${variable}_PASSWORD`, `password of "${defaultUser}", ${what}`)}`,
+        ],
+        permissions,
+      };
+    case "token":
+      return {
+        comment: ["The config gives it a token; a user inside accounts needs a user and password (or an nkey)."],
+        auth: [
+          `user: ${quote(defaultUser)}`,
+          `password: ${secret(undefined, `${variable}_PASSWORD`, `password of "${defaultUser}", ${what}`)}`,
+        ],
+        permissions,
+      };
+    case "user":
+      return {
+        comment: [],
+        auth: [
+          `user: ${quote(credentials.user)}`,
+          `password: ${secret(credentials.password, `${variable}_PASSWORD`, `password of "${credentials.user}", ${what}`)}`,
+        ],
+        permissions,
+      };
+    default:
+      return {
+        comment: [],
+        auth: [
+          `user: ${quote(defaultUser)}`,
+          `password: ${secret(undefined, `${variable}_PASSWORD`, `password of "${defaultUser}", ${what}`)}`,
+        ],
+        permissions,
+      };
+  }
+}
+
+function renderUser(user: UserBlock, indent: string): string[] {
+  const p = user.permissions;
+  return [
+    ...user.comment.map((line) => `${indent}# ${line}`),
+    `${indent}{`,
+    ...user.auth.map((line) => `${indent}  ${line}`),
+    `${indent}  permissions: {`,
+    ...allowList("publish", p.publish, `${indent}    `),
+    ...allowList("subscribe", p.subscribe, `${indent}    `),
+    ...(p.allowResponses ? [`${indent}    allow_responses: true`] : []),
+    `${indent}  }`,
+    `${indent}}`,
+  ];
+}
+
+// Short lists on one line; long ones one subject a line, so a reader can scan and edit them.
+function allowList(direction: "publish" | "subscribe", subjects: readonly string[], indent: string): string[] {
+  if (subjects.length <= 4) return [`${indent}${direction}: { allow: ${list(subjects)} }`];
+  return [
+    `${indent}${direction}: {`,
+    `${indent}  allow: [`,
+    ...subjects.map((s) => `${indent}    ${quote(s)}`),
+    `${indent}  ]`,
+    `${indent}}`,
+  ];
+}
+
+function nscFlags(p: Permissions): string {
+  return [
+    `--allow-pub "${p.publish.join(",")}"`,
+    `--allow-sub "${p.subscribe.join(",")}"`,
+    ...(p.allowResponses ? ["--allow-pub-response"] : []),
+  ].join(" ");
+}
+
+// Quoted, always: an unquoted $MQG.> would be read as a variable reference.
+const quote = (value: string) => JSON.stringify(value);
+const list = (values: readonly string[]) => `[${values.map(quote).join(", ")}]`;
+const variablePart = (account: string) => account.toUpperCase().replace(/[^A-Z0-9_]/g, "_");

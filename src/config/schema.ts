@@ -1,0 +1,471 @@
+// The config file of CONTRACT.md ("Config file"), key for key, and the normalized
+// GatewayConfig the rest of the gateway reads. Strict objects everywhere: a misspelt key
+// is refused, never silently ignored. Checks that span several fields run even when a
+// sibling is wrong (`when: always`), so `check` lists every problem at once.
+import * as z from "zod";
+import type { Result } from "../protocol/result.js";
+import { parseTemplate } from "../protocol/route.js";
+import { type ListenAddress, parseDuration, parseListen, parseSize } from "./units.js";
+
+export type { ListenAddress };
+
+export const LOG_LEVELS = ["trace", "debug", "info", "warn", "error", "fatal", "silent"] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+export const SASL_MECHANISMS = ["PLAIN", "ANONYMOUS"] as const;
+export type SaslMechanism = (typeof SASL_MECHANISMS)[number];
+
+/** How the gateway authenticates one of its own NATS connections (admin, or a gateway user). */
+export type Credentials =
+  | { readonly kind: "user"; readonly user: string; readonly password: string }
+  | { readonly kind: "token"; readonly token: string }
+  | { readonly kind: "creds"; readonly creds_file: string }
+  | { readonly kind: "nkey"; readonly nkey_seed_file: string };
+
+export interface ClientTls {
+  readonly ca_file?: string;
+  readonly cert_file?: string;
+  readonly key_file?: string;
+}
+
+export interface ServerTls {
+  readonly listen: ListenAddress;
+  readonly cert_file: string;
+  readonly key_file: string;
+  readonly ca_file?: string;
+  /** Ask for and verify client certificates (against ca_file when given). */
+  readonly verify_clients: boolean;
+}
+
+export interface Route {
+  /** The subject clients send to, e.g. "orders". */
+  readonly subject: string;
+  /** The subject it becomes, with {name} filled from a property, e.g. "orders.{region}". */
+  readonly template: string;
+}
+
+export interface Binding {
+  readonly stream: string;
+  /** null: the one account of a single-account (no auth) setup. */
+  readonly account: string | null;
+}
+
+export interface RoutingRule {
+  /** A NATS username, `*` matching any run of characters. */
+  readonly username: string;
+  readonly account: string;
+}
+
+/** What loadConfig was given, so a reload (SIGHUP) can read the same file with the same flags. */
+export interface ConfigSource {
+  readonly file: string | null;
+  readonly flags: ConfigFlags;
+  /** True when `id` was not configured and was drawn at load: log it at start. */
+  readonly id_generated: boolean;
+}
+
+/** The command-line flags that override the file (CONTRACT "Processes and commands"). */
+export interface ConfigFlags {
+  readonly id?: string;
+  /** One URL or several, comma-separated; "" = the embedded nats-server. */
+  readonly nats?: string;
+  readonly mqtt?: string;
+  readonly amqp?: string;
+  readonly http?: string;
+  readonly data?: string;
+  readonly logLevel?: string;
+}
+
+/**
+ * The parsed config. Durations are milliseconds, sizes bytes, listen addresses
+ * {host, port} or null when "" turned the listener off. Secrets (password, token) are
+ * still the strings of the file, "file:/path" and "env:NAME" included: resolve them
+ * with resolveSecret (secrets.ts) when connecting.
+ */
+export interface GatewayConfig {
+  readonly id: string;
+  /** Absolute; the embedded nats-server keeps its JetStream store here. From --data, not the file. */
+  readonly data: string;
+  readonly nats: {
+    /** Empty: start the embedded nats-server. */
+    readonly servers: readonly string[];
+    /** Where the embedded nats-server listens for clients (used only when servers is empty). An addition to the CONTRACT. */
+    readonly embedded_listen: ListenAddress;
+    readonly tls: ClientTls | null;
+  };
+  /** null: no admin connection, no admin API. */
+  readonly admin: Credentials | null;
+  /** The gateway's own user in each client account, by account name. */
+  readonly gateway_users: Readonly<Record<string, Credentials>>;
+  readonly mqtt: {
+    readonly listen: ListenAddress | null;
+    readonly websocket: ListenAddress | null;
+    readonly tls: ServerTls | null;
+    readonly routes: readonly Route[];
+    readonly sessions_bucket: string;
+    readonly retained_stream: string;
+    readonly max_packet_size: number;
+    readonly receive_maximum: number;
+    readonly max_keepalive: number;
+    readonly session_expiry_max: number;
+  };
+  readonly amqp: {
+    readonly listen: ListenAddress | null;
+    readonly tls: ServerTls | null;
+    readonly routes: readonly Route[];
+    readonly max_frame_size: number;
+    readonly sasl: readonly SaslMechanism[];
+  };
+  readonly bindings: readonly Binding[];
+  readonly routing: readonly RoutingRule[];
+  readonly ldm: { readonly duration: number };
+  readonly http: { readonly listen: ListenAddress | null };
+  readonly log: { readonly level: LogLevel; readonly format: "json" | "pretty" };
+  readonly limits: {
+    /** 0 = no limit. */
+    readonly max_connections: number;
+    /** 0 = no limit. */
+    readonly max_connections_per_account: number;
+    /** MQTT subscriptions (filters) and AMQP receiving links of one client; 0 = no limit. */
+    readonly max_subscriptions_per_client: number;
+    /** Levels of an MQTT topic or filter, tokens of an AMQP address; 0 = no limit. */
+    readonly max_topic_levels: number;
+    /** From accept to MQTT CONNECT / AMQP open, in milliseconds. */
+    readonly connect_timeout: number;
+  };
+  readonly source: ConfigSource;
+}
+
+/** The part of GatewayConfig that the file gives; load.ts adds id (when drawn), data and source. */
+export type FileConfig = Omit<GatewayConfig, "id" | "data" | "source"> & { readonly id?: string | undefined };
+
+// --- value parsers -------------------------------------------------------------------------
+
+function fromParser<T>(parse: (input: unknown) => Result<T>) {
+  return z.unknown().transform((input, ctx): T => {
+    const parsed = parse(input);
+    if (parsed.ok) return parsed.value;
+    ctx.addIssue({ code: "custom", message: parsed.error, input });
+    return z.NEVER;
+  });
+}
+
+const always = { when: () => true };
+const duration = fromParser(parseDuration);
+const size = fromParser(parseSize);
+const listen = fromParser(parseListen);
+const nonEmpty = z.string().min(1, "must not be empty");
+const path = nonEmpty;
+
+function between(min: number, max: number, show: (n: number) => string = String) {
+  return z.number().refine((n) => n >= min && n <= max, { message: `must be between ${show(min)} and ${show(max)}` });
+}
+const count = (max = Number.MAX_SAFE_INTEGER) =>
+  z.number().int("must be a whole number").min(0, "must be 0 or more").max(max);
+const seconds = (ms: number) => `${ms / 1000}s`;
+
+// One subject token, as the id and account names are in $MQG.admin.server.<id> and $MQG.admin.account.<account>.
+const token = nonEmpty.regex(/^[^\s.*>]+$/, "must be one subject token: no '.', '*', '>' or whitespace");
+// JetStream refuses these in stream names; KV bucket names are narrower still.
+const streamName = nonEmpty.regex(/^[^\s.*>/\\]+$/, "is not a stream name: no whitespace, '.', '*', '>', '/' or '\\'");
+const bucketName = nonEmpty.regex(/^[A-Za-z0-9_-]+$/, "is not a KV bucket name: letters, digits, '_' and '-' only");
+const literalSubject = nonEmpty.refine(
+  isLiteralSubject,
+  "is not a subject without wildcards (tokens separated by '.', none empty, no '*', '>' or whitespace)",
+);
+
+function isLiteralSubject(subject: string): boolean {
+  return subject.split(".").every((t) => t !== "" && !/[\s*>]/.test(t) && t !== "*" && t !== ">");
+}
+
+/** Why a route template is wrong, or null: the protocol's own parser decides, so the config refuses exactly what routing cannot use. */
+export function templateProblem(template: string): string | null {
+  const parsed = parseTemplate(template);
+  // Its messages quote the template, which the problem's path already points at.
+  return parsed.ok ? null : parsed.error.replace(`template ${JSON.stringify(template)}`, "template");
+}
+
+const template = nonEmpty.superRefine((value, ctx) => {
+  const problem = templateProblem(value);
+  if (problem) ctx.addIssue({ code: "custom", message: problem, input: value });
+});
+
+// --- sections ------------------------------------------------------------------------------
+
+// YAML reads "mqtt:" with nothing under it as null; an empty section means "all defaults".
+function section<T extends z.ZodType>(schema: T) {
+  return z.preprocess((v) => (v === null ? undefined : v), schema);
+}
+
+const credentials = z
+  .strictObject({
+    user: nonEmpty.optional(),
+    password: nonEmpty.optional(),
+    token: nonEmpty.optional(),
+    creds_file: path.optional(),
+    nkey_seed_file: path.optional(),
+  })
+  .superRefine((c, ctx) => {
+    const ways = [c.user !== undefined || c.password !== undefined, c.token, c.creds_file, c.nkey_seed_file].filter(
+      Boolean,
+    ).length;
+    if (ways === 0)
+      ctx.addIssue({
+        code: "custom",
+        message: "needs user and password, token, creds_file or nkey_seed_file",
+        input: c,
+      });
+    if (ways > 1)
+      ctx.addIssue({
+        code: "custom",
+        message: "give one of user/password, token, creds_file or nkey_seed_file, not several",
+        input: c,
+      });
+    if (c.user !== undefined && c.password === undefined)
+      ctx.addIssue({ code: "custom", path: ["password"], message: "is needed with user", input: c });
+    if (c.password !== undefined && c.user === undefined) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["user"],
+        message: "is needed with password (a password alone is a token: use token)",
+        input: c,
+      });
+    }
+  })
+  .transform((c): Credentials => {
+    if (c.token !== undefined) return { kind: "token", token: c.token };
+    if (c.creds_file !== undefined) return { kind: "creds", creds_file: c.creds_file };
+    if (c.nkey_seed_file !== undefined) return { kind: "nkey", nkey_seed_file: c.nkey_seed_file };
+    return { kind: "user", user: c.user ?? "", password: c.password ?? "" };
+  });
+
+const clientTls = z
+  .strictObject({ ca_file: path.optional(), cert_file: path.optional(), key_file: path.optional() })
+  .superRefine(pairedKey);
+
+function serverTls(defaultListen: string) {
+  return z
+    .strictObject({
+      listen: listen
+        .prefault(defaultListen)
+        .refine((l) => l !== null, "TLS needs an address; leave out tls to turn it off"),
+      cert_file: path,
+      key_file: path,
+      ca_file: path.optional(),
+      verify_clients: z.boolean().default(false),
+    })
+    .transform((t): ServerTls => ({ ...t, listen: t.listen as ListenAddress }));
+}
+
+function pairedKey(t: { cert_file?: string | undefined; key_file?: string | undefined }, ctx: z.RefinementCtx) {
+  if (t.cert_file !== undefined && t.key_file === undefined)
+    ctx.addIssue({ code: "custom", path: ["key_file"], message: "is needed with cert_file", input: t });
+  if (t.key_file !== undefined && t.cert_file === undefined)
+    ctx.addIssue({ code: "custom", path: ["cert_file"], message: "is needed with key_file", input: t });
+}
+
+const routes = (protocol: string) =>
+  z
+    .array(z.strictObject({ subject: literalSubject, template }))
+    .default([])
+    .superRefine((list, ctx) => {
+      const first = new Map<string, number>();
+      list.forEach((route, i) => {
+        const subject = (route as { subject?: unknown } | null)?.subject;
+        if (typeof subject !== "string") return;
+        const earlier = first.get(subject);
+        if (earlier === undefined) first.set(subject, i);
+        else
+          ctx.addIssue({
+            code: "custom",
+            path: [i, "subject"],
+            message: `duplicate route subject "${subject}" (also ${protocol}.routes[${earlier}])`,
+            input: subject,
+          });
+      });
+    }, always);
+
+const mqtt = z.strictObject({
+  listen: listen.prefault("0.0.0.0:1883"),
+  websocket: listen.optional().transform((l) => l ?? null),
+  tls: section(serverTls("0.0.0.0:8883").optional()).transform((t) => t ?? null),
+  routes: routes("mqtt"),
+  sessions_bucket: bucketName.default("MQGW_SESSIONS"),
+  retained_stream: streamName.default("MQGW_RETAINED"),
+  // MQTT's own ceiling: a Remaining Length of at most 268,435,455 bytes.
+  max_packet_size: size
+    .prefault("1MiB")
+    .pipe(
+      z.number().min(1, "must be at least 1 byte").max(268_435_455, "must be at most 268435455 bytes (MQTT's limit)"),
+    ),
+  receive_maximum: count(65_535).min(1, "must be at least 1").default(256),
+  // MQTT carries keep alive as 16-bit seconds.
+  max_keepalive: duration.prefault("120s").pipe(
+    z
+      .number()
+      .refine((ms) => ms % 1000 === 0, "must be whole seconds")
+      .refine((ms) => ms >= 1000 && ms <= 65_535_000, "must be between 1s and 65535s"),
+  ),
+  // MQTT carries the session expiry as 32-bit seconds.
+  session_expiry_max: duration.prefault("7d").pipe(between(0, 4_294_967_295_000, seconds)),
+});
+
+const amqp = z.strictObject({
+  listen: listen.prefault("0.0.0.0:5672"),
+  tls: section(serverTls("0.0.0.0:5671").optional()).transform((t) => t ?? null),
+  routes: routes("amqp"),
+  // AMQP 1.0: max-frame-size is a uint and no peer may ask for less than 512.
+  max_frame_size: size.prefault("64KiB").pipe(between(512, 4_294_967_295)),
+  sasl: z
+    .array(z.enum(SASL_MECHANISMS))
+    .min(1, "must offer at least one mechanism")
+    .refine((list) => new Set(list).size === list.length, "lists a mechanism twice")
+    .default([...SASL_MECHANISMS]),
+});
+
+const bindings = z
+  .array(z.strictObject({ stream: streamName, account: token.optional().transform((a) => a ?? null) }))
+  .default([])
+  .superRefine((list, ctx) => {
+    const seen = new Map<string, number>();
+    list.forEach((b, i) => {
+      const binding = b as { stream?: unknown; account?: unknown } | null;
+      if (typeof binding?.stream !== "string") return;
+      const key = `${binding.stream}\u0000${typeof binding.account === "string" ? binding.account : ""}`;
+      const earlier = seen.get(key);
+      if (earlier === undefined) seen.set(key, i);
+      else
+        ctx.addIssue({
+          code: "custom",
+          path: [i, "stream"],
+          message: `stream ${binding.stream} is bound twice (also bindings[${earlier}])`,
+          input: b,
+        });
+    });
+  }, always);
+
+const LISTENERS = [
+  ["nats", "embedded_listen"],
+  ["mqtt", "listen"],
+  ["mqtt", "websocket"],
+  ["mqtt", "tls", "listen"],
+  ["amqp", "listen"],
+  ["amqp", "tls", "listen"],
+  ["http", "listen"],
+] as const;
+
+/** Two listeners on one port cannot both bind; say so now rather than exit 2 at start. */
+function distinctListeners(config: unknown, ctx: z.RefinementCtx) {
+  const taken: { path: readonly string[]; at: ListenAddress }[] = [];
+  const servers = (config as { nats?: { servers?: unknown } } | null)?.nats?.servers;
+  for (const path of LISTENERS) {
+    // With servers configured the embedded nats-server does not start, so its address binds nothing.
+    if (path[0] === "nats" && !(Array.isArray(servers) && servers.length === 0)) continue;
+    const at = path.reduce<unknown>(
+      (node, key) => (node !== null && typeof node === "object" ? (node as Record<string, unknown>)[key] : undefined),
+      config,
+    );
+    if (!isListen(at) || at.port === 0) continue;
+    const clash = taken.find(
+      (t) => t.at.port === at.port && (t.at.host === at.host || isWildcard(t.at.host) || isWildcard(at.host)),
+    );
+    if (clash)
+      ctx.addIssue({
+        code: "custom",
+        path: [...path],
+        message: `port ${at.port} is also ${clash.path.join(".")}`,
+        input: at,
+      });
+    else taken.push({ path, at });
+  }
+}
+
+const isWildcard = (host: string) => host === "0.0.0.0" || host === "::";
+function isListen(value: unknown): value is ListenAddress {
+  return (
+    value !== null &&
+    typeof value === "object" &&
+    typeof (value as ListenAddress).port === "number" &&
+    typeof (value as ListenAddress).host === "string"
+  );
+}
+
+/** The file, as written: strict at every level, defaults as in the CONTRACT. */
+export const configFileSchema = z
+  .strictObject({
+    id: token.optional(),
+    nats: section(
+      z
+        .strictObject({
+          // One server may be written without the list.
+          servers: z
+            .preprocess(
+              (v) => (typeof v === "string" ? [v] : v),
+              z.array(z.string().refine(isNatsUrl, "is not a NATS URL (e.g. nats://host:4222)")),
+            )
+            .default([]),
+          tls: section(clientTls.optional()).transform((t) => t ?? null),
+          embedded_listen: listen
+            .prefault("127.0.0.1:4222")
+            .refine((l) => l !== null, "the embedded nats-server needs an address")
+            .transform((l) => l as ListenAddress),
+        })
+        .prefault({}),
+    ),
+    admin: section(credentials.optional()).transform((c) => c ?? null),
+    gateway_users: section(z.record(token, credentials).default({})),
+    mqtt: section(mqtt.prefault({})),
+    amqp: section(amqp.prefault({})),
+    bindings: section(bindings),
+    routing: section(z.array(z.strictObject({ username: nonEmpty, account: token })).default([])),
+    ldm: section(z.strictObject({ duration: duration.prefault("30s") }).prefault({})),
+    http: section(z.strictObject({ listen: listen.prefault("127.0.0.1:8080") }).prefault({})),
+    log: section(
+      z
+        .strictObject({ level: z.enum(LOG_LEVELS).default("info"), format: z.enum(["json", "pretty"]).default("json") })
+        .prefault({}),
+    ),
+    limits: section(
+      z
+        .strictObject({
+          max_connections: count().default(100_000),
+          max_connections_per_account: count().default(0),
+          max_subscriptions_per_client: count().default(1_000),
+          max_topic_levels: count().default(128),
+          connect_timeout: duration.prefault("10s").pipe(z.number().min(1, "must be more than 0s")),
+        })
+        .prefault({}),
+    ),
+  })
+  .superRefine(distinctListeners, always)
+  .superRefine(bindingAccounts, always);
+
+/** Once the config names accounts, a binding without one could be any of them. */
+function bindingAccounts(config: unknown, ctx: z.RefinementCtx) {
+  const { gateway_users: users, bindings: list } = (config ?? {}) as { gateway_users?: unknown; bindings?: unknown };
+  if (users === null || typeof users !== "object" || Object.keys(users).length === 0 || !Array.isArray(list)) return;
+  list.forEach((b, i) => {
+    if (b !== null && typeof b === "object" && (b as { account?: unknown }).account == null) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["bindings", i, "account"],
+        message: "is required once gateway_users names accounts",
+        input: b,
+      });
+    }
+  });
+}
+
+// A compile-time check that the schema yields exactly the FileConfig the rest of the gateway reads.
+type Parsed = z.output<typeof configFileSchema>;
+const _fileConfigMatches = (p: Parsed): FileConfig => p;
+void _fileConfigMatches;
+
+function isNatsUrl(value: string): boolean {
+  const withScheme = /^[a-z][a-z0-9+.-]*:\/\//i.test(value) ? value : `nats://${value}`;
+  try {
+    const url = new URL(withScheme);
+    return ["nats:", "tls:", "ws:", "wss:"].includes(url.protocol) && url.hostname !== "";
+  } catch {
+    return false;
+  }
+}
