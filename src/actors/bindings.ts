@@ -26,19 +26,15 @@ export class Bindings {
   constructor(
     private readonly log: Logger,
     /** The gateway's own connection in an account (null: the single-account case). */
-    private readonly connectionFor: (account: string | null) => NatsConnection | undefined,
+    private readonly connectionFor: (account: string | null) => Promise<NatsConnection>,
   ) {}
 
   /** Reads each bound stream's subjects; a missing stream is logged and skipped. */
   async load(bindings: readonly Binding[]): Promise<void> {
     const next: BoundStream[] = [];
     for (const b of bindings) {
-      const nc = this.connectionFor(b.account);
-      if (!nc) {
-        this.log.warn({ stream: b.stream, account: b.account }, "binding skipped: no gateway connection in its account");
-        continue;
-      }
       try {
+        const nc = await this.connectionFor(b.account);
         const jsm = await jetstreamManager(nc, { timeout: 2_000 });
         const info = await jsm.streams.info(b.stream);
         next.push({ stream: b.stream, account: b.account, subjects: info.config.subjects ?? [] });

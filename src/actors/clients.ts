@@ -22,6 +22,7 @@ export class ClientRegistry {
   private nextCid = 1;
   private readonly byCid = new Map<number, ClientHandle>();
   private readonly byClientId = new Map<string, ClientHandle>();
+  private readonly listeners = new Set<(change: "added" | "removed", handle: ClientHandle) => void>();
 
   allocateCid(): number {
     return this.nextCid++;
@@ -30,6 +31,7 @@ export class ClientRegistry {
   /** Registers a client; returns the one it displaces (same protocol, account and client id). */
   add(handle: ClientHandle): ClientHandle | undefined {
     this.byCid.set(handle.cid, handle);
+    this.notify("added", handle);
     if (handle.protocol !== "mqtt") return undefined;
     const key = clientKey(handle.account, handle.clientId);
     const previous = this.byClientId.get(key);
@@ -38,7 +40,10 @@ export class ClientRegistry {
   }
 
   remove(handle: ClientHandle): void {
-    this.byCid.delete(handle.cid);
+    if (this.byCid.get(handle.cid) === handle) {
+      this.byCid.delete(handle.cid);
+      this.notify("removed", handle);
+    }
     const key = clientKey(handle.account, handle.clientId);
     if (this.byClientId.get(key) === handle) this.byClientId.delete(key);
   }
@@ -59,6 +64,16 @@ export class ClientRegistry {
 
   size(): number {
     return this.byCid.size;
+  }
+
+  /** Admin scopes and kicks follow clients coming and going; returns the unsubscribe. */
+  onChange(listener: (change: "added" | "removed", handle: ClientHandle) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  private notify(change: "added" | "removed", handle: ClientHandle): void {
+    for (const l of this.listeners) l(change, handle);
   }
 }
 

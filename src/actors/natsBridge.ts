@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { AuthorizationError, connect, type NatsConnection, PermissionViolationError } from "@nats-io/transport-node";
+import { type Authenticator, AuthorizationError, connect, type NatsConnection, PermissionViolationError } from "@nats-io/transport-node";
 import { Deferred, Effect } from "effect";
 import type { Actor } from "xstate";
 import type { Logger } from "../log.js";
@@ -13,6 +13,10 @@ export interface Credentials {
   readonly user?: string | undefined;
   readonly pass?: string | undefined;
   readonly token?: string | undefined;
+  /** The gateway's own users may also log in with a creds file or an nkey seed. */
+  readonly authenticator?: Authenticator | undefined;
+  /** Identifies an authenticator's secret for sharing (a file path), never the secret itself. */
+  readonly authenticatorKey?: string | undefined;
 }
 
 export type LeaseStatus = "up" | "down";
@@ -154,6 +158,7 @@ export class NatsBridge {
             user: creds.user,
             pass: creds.pass,
             token: creds.token,
+            ...(creds.authenticator ? { authenticator: creds.authenticator } : {}),
             name: `mq-gateway ${gatewayId}`,
             maxReconnectAttempts: -1,
             reconnectTimeWait: 250,
@@ -220,11 +225,20 @@ function watchStatus(nc: NatsConnection, actor: Actor<typeof natsConnectionMachi
   void nc.closed().then(() => actor.send({ type: "CLOSED" }));
 }
 
+/**
+ * Flush, then let the bridge's status watcher run: a -ERR for what was sent arrives before
+ * the flush's PONG, but nats.js reports it through an async iterator one turn later.
+ */
+export async function flushAndSettle(nc: NatsConnection): Promise<void> {
+  await nc.flush();
+  await new Promise<void>((resolve) => setImmediate(resolve));
+}
+
 /** Clients with equal credentials share one connection; the key never holds a secret in clear. */
 export function credentialKey(creds: Credentials): string {
-  if (!creds.user && !creds.pass && !creds.token) return "anonymous";
+  if (!creds.user && !creds.pass && !creds.token && !creds.authenticatorKey) return "anonymous";
   return createHash("sha256")
-    .update(JSON.stringify([creds.user ?? null, creds.pass ?? null, creds.token ?? null]))
+    .update(JSON.stringify([creds.user ?? null, creds.pass ?? null, creds.token ?? null, creds.authenticatorKey ?? null]))
     .digest("hex")
     .slice(0, 24);
 }

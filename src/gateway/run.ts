@@ -7,7 +7,11 @@ import { type HostPort, listenTcp, listenTls, listenWebSocket } from "../actors/
 import { startMachine } from "../actors/machineActor.js";
 import { Metrics } from "../actors/metrics.js";
 import { mqttConnectionActor, type MqttDeps } from "../actors/mqtt/connection.js";
-import { MemorySessionStore } from "../actors/mqtt/sessionStore.js";
+import { KvSessionStore } from "../actors/mqtt/kvSessionStore.js";
+import { RetainedMessages } from "../actors/mqtt/retained.js";
+import { AccountServices } from "../actors/accountServices.js";
+import { Bindings } from "../actors/bindings.js";
+import { answerLiveness, requestTakeover } from "../actors/liveness.js";
 import { NatsBridge, type NatsLease } from "../actors/natsBridge.js";
 import { findNatsServer } from "../actors/natsServerBinary.js";
 import { ActorRegistry } from "../actors/registry.js";
@@ -65,16 +69,29 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
     log.info({ servers, server_version: core.nc.info?.version, server_name: core.nc.info?.server_name }, "connected to NATS");
 
     const accounts = new AccountResolver(() => config.routing);
+    const services = new AccountServices(bridge, core, () => config, log);
+    const bindings = new Bindings(log, async (account) => (account === null ? core.nc : (await services.jetstream(account)).lease.nc));
+    yield* Effect.promise(() => bindings.load(config.bindings));
+    const liveness = answerLiveness(core.nc, config.id, clients, log);
+    yield* Effect.addFinalizer(() => Effect.sync(() => liveness.unsubscribe()));
     const mqttSettings = mqttSettingsOf(config);
     const mqttDeps: MqttDeps = {
       bridge,
       clients,
       registry,
-      sessions: new MemorySessionStore(),
+      session: {
+        services,
+        bindings,
+        retained: new RetainedMessages(services),
+        store: new KvSessionStore(services),
+        gatewayId: config.id,
+      },
       metrics,
       log,
       settings: () => mqttSettings,
       accountOf: (lease, username) => accounts.resolve(lease.nc, username),
+      remoteTakeover: async (account, clientId, owner) =>
+        requestTakeover((await services.jetstream(account)).lease.nc, owner, account, clientId),
     };
 
     const accepting = { open: true };

@@ -2,8 +2,12 @@ import type { ISubscription } from "mqtt-packet";
 
 /** What survives a disconnect of a client with a session expiry. */
 export interface StoredSession {
-  readonly subscriptions: ReadonlyArray<{ subscription: ISubscription; subscriptionId: number | undefined }>;
+  readonly subscriptions: ReadonlyArray<{ subscription: ISubscription; subscriptionId: number | undefined; stream?: string | undefined }>;
+  /** Unix ms; while connected, now + the session expiry, refreshed on each save. */
   readonly expiresAt: number;
+  /** The gateway holding the client's connection, and whether it is connected now. */
+  readonly owner?: string | undefined;
+  readonly connected?: boolean | undefined;
 }
 
 /** Where MQTT sessions live: the KV bucket in production, memory when no JetStream is there. */

@@ -1,0 +1,28 @@
+import { readFile } from "node:fs/promises";
+import { credsAuthenticator, nkeyAuthenticator } from "@nats-io/transport-node";
+import type { Credentials as ConfigCredentials } from "../config/schema.js";
+import { resolveSecret } from "../config/secrets.js";
+import type { Credentials } from "./natsBridge.js";
+
+/** The gateway's own users (admin, gateway_users) as bridge credentials, secrets resolved now. */
+export async function bridgeCredentials(c: ConfigCredentials): Promise<Credentials> {
+  switch (c.kind) {
+    case "user":
+      return { user: c.user, pass: await secret(c.password) };
+    case "token":
+      return { token: await secret(c.token) };
+    case "creds":
+      return { authenticator: credsAuthenticator(await readFile(c.creds_file)), authenticatorKey: `creds:${c.creds_file}` };
+    case "nkey":
+      return {
+        authenticator: nkeyAuthenticator(new TextEncoder().encode((await readFile(c.nkey_seed_file, "utf8")).trim())),
+        authenticatorKey: `nkey:${c.nkey_seed_file}`,
+      };
+  }
+}
+
+async function secret(ref: string): Promise<string> {
+  const r = await resolveSecret(ref);
+  if (!r.ok) throw new Error(r.error);
+  return r.value;
+}

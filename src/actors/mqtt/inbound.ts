@@ -1,0 +1,201 @@
+import { createHash } from "node:crypto";
+import { type JetStreamClient, jetstream } from "@nats-io/jetstream";
+import { headers as natsHeaders, type MsgHdrs, type NatsConnection } from "@nats-io/transport-node";
+import type { Packet } from "mqtt-packet";
+import { Reason } from "../../protocol/mqttReasons.js";
+import { type InboundPublish, mqttPublishToNats } from "../../protocol/mqttToNats.js";
+import type { Bindings } from "../bindings.js";
+import { flushAndSettle } from "../natsBridge.js";
+import type { ClientLink } from "./link.js";
+import type { RetainedMessages } from "./retained.js";
+
+const jsClients = new WeakMap<NatsConnection, JetStreamClient>();
+const STORED_ACK_TIMEOUT_MS = 5_000;
+
+/**
+ * PUBLISH from the client to NATS: core publish acknowledged after the flush, or a
+ * JetStream publish acknowledged after the stream's ack when a binding stores the
+ * subject; refusals answered per the CONTRACT's error table.
+ */
+export class InboundPublisher {
+  private pending = 0;
+  private readonly qos2 = new Set<number>();
+  private readonly droppedLogged = new Set<string>();
+  private readonly lastStoredId = new Map<number, string>();
+
+  constructor(
+    private readonly link: ClientLink,
+    private readonly bindings: Bindings,
+    private readonly retained: RetainedMessages,
+  ) {}
+
+  onPublish(inbound: InboundPublish, messageId: number | undefined, dup: boolean): void {
+    if (inbound.qos === 2 && messageId !== undefined && this.qos2.has(messageId)) {
+      // A resent QoS 2 publish already passed on: answer again, publish nothing [MQTT-4.3.3-9].
+      this.link.write({ cmd: "pubrec", messageId } as Packet);
+      return;
+    }
+    if (inbound.qos > 0 && ++this.pending > this.link.settings.receiveMaximum && this.link.version === 5) {
+      return this.link.protocolError(Reason.receiveMaximumExceeded, "receive maximum exceeded");
+    }
+    void this.publish(inbound, messageId, dup, false);
+  }
+
+  /** PUBREL: the QoS 2 exchange ends; true when the id was known. */
+  release(messageId: number): boolean {
+    return this.qos2.delete(messageId);
+  }
+
+  will(inbound: InboundPublish): Promise<void> {
+    return this.publish(inbound, undefined, false, true);
+  }
+
+  private async publish(inbound: InboundPublish, messageId: number | undefined, dup: boolean, isWill: boolean): Promise<void> {
+    const { link } = this;
+    const mapped = mqttPublishToNats(inbound, {
+      protocolVersion: link.version,
+      clientId: link.clientId,
+      routes: link.settings.routes,
+      routeList: link.settings.routeList,
+      now: Date.now(),
+    });
+    if (!mapped.ok) {
+      link.metrics.refused("mqtt", reasonLabel(mapped.error.reasonCode));
+      if (!isWill) this.refuse(inbound, messageId, mapped.error.reasonCode, mapped.error.reason);
+      return;
+    }
+    const { subject, reply } = mapped.value;
+    const headers = mapped.value.headers ? toNatsHeaders(mapped.value.headers) : undefined;
+    const nc = link.lease.nc;
+    const stream = inbound.qos > 0 ? this.bindings.storedIn(link.account, subject) : undefined;
+    try {
+      if (stream) {
+        await this.publishStored(nc, subject, inbound, messageId, dup, headers);
+      } else {
+        nc.publish(subject, inbound.payload, { ...(headers ? { headers } : {}), ...(reply ? { reply } : {}) });
+        link.metrics.messageIn("mqtt", "published");
+        if (inbound.qos === 0 && !inbound.retain) return;
+        // The server answers a refused publish with -ERR before the flush's PONG.
+        await flushAndSettle(nc);
+      }
+    } catch (e) {
+      if (link.denied.publish.delete(subject)) return this.notAuthorized(inbound, messageId, subject, isWill);
+      const reason = stream ? `stored publish not acknowledged by JetStream: ${(e as Error).message}` : `NATS: ${(e as Error).message}`;
+      link.metrics.refused("mqtt", stream ? "jetstream_no_ack" : "nats_error");
+      if (!isWill) this.refuse(inbound, messageId, Reason.unspecified, reason);
+      return;
+    }
+    if (link.denied.publish.delete(subject)) return this.notAuthorized(inbound, messageId, subject, isWill);
+    if (inbound.retain) {
+      // Only after NATS took the client's own publish: the gateway never stores for a client what it may not send.
+      await this.retained.store(link.account, subject, inbound.payload, headers).catch((e: Error) => {
+        link.log.warn({ subject, err: e.message }, "could not store a retained message");
+      });
+    }
+    if (!isWill) this.ack(inbound.qos, messageId);
+  }
+
+  private async publishStored(
+    nc: NatsConnection,
+    subject: string,
+    inbound: InboundPublish,
+    messageId: number | undefined,
+    dup: boolean,
+    headers: MsgHdrs | undefined,
+  ): Promise<void> {
+    let js = jsClients.get(nc);
+    if (!js) {
+      js = jetstream(nc, { timeout: STORED_ACK_TIMEOUT_MS });
+      jsClients.set(nc, js);
+    }
+    const started = performance.now();
+    const ack = await js.publish(subject, inbound.payload, {
+      msgID: this.storedMessageId(subject, inbound.payload, messageId, dup),
+      ...(headers ? { headers } : {}),
+    });
+    this.link.metrics.jsAckLatency.observe((performance.now() - started) / 1000);
+    this.link.metrics.messageIn("mqtt", ack.duplicate ? "stored_duplicate" : "stored");
+  }
+
+  /**
+   * A resend (same packet id, same message) must get the same Nats-Msg-Id so the stream
+   * keeps one copy; a new message that reuses a packet id must not.
+   */
+  private storedMessageId(subject: string, payload: Uint8Array, messageId: number | undefined, dup: boolean): string {
+    const digest = createHash("sha256").update(subject).update("\u0000").update(payload).digest("base64url").slice(0, 22);
+    const base = `${this.link.clientId}:${messageId ?? 0}:${digest}`;
+    const id = messageId ?? 0;
+    const last = this.lastStoredId.get(id);
+    let msgId = base;
+    if (!dup && last !== undefined && last.startsWith(base)) {
+      const n = Number(last.slice(base.length + 1) || "0") + 1;
+      msgId = `${base}:${n}`;
+    } else if (dup && last?.startsWith(base)) {
+      msgId = last;
+    }
+    this.lastStoredId.set(id, msgId);
+    return msgId;
+  }
+
+  private ack(qos: 0 | 1 | 2, messageId: number | undefined): void {
+    if (qos === 0) return;
+    this.pending--;
+    if (qos === 1) this.link.write({ cmd: "puback", messageId } as Packet);
+    else {
+      this.qos2.add(messageId ?? 0);
+      this.link.write({ cmd: "pubrec", messageId } as Packet);
+    }
+  }
+
+  private notAuthorized(inbound: InboundPublish, messageId: number | undefined, subject: string, isWill: boolean): void {
+    this.link.metrics.refused("mqtt", "not_authorized");
+    if (!isWill) this.refuse(inbound, messageId, Reason.notAuthorized, `not authorized to publish to ${subject}`);
+  }
+
+  /** The CONTRACT's error table, by QoS and protocol version. */
+  private refuse(inbound: InboundPublish, messageId: number | undefined, reasonCode: number, reason: string): void {
+    const { link } = this;
+    const badTopic = reasonCode === Reason.topicNameInvalid || reasonCode === Reason.topicAliasInvalid;
+    if (inbound.qos === 0) {
+      this.dropOnce(inbound.topic, reason);
+      // A bad topic is a protocol error even at QoS 0 (v5 DISCONNECT 0x90; 3.1.1 close).
+      if (badTopic) link.protocolError(reasonCode, reason);
+      return;
+    }
+    this.pending--;
+    // 3.1.1 has no negative acknowledgement: closing is the only honest answer.
+    if (link.version === 4) return link.protocolError(reasonCode, reason);
+    const cmd = inbound.qos === 1 ? "puback" : "pubrec";
+    link.write({ cmd, messageId, reasonCode, properties: { reasonString: reason } } as Packet);
+  }
+
+  private dropOnce(topic: string, reason: string): void {
+    this.link.metrics.dropped("mqtt", "refused_qos0");
+    if (this.droppedLogged.size < 100 && !this.droppedLogged.has(topic)) {
+      this.droppedLogged.add(topic);
+      this.link.log.info({ client_id: this.link.clientId, topic, reason }, "QoS 0 publish dropped");
+    }
+  }
+}
+
+function toNatsHeaders(pairs: Array<[string, string]>): MsgHdrs {
+  const h = natsHeaders();
+  for (const [k, v] of pairs) h.append(k, v);
+  return h;
+}
+
+export function reasonLabel(code: number): string {
+  switch (code) {
+    case Reason.topicNameInvalid:
+    case Reason.topicFilterInvalid:
+      return "bad_topic";
+    case Reason.notAuthorized:
+      return "not_authorized";
+    case Reason.implementationSpecific:
+      return "route_property_missing";
+    case Reason.payloadFormatInvalid:
+      return "payload_format_invalid";
+    default:
+      return `reason_0x${code.toString(16)}`;
+  }
+}

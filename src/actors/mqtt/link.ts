@@ -1,0 +1,23 @@
+import type { Packet } from "mqtt-packet";
+import type { Logger } from "../../log.js";
+import type { Metrics } from "../metrics.js";
+import type { NatsLease } from "../natsBridge.js";
+import type { MqttSettings } from "./settings.js";
+
+/**
+ * What the parts of one MQTT connection (inbound publishes, the session's subscriptions)
+ * share: who the client is, how to answer it, and how to end it.
+ */
+export interface ClientLink {
+  readonly version: 4 | 5;
+  readonly clientId: string;
+  readonly account: string;
+  readonly lease: NatsLease;
+  readonly settings: MqttSettings;
+  readonly metrics: Metrics;
+  readonly log: Logger;
+  write(packet: Packet): void;
+  protocolError(reasonCode: number, reason: string): void;
+  /** Subjects NATS refused this connection, reported by the bridge before the flush's PONG. */
+  readonly denied: { publish: Set<string>; subscribe: Set<string> };
+}

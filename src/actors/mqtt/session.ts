@@ -1,0 +1,259 @@
+import type { JsMsg } from "@nats-io/jetstream";
+import type { ISubscribePacket, IUnsubscribePacket, Packet } from "mqtt-packet";
+import { Reason, SubackFailureV4 } from "../../protocol/mqttReasons.js";
+import { natsToMqttPublish } from "../../protocol/natsToMqtt.js";
+import type { AccountServices } from "../accountServices.js";
+import type { Bindings } from "../bindings.js";
+import { flushAndSettle } from "../natsBridge.js";
+import type { ClientLink } from "./link.js";
+import { OutboundFlow } from "./outbound.js";
+import type { RetainedMessages } from "./retained.js";
+import type { SessionStore, StoredSession } from "./sessionStore.js";
+import { StoredDelivery } from "./storedDelivery.js";
+import { type ActiveSubscription, closeSubscription, openSubscription, planSubscription } from "./subscriptions.js";
+
+interface Entry {
+  readonly sub: ActiveSubscription;
+  /** The bound stream when the subscription is QoS 1/2 on stored subjects. */
+  readonly stream: string | undefined;
+  stored?: StoredDelivery;
+}
+
+export interface SessionDeps {
+  readonly services: AccountServices;
+  readonly bindings: Bindings;
+  readonly retained: RetainedMessages;
+  readonly store: SessionStore;
+  readonly gatewayId: string;
+}
+
+/**
+ * The MQTT session of one connected client: its subscriptions (core NATS, plus a durable
+ * consumer for QoS 1/2 on stored subjects), deliveries to the client, and what is saved
+ * in the sessions bucket so another connection, here or on another gateway, resumes it.
+ */
+export class ClientSession {
+  private readonly entries = new Map<string, Entry>();
+  readonly outbound: OutboundFlow;
+
+  constructor(
+    private readonly link: ClientLink,
+    private readonly deps: SessionDeps,
+    receiveMaximum: number,
+    private readonly clientMaxPacket: number,
+    private readonly expirySec: number,
+  ) {
+    this.outbound = new OutboundFlow(receiveMaximum, 1000, (p) => link.write(p as Packet));
+  }
+
+  /** Reopens the subscriptions of a stored session. */
+  async resume(stored: StoredSession): Promise<void> {
+    for (const s of stored.subscriptions) {
+      const plan = planSubscription(s.subscription, s.subscriptionId);
+      if (plan.ok) await this.open(plan.value);
+    }
+  }
+
+  async subscribe(p: ISubscribePacket): Promise<void> {
+    const { link } = this;
+    const subId = p.properties?.subscriptionIdentifier as number | undefined;
+    const granted: number[] = [];
+    const fresh: Array<{ entry: Entry; isNew: boolean; index: number }> = [];
+    for (const [index, s] of p.subscriptions.entries()) {
+      const plan = planSubscription(s, subId);
+      if (!plan.ok) {
+        link.metrics.refused("mqtt", plan.error.reasonCode === Reason.notAuthorized ? "not_authorized" : "bad_filter");
+        granted.push(link.version === 5 ? plan.error.reasonCode : SubackFailureV4);
+        continue;
+      }
+      const isNew = !this.entries.has(s.topic);
+      if (isNew && this.entries.size >= link.settings.maxSubscriptionsPerClient) {
+        granted.push(link.version === 5 ? Reason.quotaExceeded : SubackFailureV4);
+        continue;
+      }
+      if (!isNew) this.close(s.topic, false);
+      const entry = await this.open(plan.value);
+      fresh.push({ entry, isNew, index });
+      granted.push(s.qos);
+    }
+    // NATS answers a subscription it refuses with -ERR before the flush's PONG.
+    await flushAndSettle(link.lease.nc).catch(() => {});
+    for (const f of fresh) {
+      const [main, ...parents] = f.entry.sub.subjects;
+      // `a/#` is `a.>` plus `a`: a user allowed `a.>` but not `a` keeps the subscription
+      // without the parent level (docs/decisions/mqtt-subscriptions.md).
+      for (const p of parents) if (link.denied.subscribe.delete(p)) dropSubject(f.entry.sub, p);
+      if (main !== undefined && link.denied.subscribe.delete(main)) {
+        this.close(f.entry.sub.filter, true);
+        granted[f.index] = link.version === 5 ? Reason.notAuthorized : SubackFailureV4;
+        link.metrics.refused("mqtt", "not_authorized");
+      }
+    }
+    link.write({ cmd: "suback", messageId: p.messageId, granted } as Packet);
+    for (const f of fresh) {
+      if (granted[f.index] !== p.subscriptions[f.index]?.qos) continue;
+      const rh = f.entry.sub.retainHandling;
+      // [MQTT-3.3.1-9..11] retain handling 0: always, 1: only for a new subscription, 2: never.
+      if (rh === 0 || (rh === 1 && f.isNew)) void this.sendRetained(f.entry.sub);
+    }
+    await this.save();
+  }
+
+  async unsubscribe(p: IUnsubscribePacket): Promise<void> {
+    const codes = p.unsubscriptions.map((filter) => (this.close(filter, true) ? Reason.success : Reason.noSubscriptionExisted));
+    this.link.write({ cmd: "unsuback", messageId: p.messageId, ...(this.link.version === 5 ? { granted: codes } : {}) } as Packet);
+    await this.save();
+  }
+
+  /** The connection ends: stop reading; keep or drop what the session holds. */
+  async detach(): Promise<void> {
+    for (const e of this.entries.values()) {
+      closeSubscription(e.sub);
+      e.stored?.stop();
+    }
+    if (this.expirySec > 0) {
+      await this.save(false);
+    } else {
+      await this.removeConsumers();
+    }
+    this.entries.clear();
+  }
+
+  async save(connected = true): Promise<void> {
+    if (this.expirySec <= 0) return;
+    const session: StoredSession = {
+      subscriptions: [...this.entries.values()].map((e) => ({
+        subscription: {
+          topic: e.sub.filter,
+          qos: e.sub.options.qos,
+          nl: e.sub.options.noLocal,
+          rap: e.sub.options.retainAsPublished,
+          rh: e.sub.retainHandling,
+        },
+        subscriptionId: e.sub.options.subscriptionId,
+        stream: e.stream,
+      })),
+      expiresAt: Date.now() + this.expirySec * 1000,
+      owner: this.deps.gatewayId,
+      connected,
+    };
+    await this.deps.store.save(this.link.account, this.link.clientId, session).catch((e: Error) => {
+      this.link.log.warn({ err: e.message }, "could not save the MQTT session");
+    });
+  }
+
+  private async open(plan: Omit<ActiveSubscription, "nats">): Promise<Entry> {
+    const { link } = this;
+    const stream = this.storedStreamOf(plan);
+    const sub = openSubscription(link.lease.nc, plan, (s, subject, headers, data, reply) => {
+      if (stream && isQos12(headers)) return; // the consumer delivers these
+      this.deliver(s, subject, headers, data, reply);
+    });
+    const entry: Entry = { sub, stream };
+    this.entries.set(plan.filter, entry);
+    if (stream) {
+      try {
+        entry.stored = await StoredDelivery.open({
+          services: this.deps.services,
+          account: link.account,
+          stream,
+          name: StoredDelivery.consumerName(link.account, link.clientId, plan.filter),
+          subjects: plan.subjects,
+          maxAckPending: Math.min(link.settings.receiveMaximum, 65535),
+          inactiveMs: this.expirySec * 1000,
+          onMessage: (m, d) => this.deliverStored(sub, m, d),
+        });
+      } catch (e) {
+        link.log.warn({ filter: plan.filter, stream, err: (e as Error).message }, "stored delivery unavailable; live delivery only");
+      }
+    }
+    return entry;
+  }
+
+  private close(filter: string, removeConsumer: boolean): boolean {
+    const e = this.entries.get(filter);
+    if (!e) return false;
+    closeSubscription(e.sub);
+    e.stored?.stop();
+    this.entries.delete(filter);
+    if (removeConsumer && e.stream) {
+      void StoredDelivery.remove(this.deps.services, this.link.account, e.stream, StoredDelivery.consumerName(this.link.account, this.link.clientId, filter));
+    }
+    return true;
+  }
+
+  private async removeConsumers(): Promise<void> {
+    await Promise.all(
+      [...this.entries.values()]
+        .filter((e) => e.stream)
+        .map((e) => StoredDelivery.remove(this.deps.services, this.link.account, e.stream!, StoredDelivery.consumerName(this.link.account, this.link.clientId, e.sub.filter))),
+    );
+  }
+
+  /** A QoS 1/2 subscription whose subjects all lie in one bound stream reads that stream. */
+  private storedStreamOf(plan: Omit<ActiveSubscription, "nats">): string | undefined {
+    if (plan.options.qos === 0 || plan.queue) return undefined;
+    let stream: string | undefined;
+    for (const subject of plan.subjects) {
+      const c = this.deps.bindings.coverage(this.link.account, subject);
+      if (c.kind !== "stored" || (stream && stream !== c.stream.stream)) return undefined;
+      stream = c.stream.stream;
+    }
+    return stream;
+  }
+
+  private deliver(sub: ActiveSubscription, subject: string, headers: Iterable<[string, string]> | undefined, data: Uint8Array, reply: string | undefined, retained = false): void {
+    const { link } = this;
+    const out = natsToMqttPublish(subject, headers, data, reply, sub.options, { protocolVersion: link.version, clientId: link.clientId, now: Date.now() }, retained);
+    if (typeof out === "string") {
+      if (out === "expired") link.metrics.dropped("mqtt", "expired");
+      return;
+    }
+    if (!this.fits(out.topic, data)) return;
+    // From core NATS nothing can be delivered again, so a live message goes out at most at QoS 0
+    // unless it came with Mqgw-QoS; QoS 1/2 then protects the hop to the client.
+    this.outbound.send(out);
+    link.metrics.messageOut("mqtt", "delivered");
+  }
+
+  private deliverStored(sub: ActiveSubscription, m: JsMsg, d: StoredDelivery): void {
+    const headers = m.headers ? [...pairs(m.headers)] : undefined;
+    if (!isQos12(headers)) {
+      d.ack(m); // without Mqgw-QoS 1/2 it reaches the client from core NATS, live only
+      return;
+    }
+    const out = natsToMqttPublish(m.subject, headers, m.data, undefined, sub.options, { protocolVersion: this.link.version, clientId: this.link.clientId, now: Date.now() });
+    if (typeof out === "string" || !this.fits(out.topic, m.data)) {
+      d.ack(m);
+      return;
+    }
+    this.outbound.send(out, () => d.ack(m));
+    this.link.metrics.messageOut("mqtt", "delivered_stored");
+  }
+
+  private async sendRetained(sub: ActiveSubscription): Promise<void> {
+    const found = await this.deps.retained.matching(this.link.account, sub.subjects).catch(() => []);
+    for (const r of found) this.deliver(sub, r.subject, r.headers, r.data, undefined, true);
+  }
+
+  private fits(topic: string, data: Uint8Array): boolean {
+    if (data.byteLength + topic.length + 64 <= this.clientMaxPacket) return true;
+    this.link.metrics.dropped("mqtt", "too_large_for_client");
+    return false;
+  }
+}
+
+function dropSubject(sub: ActiveSubscription, subject: string): void {
+  for (const n of sub.nats) if (n.getSubject() === subject) n.unsubscribe();
+  sub.nats = sub.nats.filter((n) => n.getSubject() !== subject);
+}
+
+function isQos12(headers: Iterable<[string, string]> | undefined): boolean {
+  if (!headers) return false;
+  for (const [k, v] of headers) if (k.toLowerCase() === "mqgw-qos") return v === "1" || v === "2";
+  return false;
+}
+
+function* pairs(h: { keys(): string[]; values(k: string): string[] }): Iterable<[string, string]> {
+  for (const k of h.keys()) for (const v of h.values(k)) yield [k, v];
+}
