@@ -36,6 +36,12 @@ export class Metrics {
     labelNames: ["protocol", "reason"] as const,
     registers: [this.registry],
   });
+  private readonly adminRequests = new Counter({
+    name: "mqgw_admin_requests_total",
+    help: "Admin requests answered, by op, scope and outcome",
+    labelNames: ["op", "scope", "outcome"] as const,
+    registers: [this.registry],
+  });
   readonly jsAckLatency = new Histogram({
     name: "mqgw_jetstream_ack_seconds",
     help: "Time from a stored publish to the stream's ack",
@@ -73,5 +79,8 @@ export class Metrics {
   }
   dropped(protocol: Protocol, reason: string): void {
     this.droppedTotal.inc({ protocol, reason });
+  }
+  adminRequest(op: string, scope: string, outcome: string): void {
+    this.adminRequests.inc({ op, scope, outcome });
   }
 }

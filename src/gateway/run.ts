@@ -12,6 +12,9 @@ import { RetainedMessages } from "../actors/mqtt/retained.js";
 import { AccountServices } from "../actors/accountServices.js";
 import { Bindings } from "../actors/bindings.js";
 import { answerLiveness, requestTakeover } from "../actors/liveness.js";
+import { lameDuckActor } from "../actors/admin/lameDuck.js";
+import { startAdmin } from "../actors/admin/start.js";
+import { Reloader } from "../actors/reload.js";
 import { NatsBridge, type NatsLease } from "../actors/natsBridge.js";
 import { findNatsServer } from "../actors/natsServerBinary.js";
 import { ActorRegistry } from "../actors/registry.js";
@@ -37,7 +40,8 @@ export async function runGateway(config: GatewayConfig): Promise<number> {
 
 const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unknown, Scope.Scope> =>
   Effect.gen(function* () {
-    const config = initial;
+    // Reassigned by a reload (SIGHUP): everything that reads it per new connection or request sees the new one.
+    let config = initial;
     const registry = new ActorRegistry();
     const metrics = new Metrics(registry);
     const supervisor = yield* Supervisor.make(log);
@@ -74,7 +78,7 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
     yield* Effect.promise(() => bindings.load(config.bindings));
     const liveness = answerLiveness(core.nc, config.id, clients, log);
     yield* Effect.addFinalizer(() => Effect.sync(() => liveness.unsubscribe()));
-    const mqttSettings = mqttSettingsOf(config);
+    let mqttSettings = mqttSettingsOf(config);
     const mqttDeps: MqttDeps = {
       bridge,
       clients,
@@ -133,7 +137,12 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
           accepting.open = false;
           for (const c of closers.splice(0)) c();
         },
-        drain_clients: ({ overMs }) => drainClients(clients, overMs, () => gw.send({ type: "CLIENTS_DRAINED" })),
+        drain_clients: ({ overMs }) =>
+          supervisor.spawn(
+            "lameDuck",
+            "lameDuck",
+            lameDuckActor({ clients, registry, log, overMs, graceMs: 5_000, done: () => gw.send({ type: "CLIENTS_DRAINED" }) }),
+          ),
         close_clients: () => {
           for (const c of clients.all()) c.shutdown();
           // Give each client's actor a moment to say goodbye, then stop regardless.
@@ -142,6 +151,8 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
         shutdown: ({ exitCode: code }) => Deferred.doneUnsafe(exitCode, Effect.succeed(code)),
       },
     });
+
+    const admin = startAdmin({ config, servers, bridge, clients, registry, supervisor, metrics, log, gateway: gw, version: VERSION });
 
     if (config.http.listen) {
       const httpPort = yield* serveHttp(config.http.listen, {
@@ -155,7 +166,8 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
             version: VERSION,
             nats: natsUp ? "connected" : "disconnected",
             nats_server: { version: core.nc.info?.version ?? null, name: core.nc.info?.server_name ?? null },
-            admin_account: null,
+            admin_account: admin.account(),
+            admin: admin.state(),
             listeners,
             clients: clients.size(),
           });
@@ -167,10 +179,21 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
       listeners.http = `${config.http.listen.host}:${httpPort}`;
     }
 
+    const reloader = new Reloader(
+      () => config,
+      async (next, changed) => {
+        config = next;
+        mqttSettings = mqttSettingsOf(next);
+        log.level = next.log.level;
+        if (changed.includes("bindings")) await bindings.load(next.bindings);
+      },
+      log,
+    );
     const signals: Array<[NodeJS.Signals, () => void]> = [
       ["SIGTERM", () => gw.send({ type: "STOP" })],
       ["SIGINT", () => gw.send({ type: "STOP" })],
       ["SIGUSR2", () => gw.send({ type: "LAME_DUCK" })],
+      ["SIGHUP", () => reloader.request()],
     ];
     for (const [sig, fn] of signals) process.on(sig, fn);
     yield* Effect.addFinalizer(() => Effect.sync(() => signals.forEach(([sig, fn]) => process.off(sig, fn))));
@@ -179,15 +202,6 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
     log.info({ id: config.id, listeners }, "mq-gateway serving");
     return yield* Deferred.await(exitCode);
   });
-
-/** Lame duck: let clients go evenly over the window, so they do not all reconnect at once. */
-function drainClients(clients: ClientRegistry, overMs: number, done: () => void): void {
-  const all = [...clients.all()];
-  if (all.length === 0) return done();
-  const step = all.length > 1 ? overMs / all.length : 0;
-  all.forEach((c, i) => setTimeout(() => c.shutdown(), Math.floor(i * step)).unref());
-  void waitUntil(() => clients.size() === 0, overMs + 5_000).then(done);
-}
 
 function waitUntil(predicate: () => boolean, timeoutMs: number): Promise<void> {
   return new Promise((resolve) => {

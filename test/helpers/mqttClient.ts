@@ -1,10 +1,15 @@
 import mqtt, { type IClientOptions, type MqttClient } from "mqtt";
 
+export type ConnectedClient = MqttClient & { connack: mqtt.IConnackPacket };
+
 /** An mqtt.js client that resolves once connected (or rejects with the CONNACK error). */
-export function connectMqtt(port: number, options: IClientOptions = {}): Promise<MqttClient> {
-  const client = mqtt.connect({ host: "127.0.0.1", port, reconnectPeriod: 0, connectTimeout: 5_000, ...options });
+export function connectMqtt(port: number, options: IClientOptions = {}): Promise<ConnectedClient> {
+  const client = mqtt.connect({ host: "127.0.0.1", port, reconnectPeriod: 0, connectTimeout: 5_000, ...options }) as ConnectedClient;
   return new Promise((resolve, reject) => {
-    client.once("connect", () => resolve(client));
+    client.once("connect", (connack) => {
+      client.connack = connack;
+      resolve(client);
+    });
     client.once("error", (e) => {
       client.end(true);
       reject(e);

@@ -5,18 +5,18 @@ import { isSubjectToken } from "./subjects.js";
  * The accounts this gateway serves, for `$MQG.admin.account.<account>.>`: those it has a
  * gateway user in (config) and those its connected clients are in now. Clients with an
  * empty account (NATS would not say) are reached by the server and ping scopes only.
+ * It lives as long as the gateway, as does its watch on the registry.
  */
 export class AccountScopes {
   private readonly clientsIn = new Map<string, number>();
   private readonly listeners = new Set<(account: string, served: boolean) => void>();
-  private readonly unwatch: () => void;
 
   constructor(
     clients: ClientRegistry,
     private readonly configured: readonly string[],
   ) {
     for (const c of clients.all()) this.count(c.account, +1);
-    this.unwatch = clients.onChange((change, handle) => this.count(handle.account, change === "added" ? +1 : -1));
+    clients.onChange((change, handle) => this.count(handle.account, change === "added" ? +1 : -1));
   }
 
   served(): string[] {
@@ -33,11 +33,6 @@ export class AccountScopes {
   onChange(listener: (account: string, served: boolean) => void): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
-  }
-
-  close(): void {
-    this.unwatch();
-    this.listeners.clear();
   }
 
   private count(account: string, delta: number): void {

@@ -16,6 +16,7 @@ import type { ActorRegistry } from "../registry.js";
 import { InboundPublisher } from "./inbound.js";
 import type { ClientLink } from "./link.js";
 import { ClientSession, type SessionDeps } from "./session.js";
+import type { StoredSession } from "./sessionStore.js";
 import type { MqttSettings } from "./settings.js";
 import { StoredDelivery } from "./storedDelivery.js";
 
@@ -50,6 +51,7 @@ class MqttClientConnection {
   private link: ClientLink | undefined;
   private inbound: InboundPublisher | undefined;
   private session: ClientSession | undefined;
+  private resumeFrom: StoredSession | undefined;
   private clientMaxPacket = Number.POSITIVE_INFINITY;
   private clientReceiveMax = 65535;
   private readonly topicAliases = new Map<number, string>();
@@ -317,7 +319,8 @@ class MqttClientConnection {
     }
     this.session = new ClientSession(this.link, deps, Math.min(this.clientReceiveMax, 65535), this.clientMaxPacket, request.sessionExpirySec);
     const resumed = stored !== undefined && !request.cleanStart && !expired;
-    if (resumed) await this.session.resume(stored);
+    // Subscriptions reopen once CONNACK is out: nothing may reach the client before it.
+    this.resumeFrom = resumed ? stored : undefined;
     await this.session.save();
     return resumed;
   }
@@ -375,6 +378,11 @@ class MqttClientConnection {
     this.keepaliveMs = effective * 1000;
     this.lastActivity = Date.now();
     this.deps.metrics.connected("mqtt", this.account(), +1);
+    const stored = this.resumeFrom;
+    this.resumeFrom = undefined;
+    if (stored) {
+      void this.session!.resume(stored).catch((e: Error) => this.log.warn({ err: e.message }, "could not reopen the session's subscriptions"));
+    }
   }
 
   // -- PUBLISH in -----------------------------------------------------------------
@@ -447,4 +455,6 @@ export const mqttConnectionActor = (
     });
     client.start(actor);
     yield* awaitDone(actor);
+    const { closeReason, request } = actor.getSnapshot().context;
+    deps.log.info({ cid, client_id: request?.clientId, reason: closeReason }, "MQTT connection closed");
   });

@@ -1,0 +1,184 @@
+import {
+  AuthorizationError,
+  connect,
+  type Msg,
+  type NatsConnection,
+  PermissionViolationError,
+  type Subscription,
+} from "@nats-io/transport-node";
+import { Effect, type Scope } from "effect";
+import type { Actor } from "xstate";
+import type { Credentials } from "../../config/schema.js";
+import type { Logger } from "../../log.js";
+import { type AdminConnectionEvent, adminConnectionMachine } from "../../machines/adminConnection.js";
+import { bridgeCredentials } from "../gatewayCredentials.js";
+import { startMachine } from "../machineActor.js";
+import { type ActorRegistry, stateName } from "../registry.js";
+import { adminAccountName } from "./accountName.js";
+import type { AccountScopes } from "./scopes.js";
+import { accountScopeSubject, PING_SCOPE_SUBJECT, serverScopeSubject } from "./subjects.js";
+
+export interface AdminConnectionOptions {
+  readonly credentials: Credentials;
+  readonly servers: readonly string[];
+  readonly id: string;
+  readonly log: Logger;
+  readonly registry: ActorRegistry;
+  readonly scopes: AccountScopes;
+  readonly onRequest: (msg: Msg) => void;
+}
+
+/**
+ * The edge of the adminConnection machine: the NATS connection with the admin user and
+ * its subscriptions to the three scopes (one per served account). The machine decides
+ * when to connect and what to warn about; this connects, subscribes and reports back.
+ */
+export class AdminConnection {
+  private actor: Actor<typeof adminConnectionMachine> | undefined;
+  /** Reports that arrive before startMachine has handed over the actor. */
+  private early: AdminConnectionEvent[] = [];
+  private nc: NatsConnection | undefined;
+  private readonly subs = new Map<string, Subscription>();
+  private stopping = false;
+
+  constructor(private readonly options: AdminConnectionOptions) {}
+
+  /** `serving`, `down.reconnecting`, ... for /healthz. */
+  state(): string {
+    const snap = this.actor?.getSnapshot();
+    return snap?.status === "active" ? stateName(snap.value) : "stopped";
+  }
+
+  /** The admin account's name while the connection serves, else null. */
+  account(): string | null {
+    const snap = this.actor?.getSnapshot();
+    return snap?.matches("serving") ? snap.context.account : null;
+  }
+
+  maxPayload(): number {
+    return this.nc?.info?.max_payload ?? 1024 * 1024;
+  }
+
+  /** Runs until its scope closes; supervise it with restarts. */
+  run(): Effect.Effect<void, never, Scope.Scope> {
+    return Effect.gen({ self: this }, function* () {
+      this.stopping = false;
+      this.actor = undefined;
+      const { log, registry, scopes } = this.options;
+      const actor = yield* startMachine(adminConnectionMachine, {
+        input: undefined,
+        registry,
+        on: {
+          connect: () => void this.connect(),
+          subscribe: () => this.subscribeAll(),
+          serving: ({ account, server }) => log.info({ admin_account: account, server }, "admin connection serving the admin subjects"),
+          warn: ({ message, reason, retryInMs }) =>
+            log.warn({ reason, ...(retryInMs !== undefined ? { retry_in_ms: retryInMs } : {}) }, message),
+        },
+      });
+      this.actor = actor;
+      for (const e of this.early.splice(0)) actor.send(e);
+      const unwatch = scopes.onChange((account, served) => {
+        if (served) this.subscribe(accountScopeSubject(account));
+        else this.unsubscribe(accountScopeSubject(account));
+      });
+      yield* Effect.addFinalizer(() =>
+        Effect.promise(async () => {
+          this.stopping = true;
+          unwatch();
+          // Draining flushes replies already written.
+          await this.closeConnection(true);
+        }),
+      );
+      yield* Effect.never;
+    });
+  }
+
+  private send(event: AdminConnectionEvent): void {
+    if (this.actor) this.actor.send(event);
+    else this.early.push(event);
+  }
+
+  private async connect(): Promise<void> {
+    await this.closeConnection(false);
+    const { servers, id, credentials } = this.options;
+    let nc: NatsConnection;
+    try {
+      const creds = await bridgeCredentials(credentials);
+      nc = await connect({
+        servers: [...servers],
+        ...(creds.user !== undefined ? { user: creds.user } : {}),
+        ...(creds.pass !== undefined ? { pass: creds.pass } : {}),
+        ...(creds.token !== undefined ? { token: creds.token } : {}),
+        ...(creds.authenticator ? { authenticator: creds.authenticator } : {}),
+        name: `mq-gateway ${id} admin`,
+        maxReconnectAttempts: -1,
+        reconnectTimeWait: 250,
+        noAsyncTraces: true,
+        ignoreAuthErrorAbort: false,
+      });
+    } catch (e) {
+      const reason = e instanceof Error ? e.message : String(e);
+      const auth = e instanceof AuthorizationError || /authoriz|authenticat|secret|cannot be read|not set/i.test(reason);
+      this.send({ type: "CONNECT_FAILED", reason, auth });
+      return;
+    }
+    if (this.stopping) return void (await nc.close());
+    this.nc = nc;
+    this.watch(nc);
+    const account = await adminAccountName(nc, credentials);
+    if (this.nc === nc) this.send({ type: "CONNECTED", account, server: nc.info?.server_name ?? "" });
+  }
+
+  private watch(nc: NatsConnection): void {
+    void (async () => {
+      for await (const s of nc.status()) {
+        if (this.nc !== nc) return;
+        if (s.type === "disconnect") this.send({ type: "DISCONNECTED" });
+        else if (s.type === "reconnect") this.send({ type: "RECONNECTED", server: nc.info?.server_name ?? "" });
+      }
+    })();
+    void nc.closed().then((e) => {
+      if (this.nc !== nc || this.stopping) return;
+      this.nc = undefined;
+      this.subs.clear();
+      this.send({ type: "CLOSED", reason: e instanceof Error ? e.message : "connection closed" });
+    });
+  }
+
+  private subscribeAll(): void {
+    this.subscribe(serverScopeSubject(this.options.id));
+    this.subscribe(PING_SCOPE_SUBJECT);
+    for (const account of this.options.scopes.served()) this.subscribe(accountScopeSubject(account));
+  }
+
+  private subscribe(subject: string): void {
+    const nc = this.nc;
+    if (!nc || nc.isClosed() || this.subs.has(subject)) return;
+    const sub = nc.subscribe(subject, {
+      callback: (e, msg) => {
+        if (!e) return this.options.onRequest(msg);
+        if (this.subs.get(subject) === sub) this.subs.delete(subject);
+        if (e instanceof PermissionViolationError) {
+          this.send({ type: "SUBSCRIBE_REFUSED", subject, reason: e.message });
+        } else {
+          this.options.log.warn({ subject, err: e.message }, "admin subscription ended");
+        }
+      },
+    });
+    this.subs.set(subject, sub);
+  }
+
+  private unsubscribe(subject: string): void {
+    this.subs.get(subject)?.unsubscribe();
+    this.subs.delete(subject);
+  }
+
+  private async closeConnection(drain: boolean): Promise<void> {
+    const nc = this.nc;
+    this.nc = undefined;
+    this.subs.clear();
+    if (!nc || nc.isClosed()) return;
+    await (drain ? nc.drain() : nc.close()).catch(() => nc.close().catch(() => {}));
+  }
+}

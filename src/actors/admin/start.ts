@@ -1,0 +1,80 @@
+import { Effect } from "effect";
+import type { Actor } from "xstate";
+import type { GatewayConfig } from "../../config/schema.js";
+import type { Logger } from "../../log.js";
+import type { gatewayMachine } from "../../machines/gateway.js";
+import type { ClientRegistry } from "../clients.js";
+import type { Metrics } from "../metrics.js";
+import type { NatsBridge } from "../natsBridge.js";
+import type { ActorRegistry } from "../registry.js";
+import { type Supervisor, withRestarts } from "../supervisor.js";
+import { AdminConnection } from "./connection.js";
+import { startLameDuck } from "./ldm.js";
+import { livenessActor } from "./liveness.js";
+import { serveAdminRequest } from "./requests.js";
+import { AccountScopes } from "./scopes.js";
+
+export interface AdminStatus {
+  /** The admin account's name while admin requests are served; null otherwise (or without admin credentials). */
+  account(): string | null;
+  /** `off` without admin credentials, else the admin connection's state. */
+  state(): string;
+}
+
+const KICK_TIMEOUT_MS = 5_000;
+
+/**
+ * Starts the operator-facing actors: the admin connection (with `admin` credentials
+ * only) and the liveness answer in each gateway-user account. Both run under the
+ * supervisor with restarts and never hold up MQTT or AMQP clients.
+ */
+export function startAdmin(deps: {
+  readonly config: GatewayConfig;
+  readonly servers: readonly string[];
+  readonly bridge: NatsBridge;
+  readonly clients: ClientRegistry;
+  readonly registry: ActorRegistry;
+  readonly supervisor: Supervisor;
+  readonly metrics: Metrics;
+  readonly log: Logger;
+  readonly gateway: Actor<typeof gatewayMachine>;
+  readonly version: string;
+}): AdminStatus {
+  const { config, clients, supervisor, log } = deps;
+  for (const [account, credentials] of Object.entries(config.gateway_users)) {
+    const actor = livenessActor({ account, credentials, bridge: deps.bridge, id: config.id, clients, log });
+    supervisor.spawn(`liveness:${account}`, "liveness", withRestarts(`liveness:${account}`, log, Effect.scoped(actor)));
+  }
+  if (!config.admin) {
+    log.info("no admin credentials configured: the admin API is off");
+    return { account: () => null, state: () => "off" };
+  }
+  const scopes = new AccountScopes(clients, Object.keys(config.gateway_users));
+  const since = new Date();
+  const connection: AdminConnection = new AdminConnection({
+    credentials: config.admin,
+    servers: deps.servers,
+    id: config.id,
+    log: log.child({ actor: "admin" }),
+    registry: deps.registry,
+    scopes,
+    onRequest: (msg) =>
+      serveAdminRequest(msg, {
+        id: config.id,
+        version: deps.version,
+        since,
+        clients,
+        registry: deps.registry,
+        supervisor,
+        metrics: deps.metrics,
+        log,
+        servedAccounts: () => scopes.served(),
+        maxPayload: () => connection.maxPayload(),
+        lameDuck: () => startLameDuck(deps.gateway),
+        rebalance: () => ({ started: false, reason: "rebalance is not available in this version of the gateway" }),
+        kickTimeoutMs: KICK_TIMEOUT_MS,
+      }),
+  });
+  supervisor.spawn("admin", "adminConnection", withRestarts("admin", log, Effect.scoped(connection.run())));
+  return { account: () => connection.account(), state: () => connection.state() };
+}

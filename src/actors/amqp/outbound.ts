@@ -1,0 +1,107 @@
+/**
+ * A NATS message -> the encoded AMQP message an AMQP receiver gets
+ * (mapping-to-nats.md "Message bodies", "Headers"). A message an AMQP client sent goes
+ * back with that client's own sections; any other arrives as one data section, with
+ * `to` set to its subject and the Mqgw-* headers as properties. Pure.
+ */
+import rhea from "rhea";
+import { joinMessage, payloadToBody } from "../../protocol/amqpBody.js";
+import { isTyped, type TypedValue } from "../../protocol/amqpValue.js";
+import { type HeaderEntries, headersToMeta, type MessageMeta } from "../../protocol/headers.js";
+
+interface Codec {
+  Reader: new (b: Buffer) => { position: number; read(): TypedValue };
+  Writer: new () => { write(o: unknown): void; toBuffer(): Buffer };
+  wrap_ulong(n: number): unknown;
+  wrap_uint(n: number): unknown;
+  wrap_boolean(b: boolean): unknown;
+  wrap_binary(b: Buffer): unknown;
+  wrap_list(items: unknown[]): unknown;
+  described(descriptor: unknown, value: unknown): unknown;
+  Null(): unknown;
+}
+const codec = rhea.types as unknown as Codec;
+
+const HEADER_SECTION = 0x70;
+
+const asBuffer = (b: Uint8Array): Buffer => (Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength));
+
+/** The encoded message for `sender.send(bytes, tag, 0)`. */
+export function natsToAmqp(
+  subject: string,
+  headers: HeaderEntries | undefined,
+  data: Uint8Array,
+  reply: string | undefined,
+  /** JetStream redeliveries so far: the header's delivery-count (part 3, 3.2.1). */
+  deliveryCount = 0,
+): Uint8Array {
+  const meta = headers ? headersToMeta(headers) : {};
+  if (meta.amqpHead !== undefined || meta.amqpBody !== undefined || meta.amqpFooter !== undefined) {
+    const head = deliveryCount > 0 ? withDeliveryCount(meta.amqpHead, deliveryCount) : meta.amqpHead;
+    return joinMessage({ head, body: payloadToBody(data, meta.amqpBody === "sections"), footer: meta.amqpFooter });
+  }
+  return rhea.message.encode(fromNats(subject, meta, data, reply, deliveryCount) as never);
+}
+
+const ascii = (s: string) => /^[\x20-\x7e]*$/.test(s);
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+
+/** Text stays text (a UUID, "req-42"); other bytes go as binary. */
+function correlation(bytes: Uint8Array): unknown {
+  try {
+    const s = utf8.decode(bytes);
+    if (!/[\x00-\x1f\x7f]/.test(s)) return s;
+  } catch {}
+  return codec.wrap_binary(asBuffer(bytes));
+}
+
+function fromNats(subject: string, meta: MessageMeta, data: Uint8Array, reply: string | undefined, deliveryCount: number) {
+  const replyTo = meta.replyTo ?? reply;
+  const props: Record<string, string> = {};
+  // An AMQP receiver gets only the first value of a repeated key (mapping-to-nats.md).
+  for (const [k, v] of meta.userProps ?? []) if (!(k in props)) props[k] = v;
+  return {
+    to: subject,
+    ...(deliveryCount > 0 ? { delivery_count: deliveryCount, first_acquirer: false } : {}),
+    ...(replyTo !== undefined ? { reply_to: replyTo } : {}),
+    ...(meta.correlationId !== undefined ? { correlation_id: correlation(meta.correlationId) } : {}),
+    ...(meta.contentType !== undefined && ascii(meta.contentType) ? { content_type: meta.contentType } : {}),
+    ...(meta.expiresAt !== undefined ? { absolute_expiry_time: new Date(meta.expiresAt) } : {}),
+    ...(meta.amqpMessageId !== undefined ? { message_id: meta.amqpMessageId } : {}),
+    ...(meta.amqpSubject !== undefined ? { subject: meta.amqpSubject } : {}),
+    ...(Object.keys(props).length > 0 ? { application_properties: props } : {}),
+    body: rhea.message.data_section(asBuffer(data)),
+  };
+}
+
+/**
+ * The sender's head with its header section's delivery-count set (and first-acquirer
+ * false): the one field an intermediary owns. The other sections keep their bytes.
+ */
+export function withDeliveryCount(head: Uint8Array | undefined, count: number): Uint8Array {
+  const buf = head ? asBuffer(head) : Buffer.alloc(0);
+  const rest: Buffer[] = [];
+  let old: unknown[] = [];
+  const reader = new codec.Reader(buf);
+  try {
+    while (reader.position < buf.length) {
+      const start = reader.position;
+      const section = reader.read();
+      const d = section.descriptor;
+      if (isTyped(d) && (d.value === HEADER_SECTION || d.value === "amqp:header:list") && Array.isArray(section.value)) {
+        old = section.value as unknown[];
+      } else rest.push(buf.subarray(start, reader.position));
+    }
+  } catch {
+    // joinMessage leaves out a head that does not parse; so does this.
+    return head ?? new Uint8Array();
+  }
+  const keep = (i: number) => old[i] ?? codec.Null();
+  const header = codec.described(
+    codec.wrap_ulong(HEADER_SECTION),
+    codec.wrap_list([keep(0), keep(1), keep(2), codec.wrap_boolean(false), codec.wrap_uint(count)]),
+  );
+  const w = new codec.Writer();
+  w.write(header);
+  return Buffer.concat([w.toBuffer(), ...rest]);
+}

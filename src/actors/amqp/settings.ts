@@ -1,0 +1,53 @@
+import type { GatewayConfig, SaslMechanism } from "../../config/schema.js";
+import type { Route } from "../../protocol/mqttToNats.js";
+import { parseTemplate } from "../../protocol/route.js";
+
+/**
+ * The AMQP door's settings, read per new connection so a reload applies to new work.
+ * Numbers the CONTRACT leaves open are fixed here (docs/decisions/amqp-limits.md).
+ */
+export interface AmqpSettings {
+  readonly maxFrameSize: number;
+  /** The highest channel (session) number a client may use. */
+  readonly channelMax: number;
+  /** Advertised in open; a connection silent for this long is closed. */
+  readonly idleTimeoutMs: number;
+  /** From accept to the AMQP open. */
+  readonly handshakeTimeoutMs: number;
+  readonly sasl: readonly SaslMechanism[];
+  readonly routes: ReadonlyMap<string, Route>;
+  readonly routeList: readonly Route[];
+  /** Links of each direction one connection may hold; receiving links also obey limits.max_subscriptions_per_client. */
+  readonly maxSenderLinks: number;
+  readonly maxReceiverLinks: number;
+  /** Credit the gateway keeps open on each link a client sends on. */
+  readonly senderCredit: number;
+  /** Messages a receiving link holds for a client that has no credit; older ones are dropped (core) or left unpulled (JetStream). */
+  readonly maxQueuedPerLink: number;
+  readonly storedPublishTimeoutMs: number;
+  /** How long a JetStream pull waits for messages before it is renewed. */
+  readonly pullExpiresMs: number;
+}
+
+export function amqpSettingsOf(config: GatewayConfig): AmqpSettings {
+  const routeList: Route[] = config.amqp.routes.flatMap((r) => {
+    const t = parseTemplate(r.template);
+    return t.ok ? [{ subject: r.subject, template: t.value }] : [];
+  });
+  const subscriptions = config.limits.max_subscriptions_per_client;
+  return {
+    maxFrameSize: config.amqp.max_frame_size,
+    channelMax: 255,
+    idleTimeoutMs: 60_000,
+    handshakeTimeoutMs: config.limits.connect_timeout,
+    sasl: config.amqp.sasl,
+    routes: new Map(routeList.map((r) => [r.subject, r])),
+    routeList,
+    maxSenderLinks: 256,
+    maxReceiverLinks: subscriptions > 0 ? Math.min(subscriptions, 256) : 256,
+    senderCredit: 64,
+    maxQueuedPerLink: 1_000,
+    storedPublishTimeoutMs: 5_000,
+    pullExpiresMs: 30_000,
+  };
+}

@@ -1,0 +1,138 @@
+import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import type mqttPacket from "mqtt-packet";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
+import { collect, connectMqtt } from "../helpers/mqttClient.js";
+import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
+import { RawMqtt } from "../helpers/rawMqtt.js";
+
+const session = (clientId: string) => ({ protocolVersion: 5 as const, clientId, clean: false, properties: { sessionExpiryInterval: 600 } });
+
+describe("stored subjects (bindings) over MQTT", () => {
+  let nats: NatsServerHandle;
+  let gw: GatewayHandle;
+  let nc: NatsConnection;
+  let jsm: JetStreamManager;
+  const config = { bindings: [{ stream: "ORDERS" }] };
+
+  beforeAll(async () => {
+    nats = await startNatsServer();
+    nc = await connect({ servers: nats.url });
+    jsm = await jetstreamManager(nc);
+    await jsm.streams.add({ name: "ORDERS", subjects: ["orders.>"] });
+    gw = await startGateway({ nats: nats.url, config });
+  });
+  afterAll(async () => {
+    await nc?.close();
+    await gw?.stop();
+    await nats?.stop();
+  });
+
+  it("a QoS 1 publish to a stored subject is in the stream when PUBACK comes, once even when resent", async () => {
+    const c = await RawMqtt.connected(gw.port("mqtt"), 5, { clientId: "stored-pub" });
+    const before = (await jsm.streams.info("ORDERS")).state.messages;
+    const publish = (dup: boolean) => c.send({ cmd: "publish", topic: "orders/eu/1", payload: Buffer.from("o1"), qos: 1, messageId: 11, retain: false, dup } as mqttPacket.Packet);
+    publish(false);
+    expect(((await c.next("puback")) as mqttPacket.IPubackPacket).reasonCode ?? 0).toBe(0);
+    const stored = await jsm.streams.getMessage("ORDERS", { last_by_subj: "orders.eu.1" });
+    expect(stored?.string()).toBe("o1");
+    expect(stored?.header.get("Nats-Msg-Id")).toContain("stored-pub:11:");
+    publish(true);
+    await c.next("puback");
+    expect((await jsm.streams.info("ORDERS")).state.messages).toBe(before + 1);
+    c.end();
+  });
+
+  it("a QoS 1 subscriber gets, exactly once, what was published while it was away; plain NATS messages only live at QoS 0", async () => {
+    const sub = await connectMqtt(gw.port("mqtt"), session("stored-sub"));
+    await sub.subscribeAsync("orders/away/#", { qos: 1 });
+    await sub.endAsync();
+
+    const pub = await connectMqtt(gw.port("mqtt"), { protocolVersion: 5 });
+    for (let i = 0; i < 5; i++) await pub.publishAsync(`orders/away/${i}`, `m${i}`, { qos: 1 });
+    nc.publish("orders.away.plain", "not for an absent client");
+    await nc.flush();
+
+    const back = await connectMqtt(gw.port("mqtt"), { ...session("stored-sub"), resubscribe: false });
+    expect(back.connack.sessionPresent).toBe(true);
+    const inbox = collect(back);
+    const seen = await inbox.count(5);
+    expect(seen.map((s) => s.payload.toString())).toEqual(["m0", "m1", "m2", "m3", "m4"]);
+    expect(seen.every((s) => s.packet.qos === 1)).toBe(true);
+    nc.publish("orders.away.live", "live");
+    const all = await inbox.count(6);
+    expect([all[5]!.payload.toString(), all[5]!.packet.qos]).toEqual(["live", 0]);
+    expect(all.filter((s) => s.payload.toString().startsWith("m"))).toHaveLength(5);
+    await Promise.all([pub.endAsync(), back.endAsync()]);
+  });
+
+  it("what the client did not acknowledge is delivered again after it reconnects", async () => {
+    const raw = await RawMqtt.connected(gw.port("mqtt"), 5, { clientId: "no-ack", clean: false, properties: { sessionExpiryInterval: 600 } });
+    raw.send({ cmd: "subscribe", messageId: 1, subscriptions: [{ topic: "orders/noack/+", qos: 1 }] } as mqttPacket.Packet);
+    await raw.next("suback");
+    const pub = await connectMqtt(gw.port("mqtt"), { protocolVersion: 5 });
+    await pub.publishAsync("orders/noack/1", "first", { qos: 1 });
+    const p = (await raw.next("publish")) as mqttPacket.IPublishPacket;
+    expect(p.payload.toString()).toBe("first");
+    raw.end(); // never acknowledged
+
+    const back = await connectMqtt(gw.port("mqtt"), { ...session("no-ack"), resubscribe: false });
+    const [again] = await collect(back).count(1);
+    expect(again!.payload.toString()).toBe("first");
+    await Promise.all([pub.endAsync(), back.endAsync()]);
+  });
+
+  it("two gateways sharing one sessions bucket: a QoS 1 subscriber moves and receives the stored messages exactly once", async () => {
+    const other = await startGateway({ nats: nats.url, config });
+    try {
+      const sub = await connectMqtt(gw.port("mqtt"), session("mover"));
+      await sub.subscribeAsync("orders/move/+", { qos: 1 });
+      await sub.endAsync();
+      const pub = await connectMqtt(gw.port("mqtt"), { protocolVersion: 5 });
+      for (let i = 0; i < 3; i++) await pub.publishAsync(`orders/move/${i}`, `x${i}`, { qos: 1 });
+      const moved = await connectMqtt(other.port("mqtt"), { ...session("mover"), resubscribe: false });
+      expect(moved.connack.sessionPresent).toBe(true);
+      const inbox = collect(moved);
+      const seen = await inbox.count(3);
+      expect(seen.map((s) => s.payload.toString())).toEqual(["x0", "x1", "x2"]);
+      await pub.publishAsync("orders/move/3", "x3", { qos: 1 });
+      const more = await inbox.count(4);
+      expect(more.map((s) => s.payload.toString())).toEqual(["x0", "x1", "x2", "x3"]);
+      await Promise.all([pub.endAsync(), moved.endAsync()]);
+    } finally {
+      await other.stop();
+    }
+  });
+
+  it("a session held on another gateway is taken over: the old connection gets 0x8E", async () => {
+    const other = await startGateway({ nats: nats.url, config });
+    try {
+      const first = await RawMqtt.connected(gw.port("mqtt"), 5, { clientId: "contested", clean: false, properties: { sessionExpiryInterval: 600 } });
+      const second = await connectMqtt(other.port("mqtt"), session("contested"));
+      expect(((await first.next("disconnect")) as mqttPacket.IDisconnectPacket).reasonCode).toBe(0x8e);
+      await second.endAsync();
+    } finally {
+      await other.stop();
+    }
+  });
+
+  it("a gateway killed with SIGKILL mid-traffic: every PUBACKed message is in the stream", async () => {
+    const victim = await startGateway({ nats: nats.url, config });
+    const c = await RawMqtt.connected(victim.port("mqtt"), 5, { clientId: "sigkill" });
+    const acked = new Set<number>();
+    c.socket.on("data", () => {
+      for (const p of c.packets.splice(0)) if (p.cmd === "puback" && !(p as mqttPacket.IPubackPacket).reasonCode) acked.add(p.messageId!);
+    });
+    for (let id = 1; id <= 200; id++) {
+      c.send({ cmd: "publish", topic: `orders/kill/${id}`, payload: Buffer.from(String(id)), qos: 1, messageId: id, retain: false, dup: false } as mqttPacket.Packet);
+      if (id === 100) victim.process.kill("SIGKILL");
+    }
+    await c.waitClosed(10_000);
+    await victim.stop();
+    for (const id of acked) {
+      const m = await jsm.streams.getMessage("ORDERS", { last_by_subj: `orders.kill.${id}` });
+      expect(m?.string()).toBe(String(id));
+    }
+  });
+});
