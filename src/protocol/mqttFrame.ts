@@ -1,3 +1,5 @@
+import { isUtf8 } from "node:buffer";
+
 /**
  * Splits an MQTT byte stream into whole packets before any parser sees them, so an
  * oversize length prefix is refused from its first bytes instead of being buffered.
@@ -38,4 +40,22 @@ export function splitFrames(buffered: Buffer, maxPacketSize: number): FrameResul
     pos += total;
   }
   return { kind: "packets", packets, rest: pos === buffered.length ? EMPTY : buffered.subarray(pos) };
+}
+
+/**
+ * [MQTT-1.5.4-1] a topic must be well-formed UTF-8 without U+0000. mqtt-packet decodes
+ * it leniently, so the PUBLISH topic is checked on the bytes; returns the reason, or
+ * undefined when the packet is not a PUBLISH or its topic is fine.
+ */
+export function badPublishTopic(packet: Buffer): string | undefined {
+  if (packet[0]! >> 4 !== 3) return undefined;
+  const rl = readRemainingLength(packet, 1);
+  if (rl === undefined || rl === "malformed") return undefined;
+  const at = 1 + rl.bytes;
+  if (at + 2 > packet.length) return undefined;
+  const len = packet.readUInt16BE(at);
+  const topic = packet.subarray(at + 2, at + 2 + len);
+  if (!isUtf8(topic)) return "topic is not valid UTF-8";
+  if (topic.includes(0)) return "topic holds U+0000";
+  return undefined;
 }

@@ -5,7 +5,7 @@ import mqtt, { type IConnectPacket, type IPublishPacket, type Packet } from "mqt
 import type { Actor } from "xstate";
 import type { Logger } from "../../log.js";
 import { type ConnectRequest, mqttConnectionMachine, type WillMessage } from "../../machines/mqttConnection.js";
-import { splitFrames } from "../../protocol/mqttFrame.js";
+import { badPublishTopic, splitFrames } from "../../protocol/mqttFrame.js";
 import { ConnackV4, Reason } from "../../protocol/mqttReasons.js";
 import type { PublishProperties } from "../../protocol/mqttToNats.js";
 import type { ClientHandle, ClientRegistry } from "../clients.js";
@@ -142,6 +142,8 @@ class MqttClientConnection {
     this.buffered = frames.rest;
     for (const p of frames.packets) {
       if (this.actor.getSnapshot().status !== "active") return;
+      const bad = badPublishTopic(p);
+      if (bad) return this.protocolError(Reason.malformedPacket, bad);
       this.parser.parse(p);
     }
   }
