@@ -16,7 +16,6 @@ import type { ActorRegistry } from "../registry.js";
 import { InboundPublisher } from "./inbound.js";
 import type { ClientLink } from "./link.js";
 import { ClientSession, type SessionDeps } from "./session.js";
-import type { StoredSession } from "./sessionStore.js";
 import type { MqttSettings } from "./settings.js";
 import { StoredDelivery } from "./storedDelivery.js";
 
@@ -51,7 +50,6 @@ class MqttClientConnection {
   private link: ClientLink | undefined;
   private inbound: InboundPublisher | undefined;
   private session: ClientSession | undefined;
-  private resumeFrom: StoredSession | undefined;
   private clientMaxPacket = Number.POSITIVE_INFINITY;
   private clientReceiveMax = 65535;
   private readonly topicAliases = new Map<number, string>();
@@ -294,6 +292,7 @@ class MqttClientConnection {
       metrics: this.deps.metrics,
       log: this.log,
       write: (p) => this.write(p),
+      queuedBytes: () => this.socket.writableLength,
       protocolError: (code, reason) => this.protocolError(code, reason),
       denied: this.denied,
     };
@@ -321,8 +320,9 @@ class MqttClientConnection {
     }
     this.session = new ClientSession(this.link, deps, Math.min(this.clientReceiveMax, 65535), this.clientMaxPacket, request.sessionExpirySec);
     const resumed = stored !== undefined && !request.cleanStart && !expired;
-    // Subscriptions reopen once CONNACK is out: nothing may reach the client before it.
-    this.resumeFrom = resumed ? stored : undefined;
+    // Subscriptions reopen now, so nothing published after CONNACK is missed; what they
+    // receive waits in the session until CONNACK is out.
+    if (resumed) await this.session.resume(stored);
     await this.session.save();
     return resumed;
   }
@@ -380,11 +380,7 @@ class MqttClientConnection {
     this.keepaliveMs = effective * 1000;
     this.lastActivity = Date.now();
     this.deps.metrics.connected("mqtt", this.account(), +1);
-    const stored = this.resumeFrom;
-    this.resumeFrom = undefined;
-    if (stored) {
-      void this.session!.resume(stored).catch((e: Error) => this.log.warn({ err: e.message }, "could not reopen the session's subscriptions"));
-    }
+    this.session!.release();
   }
 
   // -- PUBLISH in -----------------------------------------------------------------

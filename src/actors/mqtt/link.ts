@@ -17,6 +17,8 @@ export interface ClientLink {
   readonly metrics: Metrics;
   readonly log: Logger;
   write(packet: Packet): void;
+  /** Bytes written to the socket and not yet taken by the peer: a slow consumer's backlog. */
+  queuedBytes(): number;
   protocolError(reasonCode: number, reason: string): void;
   /** Subjects NATS refused this connection, reported by the bridge before the flush's PONG. */
   readonly denied: { publish: Set<string>; subscribe: Set<string> };

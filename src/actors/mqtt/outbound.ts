@@ -75,14 +75,6 @@ export class OutboundFlow {
     return true;
   }
 
-  /** On a resumed session: resend what was not acknowledged, with DUP [MQTT-4.4.0-1]. */
-  resend(): void {
-    for (const [id, f] of this.inflight) {
-      if (f.released) this.write({ cmd: "pubrel", messageId: id } as unknown as IPublishPacket);
-      else this.write({ ...f.packet, dup: true });
-    }
-  }
-
   size(): number {
     return this.inflight.size;
   }

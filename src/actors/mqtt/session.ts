@@ -35,6 +35,8 @@ export interface SessionDeps {
 export class ClientSession {
   private readonly entries = new Map<string, Entry>();
   readonly outbound: OutboundFlow;
+  /** Deliveries that arrive before CONNACK is out wait here; undefined once the client is served. */
+  private held: Array<() => void> | undefined = [];
 
   constructor(
     private readonly link: ClientLink,
@@ -46,7 +48,14 @@ export class ClientSession {
     this.outbound = new OutboundFlow(receiveMaximum, 1000, (p) => link.write(p as Packet));
   }
 
-  /** Reopens the subscriptions of a stored session. */
+  /** CONNACK is out: deliver what waited for it, and everything from now on. */
+  release(): void {
+    const held = this.held ?? [];
+    this.held = undefined;
+    for (const deliver of held) deliver();
+  }
+
+  /** Reopens the subscriptions of a stored session (before CONNACK, so nothing is missed after it). */
   async resume(stored: StoredSession): Promise<void> {
     for (const s of stored.subscriptions) {
       const plan = planSubscription(s.subscription, s.subscriptionId);
@@ -203,6 +212,10 @@ export class ClientSession {
   }
 
   private deliver(sub: ActiveSubscription, subject: string, headers: Iterable<[string, string]> | undefined, data: Uint8Array, reply: string | undefined, retained = false): void {
+    if (this.held) {
+      this.held.push(() => this.deliver(sub, subject, headers, data, reply, retained));
+      return;
+    }
     const { link } = this;
     const out = natsToMqttPublish(subject, headers, data, reply, sub.options, { protocolVersion: link.version, clientId: link.clientId, now: Date.now() }, retained);
     if (typeof out === "string") {
@@ -210,13 +223,20 @@ export class ClientSession {
       return;
     }
     if (!this.fits(out.topic, data)) return;
-    // From core NATS nothing can be delivered again, so a live message goes out at most at QoS 0
-    // unless it came with Mqgw-QoS; QoS 1/2 then protects the hop to the client.
+    if (out.qos === 0 && link.queuedBytes() > link.settings.maxQueuedBytes) {
+      // A slow consumer loses QoS 0 messages, not the gateway's memory (docs/decisions/mqtt-sessions.md).
+      link.metrics.dropped("mqtt", "slow_consumer");
+      return;
+    }
     this.outbound.send(out);
     link.metrics.messageOut("mqtt", "delivered");
   }
 
   private deliverStored(sub: ActiveSubscription, m: JsMsg, d: StoredDelivery): void {
+    if (this.held) {
+      this.held.push(() => this.deliverStored(sub, m, d));
+      return;
+    }
     const headers = m.headers ? [...pairs(m.headers)] : undefined;
     if (!isQos12(headers)) {
       d.ack(m); // without Mqgw-QoS 1/2 it reaches the client from core NATS, live only
