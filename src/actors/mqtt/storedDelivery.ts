@@ -9,6 +9,7 @@ import type { AccountServices } from "../accountServices.js";
  */
 export class StoredDelivery {
   private readonly pending = new Set<JsMsg>();
+  private stopped = false;
 
   private constructor(private readonly messages: ConsumerMessages) {}
 
@@ -52,7 +53,9 @@ export class StoredDelivery {
     const messages = await consumer.consume({
       max_messages: Math.min(options.maxAckPending, 256),
       callback: (m) => {
-        if (!delivery) early.push(m);
+        // A pull answered after stop() must not go to a client that is gone: hand it back at once.
+        if (delivery?.stopped) m.nak();
+        else if (!delivery) early.push(m);
         else {
           delivery.pending.add(m);
           options.onMessage(m, delivery);
@@ -73,6 +76,7 @@ export class StoredDelivery {
 
   /** Stop reading; what the client still holds comes back at once on the next attach. */
   stop(): void {
+    this.stopped = true;
     void this.messages.close();
     for (const m of this.pending) m.nak();
     this.pending.clear();
