@@ -66,6 +66,13 @@ export class ClientRegistry {
     return this.byCid.size;
   }
 
+  /** Clients of one account on this gateway (limits.max_connections_per_account). */
+  countIn(account: string): number {
+    let n = 0;
+    for (const h of this.byCid.values()) if (h.account === account) n++;
+    return n;
+  }
+
   /** Admin scopes and kicks follow clients coming and going; returns the unsubscribe. */
   onChange(listener: (change: "added" | "removed", handle: ClientHandle) => void): () => void {
     this.listeners.add(listener);

@@ -16,6 +16,7 @@ export function mqttSettingsOf(config: GatewayConfig): MqttSettings {
     sessionExpiryMaxSec: Math.floor(config.mqtt.session_expiry_max / 1000),
     connectTimeoutMs: config.limits.connect_timeout,
     maxSubscriptionsPerClient: config.limits.max_subscriptions_per_client || Number.POSITIVE_INFINITY,
+    maxTopicLevels: config.limits.max_topic_levels,
     topicAliasMaximum: 64,
     routes: new Map(routeList.map((r) => [r.subject, r])),
     routeList,

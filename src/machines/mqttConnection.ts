@@ -29,7 +29,7 @@ export interface ConnectRequest {
 export type MqttConnectionEvent =
   | { type: "CONNECT"; request: ConnectRequest }
   | { type: "NATS_READY"; sessionPresent: boolean; account: string }
-  | { type: "NATS_REFUSED"; auth: boolean; reason: string }
+  | { type: "NATS_REFUSED"; auth: boolean; reason: string; codes?: { v5: number; v4: number } }
   | { type: "ACTIVITY" }
   | { type: "DISCONNECT"; reasonCode: number }
   | { type: "PROTOCOL_ERROR"; reasonCode: number; reason: string }
@@ -119,7 +119,11 @@ export const mqttConnectionMachine = setup({
           actions: [
             emit(({ context, event }) => ({
               type: "connack" as const,
-              returnCode: refusal(context.request?.protocolVersion, event.auth),
+              returnCode: event.codes
+                ? context.request?.protocolVersion === 5
+                  ? event.codes.v5
+                  : event.codes.v4
+                : refusal(context.request?.protocolVersion, event.auth),
               sessionPresent: false,
             })),
             assign({ closeReason: ({ event }) => `NATS refused: ${event.reason}` }),

@@ -28,6 +28,8 @@ export interface MqttDeps {
   readonly log: Logger;
   readonly settings: () => MqttSettings;
   readonly accountOf: (lease: NatsLease, username: string | undefined) => Promise<string>;
+  /** limits.max_connections_per_account, read per connection so a reload applies; 0 = no limit. */
+  readonly maxConnectionsPerAccount: () => number;
   /** Asks the gateway that holds a client's session to let it go (false: it did not answer). */
   readonly remoteTakeover: (account: string, clientId: string, owner: string) => Promise<boolean>;
 }
@@ -270,6 +272,17 @@ class MqttClientConnection {
     );
     try {
       const account = await this.deps.accountOf(lease, request.username);
+      const perAccount = this.deps.maxConnectionsPerAccount();
+      if (perAccount > 0 && this.deps.clients.countIn(account) >= perAccount) {
+        this.deps.metrics.refused("mqtt", "max_connections_per_account");
+        this.actor.send({
+          type: "NATS_REFUSED",
+          auth: false,
+          reason: `account ${account} has ${perAccount} connections on this gateway`,
+          codes: { v5: Reason.quotaExceeded, v4: ConnackV4.serverUnavailable },
+        });
+        return;
+      }
       const sessionPresent = await this.openSession(account, request);
       this.actor.send({ type: "NATS_READY", sessionPresent, account });
     } catch (e) {

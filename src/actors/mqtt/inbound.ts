@@ -52,6 +52,11 @@ export class InboundPublisher {
 
   private async publish(inbound: InboundPublish, messageId: number | undefined, dup: boolean, isWill: boolean): Promise<void> {
     const { link } = this;
+    if (tooManyLevels(inbound.topic, link.settings.maxTopicLevels)) {
+      link.metrics.refused("mqtt", "too_many_levels");
+      if (!isWill) this.refuse(inbound, messageId, Reason.topicNameInvalid, `topic has more than ${link.settings.maxTopicLevels} levels`);
+      return;
+    }
     const mapped = mqttPublishToNats(inbound, {
       protocolVersion: link.version,
       clientId: link.clientId,
@@ -176,6 +181,14 @@ export class InboundPublisher {
       this.link.log.info({ client_id: this.link.clientId, topic, reason }, "QoS 0 publish dropped");
     }
   }
+}
+
+/** limits.max_topic_levels: a deep topic costs every subscription match on the server. */
+export function tooManyLevels(topic: string, max: number): boolean {
+  if (max <= 0) return false;
+  let levels = 1;
+  for (let i = 0; i < topic.length; i++) if (topic.charCodeAt(i) === 47 && ++levels > max) return true;
+  return false;
 }
 
 function toNatsHeaders(pairs: Array<[string, string]>): MsgHdrs {

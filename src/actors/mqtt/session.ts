@@ -5,6 +5,7 @@ import { natsToMqttPublish } from "../../protocol/natsToMqtt.js";
 import type { AccountServices } from "../accountServices.js";
 import type { Bindings } from "../bindings.js";
 import { flushAndSettle } from "../natsBridge.js";
+import { tooManyLevels } from "./inbound.js";
 import type { ClientLink } from "./link.js";
 import { OutboundFlow } from "./outbound.js";
 import type { RetainedMessages } from "./retained.js";
@@ -69,7 +70,9 @@ export class ClientSession {
     const granted: number[] = [];
     const fresh: Array<{ entry: Entry; isNew: boolean; index: number }> = [];
     for (const [index, s] of p.subscriptions.entries()) {
-      const plan = planSubscription(s, subId);
+      const plan = tooManyLevels(s.topic, link.settings.maxTopicLevels)
+        ? ({ ok: false, error: { reasonCode: Reason.topicFilterInvalid, reason: "too many levels" } } as const)
+        : planSubscription(s, subId);
       if (!plan.ok) {
         link.metrics.refused("mqtt", plan.error.reasonCode === Reason.notAuthorized ? "not_authorized" : "bad_filter");
         granted.push(link.version === 5 ? plan.error.reasonCode : SubackFailureV4);

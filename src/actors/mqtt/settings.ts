@@ -8,6 +8,8 @@ export interface MqttSettings {
   readonly sessionExpiryMaxSec: number;
   readonly connectTimeoutMs: number;
   readonly maxSubscriptionsPerClient: number;
+  /** Levels of a topic or filter (limits.max_topic_levels); 0 = no limit. */
+  readonly maxTopicLevels: number;
   readonly topicAliasMaximum: number;
   readonly routes: ReadonlyMap<string, Route>;
   readonly routeList: readonly Route[];
