@@ -47,3 +47,26 @@ export const awaitDone = (actor: Actor<AnyStateMachine>): Effect.Effect<void> =>
     if (actor.getSnapshot().status !== "active") resume(Effect.void);
     return Effect.sync(() => sub.unsubscribe());
   });
+
+/**
+ * Starts a sub-machine from inside an actor that already runs (a connection's session):
+ * the caller owns it and calls the returned stop from its own finalizer.
+ */
+export function startChildMachine<M extends AnyStateMachine>(
+  machine: M,
+  options: { readonly input: InputFrom<M>; readonly registry?: ActorRegistry; readonly on?: EmitHandlers<M> },
+): { actor: Actor<M>; stop: () => void } {
+  const actor = createActor(machine, { input: options.input });
+  for (const [type, handler] of Object.entries(options.on ?? {})) {
+    if (handler) actor.on(type, handler as (e: unknown) => void);
+  }
+  const untrack = options.registry?.track(machine.id, actor);
+  actor.start();
+  return {
+    actor: actor as Actor<M>,
+    stop: () => {
+      actor.stop();
+      untrack?.();
+    },
+  };
+}

@@ -2,20 +2,22 @@ import { randomBytes } from "node:crypto";
 import type { Duplex } from "node:stream";
 import { Effect, type Scope } from "effect";
 import mqtt, { type IConnectPacket, type IPublishPacket, type Packet } from "mqtt-packet";
-import type { Actor } from "xstate";
+import { type Actor, toPromise } from "xstate";
 import type { Logger } from "../../log.js";
 import { type ConnectRequest, mqttConnectionMachine, type WillMessage } from "../../machines/mqttConnection.js";
+import { mqttSessionMachine } from "../../machines/mqttSession.js";
 import { badPublishTopic, splitFrames } from "../../protocol/mqttFrame.js";
 import { ConnackV4, Reason } from "../../protocol/mqttReasons.js";
 import type { PublishProperties } from "../../protocol/mqttToNats.js";
 import type { ClientHandle, ClientRegistry } from "../clients.js";
-import { awaitDone, startMachine } from "../machineActor.js";
+import { awaitDone, startChildMachine, startMachine } from "../machineActor.js";
 import type { Metrics } from "../metrics.js";
 import type { Credentials, NatsBridge, NatsLease } from "../natsBridge.js";
 import type { ActorRegistry } from "../registry.js";
 import { InboundPublisher } from "./inbound.js";
 import type { ClientLink } from "./link.js";
 import { ClientSession, type SessionDeps } from "./session.js";
+import type { StoredSession } from "./sessionStore.js";
 import type { MqttSettings } from "./settings.js";
 import { StoredDelivery } from "./storedDelivery.js";
 
@@ -52,6 +54,7 @@ class MqttClientConnection {
   private link: ClientLink | undefined;
   private inbound: InboundPublisher | undefined;
   private session: ClientSession | undefined;
+  private sessionMachine: { actor: Actor<typeof mqttSessionMachine>; stop: () => void } | undefined;
   private clientMaxPacket = Number.POSITIVE_INFINITY;
   private clientReceiveMax = 65535;
   private readonly topicAliases = new Map<number, string>();
@@ -100,9 +103,15 @@ class MqttClientConnection {
     for (const u of this.unlisten) u();
     this.socket.destroy();
     if (this.handle) this.deps.clients.remove(this.handle);
+    const sm = this.sessionMachine;
     try {
-      await this.session?.detach();
+      if (sm) {
+        sm.actor.send({ type: "DETACH" });
+        // The session machine bounds its own store calls, so this ends.
+        await toPromise(sm.actor).catch(() => {});
+      }
     } finally {
+      sm?.stop();
       this.lease?.release();
     }
   }
@@ -291,12 +300,15 @@ class MqttClientConnection {
     }
   }
 
-  /** Registers the client, takes over its previous connection, resumes or clears its session. */
-  private async openSession(account: string, request: ConnectRequest): Promise<boolean> {
+  /**
+   * Registers the client, takes over its previous connection here, and runs its session
+   * machine until the session is ready (resolves with session present) or refused.
+   */
+  private openSession(account: string, request: ConnectRequest): Promise<boolean> {
     const lease = this.lease!;
     const previous = this.register(account, request);
     previous?.takeOver();
-    this.link = {
+    const link: ClientLink = {
       version: this.version,
       clientId: request.clientId,
       account,
@@ -309,35 +321,54 @@ class MqttClientConnection {
       protocolError: (code, reason) => this.protocolError(code, reason),
       denied: this.denied,
     };
+    this.link = link;
     const deps = this.deps.session;
-    this.inbound = new InboundPublisher(this.link, deps.bindings, deps.retained);
-    const store = deps.store;
-    // A clean start needs no store: without JetStream it still connects, and only a stale
-    // session it could not clear is left to its expiry.
-    const stored = request.cleanStart
-      ? await store.load(account, request.clientId).catch(() => undefined)
-      : await store.load(account, request.clientId);
-    if (stored?.connected && stored.owner && stored.owner !== deps.gatewayId) {
-      // [MQTT-3.1.4-3] the session is held by a connection on another gateway: close it there first.
-      const answered = await this.deps.remoteTakeover(account, request.clientId, stored.owner);
-      this.log.info({ owner: stored.owner, answered }, "took over a session held by another gateway");
-    }
-    const expired = stored !== undefined && stored.expiresAt === 0;
-    if (stored && (request.cleanStart || expired)) {
-      await Promise.all(
-        stored.subscriptions
-          .filter((s) => s.stream)
-          .map((s) => StoredDelivery.remove(deps.services, account, s.stream!, StoredDelivery.consumerName(account, request.clientId, s.subscription.topic))),
-      ).catch(() => {});
-      await store.remove(account, request.clientId).catch(() => {});
-    }
-    this.session = new ClientSession(this.link, deps, Math.min(this.clientReceiveMax, 65535), this.clientMaxPacket, request.sessionExpirySec);
-    const resumed = stored !== undefined && !request.cleanStart && !expired;
-    // Subscriptions reopen now, so nothing published after CONNACK is missed; what they
-    // receive waits in the session until CONNACK is out.
-    if (resumed) await this.session.resume(stored);
-    await this.session.save();
-    return resumed;
+    const { store } = deps;
+    this.inbound = new InboundPublisher(link, deps.bindings, deps.retained);
+    const session = new ClientSession(link, deps, Math.min(this.clientReceiveMax, 65535), this.clientMaxPacket, request.sessionExpirySec);
+    this.session = session;
+    let stored: StoredSession | undefined;
+    const settled = <T>(p: Promise<T>, then: () => void) => void p.then(then, (e: Error) => {
+      this.log.warn({ err: e.message }, "session store");
+      then();
+    });
+    return new Promise<boolean>((resolve, reject) => {
+      const { actor, stop } = startChildMachine(mqttSessionMachine, {
+        input: { cleanStart: request.cleanStart, expirySec: request.sessionExpirySec },
+        registry: this.deps.registry,
+        on: {
+          load: () =>
+            void store.load(account, request.clientId).then(
+              (found) => {
+                stored = found;
+                const heldBy = found?.connected && found.owner && found.owner !== deps.gatewayId ? found.owner : undefined;
+                actor.send({ type: "LOADED", found: { exists: found !== undefined, expired: found?.expiresAt === 0, heldBy } });
+              },
+              (e: Error) => actor.send({ type: "LOAD_FAILED", reason: e.message }),
+            ),
+          ask_owner: ({ owner }) =>
+            settled(this.deps.remoteTakeover(account, request.clientId, owner), () => actor.send({ type: "OWNER_RELEASED" })),
+          discard: () =>
+            settled(
+              Promise.all(
+                (stored?.subscriptions ?? [])
+                  .filter((s) => s.stream)
+                  .map((s) => StoredDelivery.remove(deps.services, account, s.stream!, StoredDelivery.consumerName(account, request.clientId, s.subscription.topic))),
+              ).then(() => store.remove(account, request.clientId)),
+              () => actor.send({ type: "DISCARDED" }),
+            ),
+          // Subscriptions reopen before CONNACK so nothing published after it is missed;
+          // what they receive waits in the session until CONNACK is out.
+          resume: () => settled(session.resume(stored!), () => actor.send({ type: "RESUMED" })),
+          ready: ({ sessionPresent }) => void session.save().then(() => resolve(sessionPresent)),
+          refuse: ({ reason }) => reject(new Error(reason)),
+          stop_delivery: () => session.stopDelivery(),
+          save_detached: () => settled(session.save(false), () => actor.send({ type: "SAVED" })),
+          remove: () => settled(session.removeConsumers(), () => actor.send({ type: "REMOVED" })),
+        },
+      });
+      this.sessionMachine = { actor, stop };
+    });
   }
 
   private register(account: string, request: ConnectRequest): ClientHandle | undefined {

@@ -117,18 +117,21 @@ export class ClientSession {
     await this.save();
   }
 
-  /** The connection ends: stop reading; keep or drop what the session holds. */
-  async detach(): Promise<void> {
+  /** The connection ends: stop reading (what the client held goes back to the stream). */
+  stopDelivery(): void {
     for (const e of this.entries.values()) {
       closeSubscription(e.sub);
       e.stored?.stop();
     }
-    if (this.expirySec > 0) {
-      await this.save(false);
-    } else {
-      await this.removeConsumers();
-    }
-    this.entries.clear();
+  }
+
+  /** A session that does not outlive its connection leaves no consumers behind. */
+  async removeConsumers(): Promise<void> {
+    await Promise.all(
+      [...this.entries.values()]
+        .filter((e) => e.stream)
+        .map((e) => StoredDelivery.remove(this.deps.services, this.link.account, e.stream!, StoredDelivery.consumerName(this.link.account, this.link.clientId, e.sub.filter))),
+    );
   }
 
   async save(connected = true): Promise<void> {
@@ -192,14 +195,6 @@ export class ClientSession {
       void StoredDelivery.remove(this.deps.services, this.link.account, e.stream, StoredDelivery.consumerName(this.link.account, this.link.clientId, filter));
     }
     return true;
-  }
-
-  private async removeConsumers(): Promise<void> {
-    await Promise.all(
-      [...this.entries.values()]
-        .filter((e) => e.stream)
-        .map((e) => StoredDelivery.remove(this.deps.services, this.link.account, e.stream!, StoredDelivery.consumerName(this.link.account, this.link.clientId, e.sub.filter))),
-    );
   }
 
   /** A QoS 1/2 subscription whose subjects all lie in one bound stream reads that stream. */
