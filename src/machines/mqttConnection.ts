@@ -138,20 +138,28 @@ export const mqttConnectionMachine = setup({
     },
     serving: {
       entry: emit({ type: "serve" }),
-      initial: "online",
+      type: "parallel",
       states: {
-        online: { on: { NATS_DOWN: { target: "natsDown" } } },
-        // Publishes wait (TCP backpressure) rather than being acknowledged unsent.
-        natsDown: { on: { NATS_UP: { target: "online" } } },
-      },
-      after: {
+        nats: {
+          initial: "online",
+          states: {
+            online: { on: { NATS_DOWN: { target: "natsDown" } } },
+            // Publishes wait (TCP backpressure) rather than being acknowledged unsent.
+            natsDown: { on: { NATS_UP: { target: "online" } } },
+          },
+        },
+        // Only this region restarts on activity: re-entering `serving` would serve again.
         keepalive: {
-          target: "keepaliveExpired",
-          guard: "keepaliveOn",
+          initial: "waiting",
+          states: {
+            waiting: {
+              after: { keepalive: { target: "#mqttConnection.keepaliveExpired", guard: "keepaliveOn" } },
+            },
+          },
+          on: { ACTIVITY: { target: ".waiting", reenter: true } },
         },
       },
       on: {
-        ACTIVITY: { target: "serving", reenter: true },
         DISCONNECT: [
           // [MQTT-3.14.4-3] a normal DISCONNECT discards the will; v5 0x04 asks for it.
           { guard: "asksForWill", target: "willPending", actions: assign({ closeReason: "DISCONNECT with will" }) },

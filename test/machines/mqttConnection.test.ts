@@ -100,6 +100,8 @@ describe("mqttConnection machine", () => {
       expect(d.actor.getSnapshot().matches("serving")).toBe(true);
       vi.advanceTimersByTime(2_000);
       expect(d.emitted.find((e) => e.type === "disconnect")?.reasonCode).toBe(0x8d);
+      // Activity restarts the keep-alive timer only: the client is not served a second time.
+      expect(d.types().filter((t) => t === "serve")).toHaveLength(1);
     } finally {
       vi.useRealTimers();
     }
