@@ -80,7 +80,8 @@ export class FrameGuard {
         note = this.frame(buf, at);
       }
       if (!note) continue;
-      (notes ??= []).push(note);
+      notes ??= [];
+      notes.push(note);
       if (note.kind !== "header") {
         this.phase = "stopped";
         break;
@@ -93,9 +94,12 @@ export class FrameGuard {
     const id = buf[at + 4];
     const version = buf[at + 5] === 1 && buf[at + 6] === 0 && buf[at + 7] === 0;
     const isAmqp = buf.readUInt32BE(at) === AMQP;
-    const shown = isAmqp ? `AMQP ${[...buf.subarray(at + 4, at + 8)].join(".")}` : `bytes ${buf.subarray(at, at + 8).toString("hex")}`;
+    const shown = isAmqp
+      ? `AMQP ${[...buf.subarray(at + 4, at + 8)].join(".")}`
+      : `bytes ${buf.subarray(at, at + 8).toString("hex")}`;
     if (this.phase === "amqpHeader") {
-      if (!(isAmqp && version && id === PROTOCOL_AMQP)) return this.refuse(`expected the AMQP header after SASL, got ${shown}`);
+      if (!(isAmqp && version && id === PROTOCOL_AMQP))
+        return this.refuse(`expected the AMQP header after SASL, got ${shown}`);
       this.phase = "amqp";
       return undefined;
     }
@@ -120,7 +124,11 @@ export class FrameGuard {
     const doff = buf[at + 4]!;
     const type = buf[at + 5]!;
     if (size < FRAME_HEADER_LENGTH || doff < 2 || doff * 4 > size) {
-      return { kind: "violation", condition: "amqp:connection:framing-error", description: `malformed frame header (size ${size}, doff ${doff})` };
+      return {
+        kind: "violation",
+        condition: "amqp:connection:framing-error",
+        description: `malformed frame header (size ${size}, doff ${doff})`,
+      };
     }
     if (size > this.limits.maxFrameSize) {
       return {
@@ -131,7 +139,11 @@ export class FrameGuard {
     }
     const expected = this.phase === "sasl" ? FRAME_SASL : FRAME_AMQP;
     if (type !== expected) {
-      return { kind: "violation", condition: "amqp:connection:framing-error", description: `unexpected frame type ${type}` };
+      return {
+        kind: "violation",
+        condition: "amqp:connection:framing-error",
+        description: `unexpected frame type ${type}`,
+      };
     }
     if (type === FRAME_AMQP) {
       const channel = buf.readUInt16BE(at + 6);

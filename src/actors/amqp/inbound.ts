@@ -5,7 +5,13 @@
  * settled or unsettled delivery.
  */
 import { classifyTarget, validateRelayTo } from "../../protocol/amqpAddress.js";
-import { bodyToPayload, headApplicationProperties, headSection, Section, splitMessage } from "../../protocol/amqpBody.js";
+import {
+  bodyToPayload,
+  headApplicationProperties,
+  headSection,
+  Section,
+  splitMessage,
+} from "../../protocol/amqpBody.js";
 import { isTyped, messageIdToBytes, messageIdToText } from "../../protocol/amqpValue.js";
 import { type MessageMeta, metaToHeaders } from "../../protocol/headers.js";
 import type { Route } from "../../protocol/mqttToNats.js";
@@ -60,7 +66,11 @@ function millis(v: unknown): number | undefined {
   return typeof x === "number" && Number.isFinite(x) ? x : undefined;
 }
 
-const refusal = (condition: string, description: string, reason: string): Refusal => ({ condition, description, reason });
+const refusal = (condition: string, description: string, reason: string): Refusal => ({
+  condition,
+  description,
+  reason,
+});
 
 export function amqpToNats(encoded: Uint8Array, ctx: InboundContext): Result<NatsMessage, Refusal> {
   const parts = splitMessage(encoded);
@@ -72,7 +82,14 @@ export function amqpToNats(encoded: Uint8Array, ctx: InboundContext): Result<Nat
   if (ctx.target !== null) subject = ctx.target;
   else {
     const to = validateRelayTo(text(field(properties, P.to)));
-    if (!to.ok) return err(refusal(to.error.condition, to.error.description, to.error.condition === "amqp:unauthorized-access" ? "admin_subject" : "bad_address"));
+    if (!to.ok)
+      return err(
+        refusal(
+          to.error.condition,
+          to.error.description,
+          to.error.condition === "amqp:unauthorized-access" ? "admin_subject" : "bad_address",
+        ),
+      );
     subject = to.value;
   }
 
@@ -82,7 +99,9 @@ export function amqpToNats(encoded: Uint8Array, ctx: InboundContext): Result<Nat
   if (route) {
     const built = buildSubject(route.template, lookup);
     if (!built.ok) {
-      return err(refusal("amqp:precondition-failed", `route property missing: ${built.error.missing}`, "route_property_missing"));
+      return err(
+        refusal("amqp:precondition-failed", `route property missing: ${built.error.missing}`, "route_property_missing"),
+      );
     }
     subject = built.value;
     // A route template of the operator's own cannot reach $MQG, but a property value could not either: values are encoded.
@@ -90,7 +109,13 @@ export function amqpToNats(encoded: Uint8Array, ctx: InboundContext): Result<Nat
     for (const r of ctx.routeList) {
       const name = firstDisagreement(r.template, subject, lookup);
       if (name !== undefined) {
-        return err(refusal("amqp:precondition-failed", `route property missing or disagreeing with ${subject}: ${name}`, "route_property_missing"));
+        return err(
+          refusal(
+            "amqp:precondition-failed",
+            `route property missing or disagreeing with ${subject}: ${name}`,
+            "route_property_missing",
+          ),
+        );
       }
     }
   }

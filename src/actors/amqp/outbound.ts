@@ -24,7 +24,8 @@ const codec = rhea.types as unknown as Codec;
 
 const HEADER_SECTION = 0x70;
 
-const asBuffer = (b: Uint8Array): Buffer => (Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength));
+const asBuffer = (b: Uint8Array): Buffer =>
+  Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength);
 
 /** The encoded message for `sender.send(bytes, tag, 0)`. */
 export function natsToAmqp(
@@ -50,12 +51,20 @@ const utf8 = new TextDecoder("utf-8", { fatal: true });
 function correlation(bytes: Uint8Array): unknown {
   try {
     const s = utf8.decode(bytes);
-    if (!/[\x00-\x1f\x7f]/.test(s)) return s;
-  } catch {}
+    if (![...s].some((ch) => ch.charCodeAt(0) < 0x20 || ch.charCodeAt(0) === 0x7f)) return s;
+  } catch {
+    // Not UTF-8: binary it is.
+  }
   return codec.wrap_binary(asBuffer(bytes));
 }
 
-function fromNats(subject: string, meta: MessageMeta, data: Uint8Array, reply: string | undefined, deliveryCount: number) {
+function fromNats(
+  subject: string,
+  meta: MessageMeta,
+  data: Uint8Array,
+  reply: string | undefined,
+  deliveryCount: number,
+) {
   const replyTo = meta.replyTo ?? reply;
   const props: Record<string, string> = {};
   // An AMQP receiver gets only the first value of a repeated key (mapping-to-nats.md).
@@ -88,7 +97,11 @@ export function withDeliveryCount(head: Uint8Array | undefined, count: number): 
       const start = reader.position;
       const section = reader.read();
       const d = section.descriptor;
-      if (isTyped(d) && (d.value === HEADER_SECTION || d.value === "amqp:header:list") && Array.isArray(section.value)) {
+      if (
+        isTyped(d) &&
+        (d.value === HEADER_SECTION || d.value === "amqp:header:list") &&
+        Array.isArray(section.value)
+      ) {
         old = section.value as unknown[];
       } else rest.push(buf.subarray(start, reader.position));
     }

@@ -1,4 +1,4 @@
-import { jetstream, type JetStreamClient } from "@nats-io/jetstream";
+import { type JetStreamClient, jetstream } from "@nats-io/jetstream";
 import { headers as natsHeaders, PermissionViolationError } from "@nats-io/transport-node";
 import type { Metrics } from "../metrics.js";
 import type { NatsLease } from "../natsBridge.js";
@@ -58,7 +58,7 @@ export class Publisher {
         ...(m.reply ? { reply: m.reply } : {}),
       });
     } catch (e) {
-      return Promise.resolve({ ok: false, condition: "amqp:invalid-field", description: (e as Error).message, reason: "bad_address" });
+      return Promise.resolve(unpublishable(e));
     }
     return this.confirm(m.subject);
   }
@@ -85,6 +85,7 @@ export class Publisher {
     } catch (e) {
       const settled = await confirmed;
       if (!settled.ok || isPermissionError(e)) return denied(m.subject);
+      if (isTooLarge(e)) return unpublishable(e);
       return {
         ok: false,
         condition: "amqp:internal-error",
@@ -96,7 +97,8 @@ export class Publisher {
 
   close(): void {
     this.unlisten();
-    for (const w of this.waiting.splice(0)) w.resolve({ ok: false, condition: "amqp:internal-error", description: "connection closed", reason: "closed" });
+    for (const w of this.waiting.splice(0))
+      w.resolve({ ok: false, condition: "amqp:internal-error", description: "connection closed", reason: "closed" });
   }
 
   private confirm(subject: string): Promise<Settlement> {
@@ -118,7 +120,13 @@ export class Publisher {
       // The -ERRs reach the permission listener through nats.js's status stream; one more turn lets them land.
       () => setImmediate(() => this.settle(batch)),
       (e: Error) => {
-        for (const w of batch) w.resolve({ ok: false, condition: "amqp:internal-error", description: `NATS flush failed: ${e.message}`, reason: "flush_failed" });
+        for (const w of batch)
+          w.resolve({
+            ok: false,
+            condition: "amqp:internal-error",
+            description: `NATS flush failed: ${e.message}`,
+            reason: "flush_failed",
+          });
       },
     );
   }
@@ -136,6 +144,16 @@ export class Publisher {
       w.resolve(denied(w.subject));
     }
   }
+}
+
+const isTooLarge = (e: unknown) => /max.?payload/i.test(String((e as Error)?.message ?? e));
+
+/** nats.js refuses before sending: a message over max_payload, or a subject it cannot write. */
+function unpublishable(e: unknown): Settlement {
+  const description = e instanceof Error ? e.message : String(e);
+  return isTooLarge(e)
+    ? { ok: false, condition: "amqp:link:message-size-exceeded", description, reason: "message_too_large" }
+    : { ok: false, condition: "amqp:invalid-field", description, reason: "bad_address" };
 }
 
 function isPermissionError(e: unknown): boolean {

@@ -4,6 +4,7 @@
  * JavaScript values, and lets the sender's queue run ahead of credit. Each function here
  * names the rhea internal it relies on (rhea 3.0.x), so an upgrade is checked here.
  */
+import { createRequire } from "node:module";
 import rhea, { type Connection, type Container, type link as Link, type Receiver, type Sender } from "rhea";
 
 /** rhea's endpoint state (lib/endpoint.js). */
@@ -28,7 +29,15 @@ interface SessionInternals {
 interface LinkInternals {
   state: EndpointState;
   session: SessionInternals;
-  local: { attach: { snd_settle_mode?: number; rcv_settle_mode?: number; max_message_size?: number; source?: unknown; target?: unknown } };
+  local: {
+    attach: {
+      snd_settle_mode?: number;
+      rcv_settle_mode?: number;
+      max_message_size?: number;
+      source?: unknown;
+      target?: unknown;
+    };
+  };
   credit: number;
   _incomplete?: { frames?: Buffer[] };
   _get_drain(): boolean;
@@ -44,18 +53,60 @@ interface MessageModule {
   decode(buffer: Buffer): unknown;
 }
 
-let rawInstalled = false;
+interface SessionPrototype {
+  on_attach(this: SessionForAttach, frame: AttachFrame): void;
+}
+interface SessionForAttach {
+  connection: { is_server?: boolean };
+  links: Record<string, LinkForAttach | undefined>;
+  remote: { handles: Record<number, unknown> };
+  create_sender(name: string): LinkForAttach;
+  create_receiver(name: string): LinkForAttach;
+}
+interface LinkForAttach {
+  local: { attach: { name: string } };
+  remote: { attach?: unknown };
+  on_attach(frame: AttachFrame): void;
+}
+interface AttachFrame {
+  performative: { name: string; role: boolean; handle: number };
+}
+
+let installed = false;
 
 /**
- * rhea decodes each incoming message (lib/session.js -> message.decode) and drops its
- * bytes. The gateway forwards the sender's own encoded sections (amqpBody.ts), so it
- * keeps the bytes instead and decodes nothing: rhea calls decode for no other purpose.
- * Process-wide, which is fine in the gateway: it never receives as an rhea client.
+ * Two process-wide changes to rhea, for the gateway's side of a connection:
+ *
+ * - rhea decodes each incoming message (lib/session.js -> message.decode) and drops its
+ *   bytes. The gateway forwards the sender's own encoded sections (amqpBody.ts), so it
+ *   keeps the bytes and decodes nothing: rhea calls decode for no other purpose.
+ * - rhea finds a link by its name alone (Session.on_attach), but a name identifies a link
+ *   together with its direction (part 2, 2.6.1): Qpid Proton names a sender and a
+ *   receiver on one address alike, and rhea would take the second attach for a repeat of
+ *   the first. On a server every attach is the client's, so each gets its own link.
+ *
+ * Fine in the gateway, which never uses rhea as a client.
  */
-export function keepRawMessages(): void {
-  if (rawInstalled) return;
-  rawInstalled = true;
+export function installServerPatches(): void {
+  if (installed) return;
+  installed = true;
   (rhea.message as unknown as MessageModule).decode = (buffer: Buffer) => ({ [RAW]: buffer });
+  const session = createRequire(import.meta.url)("rhea/lib/session.js") as { prototype: SessionPrototype };
+  const original = session.prototype.on_attach;
+  session.prototype.on_attach = function (frame) {
+    if (!this.connection.is_server) return original.call(this, frame);
+    const { name, role, handle } = frame.performative;
+    // role true: the client receives, so the gateway's end is a sender.
+    const key = `${name}\u0000${role ? "sender" : "receiver"}`;
+    let link = this.links[key];
+    if (!link) {
+      link = role ? this.create_sender(key) : this.create_receiver(key);
+      link.local.attach.name = name;
+    }
+    this.remote.handles[handle] = link;
+    link.on_attach(frame);
+    link.remote.attach = frame.performative;
+  };
 }
 
 /** The encoded message of a `message` event (format 0), or a raw payload of another format. */
@@ -112,6 +163,11 @@ export function unsentTransfers(sender: Sender): number {
   return n;
 }
 
+/** The client's credit on a link as rhea last computed it (its typings leave `credit` out). */
+export function creditOf(l: Link): number {
+  return internals(l).credit;
+}
+
 /** Credit left for new transfers, and room in the session's delivery buffer. */
 export function sendableCount(sender: Sender): number {
   const i = internals(sender);
@@ -157,6 +213,21 @@ export function dropIncomplete(receiver: Receiver): void {
 }
 
 // -- the server side -----------------------------------------------------------------------
+
+/**
+ * Puts `screen` in front of rhea's parser (Connection.input, which accept() binds to the
+ * socket's data events): a chunk it refuses never reaches rhea. `after` runs once rhea
+ * has read a chunk.
+ */
+export function screenInput(conn: Connection, screen: (chunk: Buffer) => boolean, after: () => void): void {
+  const c = conn as unknown as { input(chunk: Buffer): void };
+  const input = c.input.bind(conn);
+  c.input = (chunk: Buffer) => {
+    if (!screen(chunk)) return;
+    input(chunk);
+    after();
+  };
+}
 
 /** A SASL mechanism object as rhea's SaslServer drives it (lib/sasl.js). */
 export interface ServerMechanism {

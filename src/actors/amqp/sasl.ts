@@ -22,7 +22,10 @@ export function plainLogin(response: Buffer | undefined): Login | undefined {
   return { credentials: { user, pass }, username: user, mechanism: "PLAIN" };
 }
 
-function mechanism(login: (response: Buffer | undefined) => Login | undefined, authenticate: Authenticate): () => ServerMechanism {
+function mechanism(
+  login: (response: Buffer | undefined) => Login | undefined,
+  authenticate: Authenticate,
+): () => ServerMechanism {
   return () => {
     const m: ServerMechanism = {
       outcome: undefined,
@@ -45,7 +48,10 @@ const LOGINS: Record<SaslMechanism, (response: Buffer | undefined) => Login | un
 };
 
 /** The mechanisms as configured, in the configured order (the order the client sees). */
-export function saslMechanisms(offered: readonly SaslMechanism[], authenticate: Authenticate): Record<string, () => ServerMechanism> {
+export function saslMechanisms(
+  offered: readonly SaslMechanism[],
+  authenticate: Authenticate,
+): Record<string, () => ServerMechanism> {
   const out: Record<string, () => ServerMechanism> = {};
   for (const name of offered) out[name] = mechanism(LOGINS[name], authenticate);
   return out;

@@ -4,7 +4,7 @@ import { parseTemplate } from "../../protocol/route.js";
 
 /**
  * The AMQP door's settings, read per new connection so a reload applies to new work.
- * Numbers the CONTRACT leaves open are fixed here (docs/decisions/amqp-limits.md).
+ * Numbers the CONTRACT leaves open are fixed here (docs/decisions/amqp-connections.md).
  */
 export interface AmqpSettings {
   readonly maxFrameSize: number;
@@ -49,5 +49,19 @@ export function amqpSettingsOf(config: GatewayConfig): AmqpSettings {
     maxQueuedPerLink: 1_000,
     storedPublishTimeoutMs: 5_000,
     pullExpiresMs: 30_000,
+  };
+}
+
+/** Settings for the config in force: rebuilt after a reload (SIGHUP), shared until then. */
+export function amqpSettingsFor(current: () => GatewayConfig): () => AmqpSettings {
+  let seen: GatewayConfig | undefined;
+  let settings: AmqpSettings | undefined;
+  return () => {
+    const config = current();
+    if (config !== seen || !settings) {
+      seen = config;
+      settings = amqpSettingsOf(config);
+    }
+    return settings;
   };
 }

@@ -2,7 +2,7 @@
  * Where a receiving link's messages come from (mapping-to-nats.md "AMQP addresses",
  * CONTRACT "Formats the documents leave open"): a live core NATS subscription, a
  * consumer the gateway makes on the stream that stores the source, or an operator's
- * queue. Pure rules; docs/decisions/amqp-sources.md has the reasoning.
+ * queue. Pure rules; docs/decisions/amqp-links.md has the reasoning.
  */
 import type { ConsumerInfo } from "@nats-io/jetstream";
 import type { LinkError } from "../../machines/amqpLink.js";
@@ -19,7 +19,13 @@ export type SourcePlan =
   | { readonly kind: "core"; readonly subject: string; readonly settled: boolean }
   /** A consumer the gateway creates on the stream and deletes when the link goes. */
   | { readonly kind: "stream"; readonly subject: string; readonly stream: string }
-  | { readonly kind: "queue"; readonly subject: string; readonly stream: string; readonly consumer: string; readonly settled: boolean };
+  | {
+      readonly kind: "queue";
+      readonly subject: string;
+      readonly stream: string;
+      readonly consumer: string;
+      readonly settled: boolean;
+    };
 
 const notImplemented = (description: string): LinkError => ({ condition: "amqp:not-implemented", description });
 const notFound = (description: string): LinkError => ({ condition: "amqp:not-found", description });
@@ -36,31 +42,52 @@ export function planSource(
 ): Result<SourcePlan, LinkError> {
   const where = coverage(address.subject);
   if (address.kind === "queue") {
-    if (where.kind === "unstored") return err(notFound(`no bound stream stores ${address.subject}, so it has no queue ${address.queue}`));
-    if (where.kind === "mixed") return err(precondition(`${where.reason}: a queue lives on the one stream that stores its address`));
-    return ok({ kind: "queue", subject: address.subject, stream: where.stream.stream, consumer: address.queue, settled: mode === 1 });
+    if (where.kind === "unstored")
+      return err(notFound(`no bound stream stores ${address.subject}, so it has no queue ${address.queue}`));
+    if (where.kind === "mixed")
+      return err(precondition(`${where.reason}: a queue lives on the one stream that stores its address`));
+    return ok({
+      kind: "queue",
+      subject: address.subject,
+      stream: where.stream.stream,
+      consumer: address.queue,
+      settled: mode === 1,
+    });
   }
   if (mode === 1) return ok({ kind: "core", subject: address.subject, settled: true });
   if (where.kind === "stored") return ok({ kind: "stream", subject: address.subject, stream: where.stream.stream });
-  if (address.kind === "subject" && where.kind === "unstored") return ok({ kind: "core", subject: address.subject, settled: false });
+  if (address.kind === "subject" && where.kind === "unstored")
+    return ok({ kind: "core", subject: address.subject, settled: false });
   if (mode === 2) return ok({ kind: "core", subject: address.subject, settled: true });
-  const why =
-    where.kind === "mixed"
-      ? where.reason
-      : `no binding covers the whole source ${address.subject}`;
-  return err(notImplemented(`${why}; an unsettled receiver needs one stream covering its source (ask for presettled delivery instead)`));
+  const why = where.kind === "mixed" ? where.reason : `no binding covers the whole source ${address.subject}`;
+  return err(
+    notImplemented(
+      `${why}; an unsettled receiver needs one stream covering its source (ask for presettled delivery instead)`,
+    ),
+  );
 }
 
 /**
  * An operator queue must be a pull consumer with explicit acks and no max_bytes, whose
  * filter subjects all lie inside the address (so the queue delivers nothing else).
  */
-export function queueProblem(info: ConsumerInfo, address: string, streamSubjects: readonly string[]): LinkError | undefined {
+export function queueProblem(
+  info: ConsumerInfo,
+  address: string,
+  streamSubjects: readonly string[],
+): LinkError | undefined {
   const c = info.config;
-  if (c.deliver_subject) return notImplemented(`queue ${info.name} is a push consumer; the gateway reads pull consumers`);
-  if (c.ack_policy !== "explicit") return notImplemented(`queue ${info.name} has ack policy ${c.ack_policy}; the gateway needs explicit acks`);
-  if (c.max_bytes !== undefined && c.max_bytes > 0) return precondition(`queue ${info.name} has max_bytes ${c.max_bytes}; the gateway pulls by message count`);
-  const filters = c.filter_subjects?.length ? c.filter_subjects : c.filter_subject ? [c.filter_subject] : streamSubjects;
+  if (c.deliver_subject)
+    return notImplemented(`queue ${info.name} is a push consumer; the gateway reads pull consumers`);
+  if (c.ack_policy !== "explicit")
+    return notImplemented(`queue ${info.name} has ack policy ${c.ack_policy}; the gateway needs explicit acks`);
+  if (c.max_bytes !== undefined && c.max_bytes > 0)
+    return precondition(`queue ${info.name} has max_bytes ${c.max_bytes}; the gateway pulls by message count`);
+  const filters = c.filter_subjects?.length
+    ? c.filter_subjects
+    : c.filter_subject
+      ? [c.filter_subject]
+      : streamSubjects;
   const outside = filters.find((f) => !patternCovers(address, f));
   if (outside !== undefined) return precondition(`queue ${info.name} reads ${outside}, which is not inside ${address}`);
   return undefined;
@@ -71,7 +98,12 @@ export function consumerLookupError(e: unknown, stream: string, consumer: string
   const code = (e as { api_error?: { err_code?: number } }).api_error?.err_code ?? (e as { code?: number }).code;
   const message = e instanceof Error ? e.message : String(e);
   // 10014 consumer not found, 10059 stream not found (nats-server's JSApiError codes).
-  if (code === 10014 || code === 10059 || /not found/i.test(message)) return notFound(`queue ${consumer} does not exist on stream ${stream}`);
-  if (/permissions violation/i.test(message)) return { condition: "amqp:unauthorized-access", description: `not authorized to read queue ${consumer}: ${message}` };
+  if (code === 10014 || code === 10059 || /not found/i.test(message))
+    return notFound(`queue ${consumer} does not exist on stream ${stream}`);
+  if (/permissions violation/i.test(message))
+    return {
+      condition: "amqp:unauthorized-access",
+      description: `not authorized to read queue ${consumer}: ${message}`,
+    };
   return { condition: "amqp:internal-error", description: `could not look up queue ${consumer}: ${message}` };
 }

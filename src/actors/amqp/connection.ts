@@ -1,0 +1,306 @@
+import type { Socket } from "node:net";
+import type { Duplex } from "node:stream";
+import { Effect, FiberMap, type Scope } from "effect";
+import type { Connection, EventContext } from "rhea";
+import type { Actor } from "xstate";
+import type { Logger } from "../../log.js";
+import { amqpConnectionMachine, type Login } from "../../machines/amqpConnection.js";
+import type { Bindings } from "../bindings.js";
+import type { ClientHandle, ClientRegistry } from "../clients.js";
+import { awaitDone, startMachine } from "../machineActor.js";
+import type { Metrics } from "../metrics.js";
+import type { NatsBridge, NatsLease } from "../natsBridge.js";
+import type { ActorRegistry } from "../registry.js";
+import { type LinkContext, linkContext } from "./context.js";
+import { FrameGuard, SASL_HEADER } from "./frameGuard.js";
+import { guarded } from "./guarded.js";
+import { ConnectionLinks, type SpawnLink } from "./links.js";
+import { screenInput, serverContainer } from "./rhea.js";
+import { saslMechanisms } from "./sasl.js";
+import type { AmqpSettings } from "./settings.js";
+
+export interface AmqpDeps {
+  readonly bridge: NatsBridge;
+  readonly clients: ClientRegistry;
+  readonly registry: ActorRegistry;
+  readonly metrics: Metrics;
+  readonly log: Logger;
+  readonly bindings: Bindings;
+  readonly settings: () => AmqpSettings;
+  readonly accountOf: (lease: NatsLease, username: string | undefined) => Promise<string>;
+  /** The gateway's id: its container-id in every open. */
+  readonly gatewayId: string;
+  readonly version: string;
+}
+
+type Machine = Actor<typeof amqpConnectionMachine>;
+
+const CLOSE_GRACE_MS = 2_000;
+
+/**
+ * The actor behind one AMQP socket. rhea speaks the protocol; the machine decides the
+ * connection's life; this class carries out the machine's commands, turns rhea's
+ * events into machine events, and starts an actor per link once the client is served.
+ */
+class AmqpClientConnection {
+  private actor!: Machine;
+  private readonly settings: AmqpSettings;
+  private readonly log: Logger;
+  private readonly guard: FrameGuard;
+  private readonly conn: Connection;
+  private lease: NatsLease | undefined;
+  private login: Login | undefined;
+  private handle: ClientHandle | undefined;
+  private account = "";
+  private answerSasl: ((ok: boolean) => void) | undefined;
+  private ctx: LinkContext | undefined;
+  private readonly links: ConnectionLinks;
+  private lastActivity = 0;
+  private readonly unlisten: Array<() => void> = [];
+  private served = false;
+  /** The guard found a violation: rhea reads nothing more. */
+  private stopped = false;
+
+  constructor(
+    private readonly socket: Duplex,
+    private readonly remote: string,
+    private readonly cid: number,
+    private readonly deps: AmqpDeps,
+    spawnLink: SpawnLink,
+  ) {
+    this.settings = deps.settings();
+    this.links = new ConnectionLinks(spawnLink, deps.registry);
+    this.log = deps.log.child({ cid, remote, protocol: "amqp" });
+    this.guard = new FrameGuard({
+      maxFrameSize: this.settings.maxFrameSize,
+      channelMax: this.settings.channelMax,
+      plainHeaderAllowed: this.settings.sasl.includes("ANONYMOUS"),
+    });
+    const container = serverContainer(
+      deps.gatewayId,
+      saslMechanisms(this.settings.sasl, (login) => this.authenticate(login)),
+    );
+    // rhea raises link and session errors nobody handled on its container; they must not throw.
+    container.on("error", (e: Error) => this.log.debug({ err: e.message }, "AMQP endpoint error"));
+    this.conn = container.create_connection({
+      id: `amqp-${cid}`,
+      container_id: deps.gatewayId,
+      max_frame_size: this.settings.maxFrameSize,
+      channel_max: this.settings.channelMax,
+      idle_time_out: this.settings.idleTimeoutMs,
+      // Qpid JMS and others look for this before using a null target.
+      offered_capabilities: ["ANONYMOUS-RELAY"],
+      properties: { product: "mq-gateway", version: deps.version },
+      reconnect: false,
+      // Each link grants credit and settles by hand (senderLink.ts, receiverLink.ts).
+      receiver_options: { credit_window: 0, autoaccept: false },
+      sender_options: { autosettle: true, treat_modified_as_released: false },
+      // Bounded by the links' credit; rhea's default (2048) would be the binding limit instead.
+      session_buffer_size: 32_768,
+    } as never);
+  }
+
+  commands(): NonNullable<Parameters<typeof startMachine<typeof amqpConnectionMachine>>[1]["on"]> {
+    return {
+      acquire_nats: ({ login }) => void this.acquireNats(login).catch((e: unknown) => this.fail(e)),
+      sasl_outcome: ({ ok }) => {
+        this.answerSasl?.(ok);
+        this.answerSasl = undefined;
+      },
+      answer_header: () => this.socket.end(SASL_HEADER),
+      serve: () => this.serve(),
+      close_connection: ({ error }) => this.conn.close(error),
+      close: () => this.endSocket(),
+    };
+  }
+
+  start(actor: Machine): void {
+    this.actor = actor;
+    screenInput(
+      this.conn,
+      (chunk) => this.screen(chunk),
+      () => this.links.checkIncomplete(),
+    );
+    this.socket.on("error", () => {});
+    this.socket.on("close", () => actor.send({ type: "SOCKET_CLOSED" }));
+    const c = this.conn;
+    c.on("connection_open", () => actor.send({ type: "OPENED", containerId: String(c.container_id ?? "") }));
+    c.on("connection_close", () => actor.send({ type: "REMOTE_CLOSE" }));
+    c.on("disconnected", () => actor.send({ type: "SOCKET_CLOSED" }));
+    c.on("protocol_error", (e: Error) => this.protocolError("amqp:connection:framing-error", e.message));
+    c.on("error", (e: Error) => this.protocolError("amqp:internal-error", e.message));
+    c.on("sender_open", (ctx: EventContext) => this.links.attached(ctx.sender!, "receiver"));
+    c.on("receiver_open", (ctx: EventContext) => this.links.attached(ctx.receiver!, "sender"));
+    c.on("session_close", (ctx: EventContext) => this.links.sessionEnded(ctx.session));
+    c.on("session_error", (ctx: EventContext) => this.links.sessionEnded(ctx.session));
+    c.accept(this.socket as Socket);
+  }
+
+  fail(e: unknown): void {
+    this.log.error({ err: e instanceof Error ? e.stack : String(e) }, "AMQP connection failed");
+    this.protocolError("amqp:internal-error", "the gateway failed on this connection");
+  }
+
+  cleanup(): void {
+    for (const u of this.unlisten.splice(0)) u();
+    this.answerSasl?.(false);
+    this.ctx?.publisher.close();
+    if (this.handle) this.deps.clients.remove(this.handle);
+    if (this.served) this.deps.metrics.connected("amqp", this.account, -1);
+    this.lease?.release();
+    this.lease = undefined;
+    this.endSocket();
+  }
+
+  // -- bytes --------------------------------------------------------------------------
+
+  /** False: rhea must not see this chunk (nor anything after it). */
+  private screen(chunk: Buffer): boolean {
+    const notes = this.guard.scan(chunk);
+    let pass = !this.stopped;
+    for (const n of notes) {
+      if (n.kind === "header") this.actor.send({ type: "HEADER", sasl: n.sasl });
+      else {
+        pass = false;
+        this.stopped = true;
+        this.deps.metrics.refused("amqp", n.kind === "bad_header" ? "bad_header" : "framing_error");
+        this.log.info({ reason: n.description }, "closing AMQP client: protocol error");
+        if (n.kind === "bad_header") this.actor.send({ type: "HEADER_MISMATCH", description: n.description });
+        else this.actor.send({ type: "PROTOCOL_ERROR", error: { condition: n.condition, description: n.description } });
+      }
+    }
+    // A few machine events per idle period, however many frames arrive.
+    const now = Date.now();
+    if (now - this.lastActivity > this.settings.idleTimeoutMs / 4) {
+      this.lastActivity = now;
+      this.actor.send({ type: "ACTIVITY" });
+    }
+    return pass;
+  }
+
+  private protocolError(condition: string, description: string): void {
+    this.log.info({ reason: description }, "closing AMQP client: protocol error");
+    sendIfActiveConnection(this.actor, { type: "PROTOCOL_ERROR", error: { condition, description } });
+  }
+
+  private endSocket(): void {
+    if (!this.socket.destroyed) this.socket.end();
+    // A peer that never reads must not keep the socket (and its buffers) alive.
+    setTimeout(() => this.socket.destroy(), CLOSE_GRACE_MS).unref();
+  }
+
+  // -- login --------------------------------------------------------------------------
+
+  /** Called by the SASL mechanism; answers once NATS has accepted or refused the login. */
+  private authenticate(login: Login): Promise<boolean> {
+    return new Promise((resolve) => {
+      this.answerSasl = resolve;
+      this.actor.send({ type: "AUTHENTICATE", login });
+      if (!this.actor.getSnapshot().matches("authenticating")) {
+        this.answerSasl = undefined;
+        resolve(false);
+      }
+    });
+  }
+
+  private async acquireNats(login: Login): Promise<void> {
+    this.login = login;
+    let lease: NatsLease;
+    try {
+      lease = await this.deps.bridge.acquire(login.credentials);
+    } catch (e) {
+      const auth = (e as { auth?: boolean }).auth === true;
+      this.deps.metrics.refused("amqp", auth ? "bad_credentials" : "nats_unavailable");
+      this.log.info(
+        { mechanism: login.mechanism, user: login.username, err: (e as Error).message },
+        "AMQP login refused by NATS",
+      );
+      sendIfActiveConnection(this.actor, {
+        type: "NATS_REFUSED",
+        auth,
+        reason: e instanceof Error ? e.message : String(e),
+      });
+      return;
+    }
+    if (this.actor.getSnapshot().status !== "active") return lease.release();
+    this.lease = lease;
+    this.unlisten.push(
+      lease.onStatus((s) => sendIfActiveConnection(this.actor, { type: s === "up" ? "NATS_UP" : "NATS_DOWN" })),
+    );
+    this.account = await this.deps.accountOf(lease, login.username);
+    sendIfActiveConnection(this.actor, { type: "NATS_READY", account: this.account });
+  }
+
+  private serve(): void {
+    const lease = this.lease!;
+    const containerId = this.actor.getSnapshot().context.containerId;
+    this.served = true;
+    this.deps.metrics.connected("amqp", this.account, +1);
+    this.handle = {
+      cid: this.cid,
+      protocol: "amqp",
+      clientId: containerId,
+      remote: this.remote,
+      since: new Date(),
+      account: this.account,
+      natsServer: () => lease.server(),
+      kick: () => this.actor.send({ type: "KICK" }),
+      shutdown: () => this.actor.send({ type: "SHUTDOWN" }),
+      // AMQP has no client-id takeover (CONTRACT: "same client id connects again" is MQTT's).
+      takeOver: () => {},
+    };
+    this.deps.clients.add(this.handle);
+    this.ctx = linkContext({
+      lease,
+      account: this.account,
+      containerId,
+      settings: this.settings,
+      bindings: this.deps.bindings,
+      metrics: this.deps.metrics,
+      registry: this.deps.registry,
+      log: this.log.child({ client_id: containerId }),
+      closeConnection: (condition, description) => this.protocolError(condition, description),
+    });
+    this.log.info(
+      { client_id: containerId, account: this.account, mechanism: this.login?.mechanism, user: this.login?.username },
+      "AMQP client connected",
+    );
+    this.links.serve(this.ctx);
+  }
+}
+
+function sendIfActiveConnection(actor: Machine, event: Parameters<Machine["send"]>[0]): void {
+  if (actor.getSnapshot().status === "active") actor.send(event);
+}
+
+/** One AMQP connection as a supervised actor: its socket, lease, links and machine live in its scope. */
+export const amqpConnectionActor = (
+  socket: Duplex,
+  remote: string,
+  cid: number,
+  deps: AmqpDeps,
+): Effect.Effect<void, never, Scope.Scope> =>
+  Effect.gen(function* () {
+    let client: AmqpClientConnection | undefined;
+    // Registered first, so it runs last: the links' finalizers still use the lease.
+    yield* Effect.addFinalizer(() => Effect.sync(() => client?.cleanup()));
+    const links = yield* FiberMap.make<number>();
+    client = new AmqpClientConnection(socket, remote, cid, deps, (id, link) => {
+      Effect.runFork(FiberMap.run(links, id)(Effect.scoped(link)));
+    });
+    const settings = deps.settings();
+    const actor = yield* startMachine(amqpConnectionMachine, {
+      id: `amqp-${cid}`,
+      input: {
+        handshakeTimeoutMs: settings.handshakeTimeoutMs,
+        idleTimeoutMs: settings.idleTimeoutMs,
+        closeGraceMs: CLOSE_GRACE_MS,
+      },
+      registry: deps.registry,
+      on: guarded(client.commands() as Record<string, (e: never) => void>, client) as ReturnType<
+        AmqpClientConnection["commands"]
+      >,
+    });
+    client.start(actor);
+    yield* awaitDone(actor);
+  });

@@ -1,0 +1,57 @@
+import { type JetStreamManager, jetstreamManager } from "@nats-io/jetstream";
+import type { Logger } from "../../log.js";
+import type { Bindings } from "../bindings.js";
+import type { Metrics } from "../metrics.js";
+import type { NatsLease } from "../natsBridge.js";
+import type { ActorRegistry } from "../registry.js";
+import { Publisher } from "./publisher.js";
+import type { AmqpSettings } from "./settings.js";
+
+/** What every link of one connection shares: the client's NATS connection and identity. */
+export interface LinkContext {
+  readonly lease: NatsLease;
+  readonly account: string;
+  readonly containerId: string;
+  readonly settings: AmqpSettings;
+  /** The largest message a client may send: what NATS takes in one message (max_payload). */
+  readonly maxMessageSize: number;
+  readonly bindings: Bindings;
+  readonly publisher: Publisher;
+  /** The JetStream API on the client's own connection (its permissions apply), made on first use. */
+  readonly jsm: () => Promise<JetStreamManager>;
+  readonly metrics: Metrics;
+  readonly registry: ActorRegistry;
+  readonly log: Logger;
+  /** Ends the whole connection: for a client that goes on breaking a link's rules after its detach. */
+  readonly closeConnection: (condition: string, description: string) => void;
+}
+
+const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
+
+/** The context of a connection whose client is served: its lease, identity and shared helpers. */
+export function linkContext(o: {
+  readonly lease: NatsLease;
+  readonly account: string;
+  readonly containerId: string;
+  readonly settings: AmqpSettings;
+  readonly bindings: Bindings;
+  readonly metrics: Metrics;
+  readonly registry: ActorRegistry;
+  readonly log: Logger;
+  readonly closeConnection: (condition: string, description: string) => void;
+}): LinkContext {
+  let jsm: Promise<JetStreamManager> | undefined;
+  return {
+    ...o,
+    maxMessageSize: o.lease.nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD,
+    publisher: new Publisher(o.lease, o.metrics, o.settings.storedPublishTimeoutMs),
+    jsm: () => {
+      // Made once; a failure (JetStream off, no permission) is retried by the next link.
+      jsm ??= jetstreamManager(o.lease.nc, { timeout: 5_000 }).catch((e: unknown) => {
+        jsm = undefined;
+        throw e;
+      });
+      return jsm;
+    },
+  };
+}

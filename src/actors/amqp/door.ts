@@ -1,0 +1,33 @@
+import type { Duplex } from "node:stream";
+import type { OnConnection } from "../listeners.js";
+import type { Supervisor } from "../supervisor.js";
+import { type AmqpDeps, amqpConnectionActor } from "./connection.js";
+import { installServerPatches } from "./rhea.js";
+
+export interface AmqpDoorDeps extends AmqpDeps {
+  readonly supervisor: Supervisor;
+  /** False once the gateway stops accepting (lame duck, shutdown). */
+  readonly accepting: () => boolean;
+  /** 0: no limit. Counted over every client, MQTT ones included. */
+  readonly maxConnections: () => number;
+}
+
+/**
+ * The AMQP 1.0 front door: what the TCP and TLS listeners call for each new socket. Each
+ * connection becomes a supervised actor (connection.ts); rhea is the codec inside it.
+ */
+export function amqpDoor(deps: AmqpDoorDeps): OnConnection {
+  installServerPatches();
+  return (stream: Duplex, remote: string) => {
+    if (!deps.accepting()) return void stream.destroy();
+    const max = deps.maxConnections();
+    if (max > 0 && deps.clients.size() >= max) {
+      deps.metrics.refused("amqp", "max_connections");
+      return void stream.destroy();
+    }
+    const cid = deps.clients.allocateCid();
+    deps.supervisor.spawn(`amqp:${cid}`, "amqpConnection", amqpConnectionActor(stream, remote, cid, deps));
+  };
+}
+
+export { amqpSettingsFor } from "./settings.js";

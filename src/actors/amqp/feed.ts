@@ -1,0 +1,40 @@
+import type { LinkError } from "../../machines/amqpLink.js";
+import type { HeaderEntries } from "../../protocol/headers.js";
+
+/** A NATS message waiting for a receiving link's credit; encoded for AMQP only when sent. */
+export interface Pending {
+  readonly subject: string;
+  readonly headers: HeaderEntries | undefined;
+  readonly data: Uint8Array;
+  readonly reply: string | undefined;
+  /** JetStream: the subject its ack goes to, and how often it was delivered before. */
+  readonly ack?: { readonly subject: string; readonly redeliveries: number };
+}
+
+/** What the client did with an unsettled delivery (part 3, 3.4), as JetStream needs to know it. */
+export type Outcome = "accepted" | "rejected" | "released" | "failed" | "undeliverable";
+
+/** Where a feed puts messages and reports trouble: the receiving link. */
+export interface FeedSink {
+  offer(m: Pending): void;
+  fault(error: LinkError): void;
+  /** A pull is over: the feed needs to be told again how much the link wants. */
+  refill(): void;
+}
+
+/**
+ * The NATS side of a receiving link: a core subscription or a JetStream consumer. The
+ * link owns credit and the queue; a feed only fetches and settles.
+ */
+export interface Feed {
+  /** The link could take `n` more messages than it holds: a consumer pulls that many. */
+  want(n: number): void;
+  /** Resolves once what is available now has been offered (a drain's first half). */
+  drain(n: number): Promise<void>;
+  /** The delivery went out presettled, or the client settled it. */
+  settle(m: Pending, outcome: Outcome): void;
+  /** NATS is away: ask for nothing until `want` is called again. */
+  hold(): void;
+  /** The link is going: what never reached a verdict goes back to the stream for others. */
+  close(): void;
+}

@@ -1,0 +1,310 @@
+import { randomUUID } from "node:crypto";
+import { createInbox } from "@nats-io/transport-node";
+import type { Delivery, EventContext, Receiver } from "rhea";
+import type { Actor } from "xstate";
+import type { amqpSenderLinkMachine, LinkError } from "../../machines/amqpLink.js";
+import { classifyTarget } from "../../protocol/amqpAddress.js";
+import type { LinkContext } from "./context.js";
+import { amqpToNats, type Refusal } from "./inbound.js";
+import type { LinkEdge } from "./linkActor.js";
+import { detachedByClient, failLink, sendIfActive } from "./linkActor.js";
+import type { Settlement } from "./publisher.js";
+import { creditOf, dropIncomplete, incompleteBytes, rawOf, setLocalAttach } from "./rhea.js";
+
+type Machine = typeof amqpSenderLinkMachine;
+
+/**
+ * A link the client sends on: AMQP -> NATS. The gateway keeps a window of credit open
+ * and tops it up as deliveries are settled, so what is in flight is bounded; an
+ * unsettled delivery is accepted only once NATS took it (or the stream stored it).
+ */
+export class SenderLink implements LinkEdge<Machine> {
+  private actor!: Actor<Machine>;
+  /** The subject every message goes to; null for the anonymous relay. */
+  private target: string | null = null;
+  private granted = 0;
+  private received = 0;
+  private inflight = 0;
+  private flowing = false;
+  private creditViolation = false;
+  private faulted: LinkError | undefined;
+  private topUpScheduled = false;
+  /** Transfers that came after the gateway detached the link. */
+  private afterFault = 0;
+  private readonly unlisten: Array<() => void> = [];
+  private readonly droppedLogged = new Set<string>();
+  private done = false;
+
+  constructor(
+    private readonly link: Receiver,
+    private readonly ctx: LinkContext,
+    private readonly refusal?: LinkError,
+  ) {}
+
+  commands(): ReturnType<LinkEdge<Machine>["commands"]> {
+    return {
+      // Emitted while the machine starts, before start() has handed the actor over.
+      resolve: () =>
+        queueMicrotask(() => {
+          try {
+            this.resolve();
+          } catch (e) {
+            this.fail(e);
+          }
+        }),
+      attach: ({ address }) => this.attach(address),
+      refuse: ({ error }) => {
+        setLocalAttach(this.link, { source: (this.link.source as unknown as Record<string, unknown> | null) ?? {} });
+        this.link.open();
+        this.link.close(error);
+      },
+      detach: ({ error }) => this.link.close(error),
+      flow: () => {
+        this.flowing = true;
+        this.grant();
+      },
+      hold: () => {
+        this.flowing = false;
+      },
+      drain: () => {},
+      release: () => this.cleanup(),
+    };
+  }
+
+  start(actor: Actor<Machine>): void {
+    this.actor = actor;
+    this.link.on("message", (c: EventContext) => this.onMessage(c));
+    this.link.on("receiver_close", () => this.detachedByClient());
+    this.link.on("receiver_error", () => this.detachedByClient());
+    this.unlisten.push(
+      this.ctx.lease.onStatus((s) => sendIfActive(this.actor, { type: s === "up" ? "NATS_UP" : "NATS_DOWN" })),
+    );
+  }
+
+  fail(e: unknown): void {
+    failLink(this.actor, this.ctx.log, e);
+  }
+
+  detachedByClient(): void {
+    detachedByClient(() => this.actor);
+  }
+
+  cleanup(): void {
+    if (this.done) return;
+    this.done = true;
+    this.flowing = false;
+    for (const u of this.unlisten.splice(0)) u();
+  }
+
+  /**
+   * Called after rhea read a chunk: a delivery still arriving in frames may not grow past
+   * the limit, or a client could make the gateway buffer without end.
+   */
+  checkIncomplete(): void {
+    if (this.done) return;
+    const size = incompleteBytes(this.link);
+    if (size === 0) return;
+    if (this.faulted) {
+      dropIncomplete(this.link);
+      return;
+    }
+    if (size > this.ctx.maxMessageSize) {
+      dropIncomplete(this.link);
+      this.tooLarge(size);
+    }
+  }
+
+  // -- attach -------------------------------------------------------------------------
+
+  private resolve(): void {
+    if (this.refusal) {
+      sendIfActive(this.actor, { type: "REFUSED", error: this.refusal });
+      return;
+    }
+    if (this.creditViolation) {
+      sendIfActive(this.actor, { type: "REFUSED", error: transferLimit() });
+      return;
+    }
+    const t = this.link.target as { address?: string; dynamic?: boolean } | null | undefined;
+    const classified = classifyTarget(t?.address, t?.dynamic === true);
+    if (!classified.ok) {
+      this.ctx.metrics.refused("amqp", classified.error.condition.replace(/^amqp:/, ""));
+      sendIfActive(this.actor, { type: "REFUSED", error: classified.error });
+      return;
+    }
+    const target = classified.value;
+    this.target = target.kind === "subject" ? target.subject : target.kind === "dynamic" ? createInbox() : null;
+    sendIfActive(this.actor, { type: "RESOLVED", address: this.target });
+  }
+
+  private attach(address: string | null): void {
+    const t = this.link.target as { dynamic?: boolean } | null | undefined;
+    setLocalAttach(this.link, {
+      target: address === null ? {} : { address, ...(t?.dynamic ? { dynamic: true } : {}) },
+      source: (this.link.source as unknown as Record<string, unknown> | null) ?? {},
+      sndSettleMode: this.link.snd_settle_mode ?? 2,
+      rcvSettleMode: 0,
+      maxMessageSize: this.ctx.maxMessageSize,
+    });
+    this.link.open();
+  }
+
+  // -- messages -------------------------------------------------------------------------
+
+  /**
+   * Credit is granted after the chunk rhea is reading: transfers in that chunk were sent
+   * against the credit the client had, which is what `granted` must measure.
+   */
+  private topUp(): void {
+    if (this.topUpScheduled) return;
+    this.topUpScheduled = true;
+    setImmediate(() => {
+      this.topUpScheduled = false;
+      this.grant();
+    });
+  }
+
+  private grant(): void {
+    if (!this.flowing || this.done) return;
+    const want = this.ctx.settings.senderCredit - this.inflight - creditOf(this.link);
+    if (want <= 0) return;
+    this.granted += want;
+    this.link.add_credit(want);
+  }
+
+  private onMessage(c: EventContext): void {
+    const d = c.delivery!;
+    this.received++;
+    if (this.received > this.granted) {
+      // Part 2, 2.6.7: a sender may not transfer without credit.
+      if (this.actor.getSnapshot().matches("attaching")) this.creditViolation = true;
+      else this.fault(transferLimit());
+      d.update(true);
+      return;
+    }
+    if (this.faulted || this.done) {
+      if (++this.afterFault > this.ctx.settings.senderCredit) {
+        // It was told, and goes on: the link's detach is not enough.
+        this.ctx.closeConnection(
+          "amqp:resource-limit-exceeded",
+          "transfers kept coming on a link the gateway detached",
+        );
+      }
+      // The link is going: an unsettled delivery gets the reason, not silence.
+      if (!d.remote_settled && this.faulted) {
+        d.reject(this.faulted);
+        return;
+      }
+      d.update(true);
+      return;
+    }
+    const raw = rawOf(c.message);
+    const settled = d.remote_settled;
+    if (!raw || d.format !== 0) {
+      this.refuse(d, settled, {
+        condition: "amqp:not-implemented",
+        description: `message format ${d.format} is not AMQP 1.0 messages`,
+        reason: "bad_format",
+      });
+      return;
+    }
+    if (raw.length > this.ctx.maxMessageSize) {
+      this.tooLarge(raw.length, d);
+      return;
+    }
+    const mapped = amqpToNats(raw, {
+      target: this.target,
+      settled,
+      containerId: this.ctx.containerId,
+      routes: this.ctx.settings.routes,
+      routeList: this.ctx.settings.routeList,
+      now: Date.now(),
+    });
+    if (!mapped.ok) {
+      this.refuse(d, settled, mapped.error);
+      return;
+    }
+    const m = mapped.value;
+    const stored = !settled && this.ctx.bindings.storedIn(this.ctx.account, m.subject) !== undefined;
+    this.inflight++;
+    const result = stored
+      ? // The stream ack is the answer; a stored message keeps reply-to only in Mqgw-Reply-To.
+        this.ctx.publisher.store(
+          { ...m, reply: undefined },
+          m.messageId !== undefined ? `${this.ctx.containerId}/${m.messageId}` : randomUUID(),
+        )
+      : this.ctx.publisher.publish(m);
+    if (settled) {
+      // Nothing is owed to the client; rhea may forget the delivery now.
+      d.update(true);
+      this.inflight--;
+      this.topUp();
+    }
+    void result.then((s) => this.settle(d, settled, s, m.subject));
+  }
+
+  private settle(d: Delivery, settled: boolean, s: Settlement, subject: string): void {
+    if (s.ok) this.ctx.metrics.messageIn("amqp", settled ? "published" : "accepted");
+    else if (settled) this.drop(subject, s.reason, s.description);
+    if (settled) return;
+    this.inflight--;
+    if (!this.done && this.link.is_open()) {
+      if (s.ok) d.accept();
+      else {
+        this.ctx.metrics.messageIn("amqp", "rejected");
+        d.reject({ condition: s.condition, description: s.description });
+      }
+    }
+    this.topUp();
+  }
+
+  /** CONTRACT: an unsettled message is rejected with the condition; a presettled one is dropped and counted. */
+  private refuse(d: Delivery, settled: boolean, r: Refusal): void {
+    if (settled) {
+      this.drop(this.target ?? "(relay)", r.reason, r.description);
+      d.update(true);
+      this.topUp();
+      return;
+    }
+    this.ctx.metrics.refused("amqp", r.reason);
+    this.ctx.metrics.messageIn("amqp", "rejected");
+    d.reject({ condition: r.condition, description: r.description });
+    this.topUp();
+  }
+
+  private drop(subject: string, reason: string, description: string): void {
+    this.ctx.metrics.dropped("amqp", reason);
+    this.ctx.metrics.messageIn("amqp", "dropped");
+    // Logged once per link and subject, so a flood of refusals is one line each.
+    if (this.droppedLogged.size < 100 && !this.droppedLogged.has(subject)) {
+      this.droppedLogged.add(subject);
+      this.ctx.log.info(
+        { client_id: this.ctx.containerId, subject, reason, description },
+        "presettled AMQP message dropped",
+      );
+    }
+  }
+
+  private tooLarge(size: number, d?: Delivery): void {
+    const error = {
+      condition: "amqp:link:message-size-exceeded",
+      description: `message of ${size} bytes exceeds max-message-size ${this.ctx.maxMessageSize}`,
+    };
+    this.ctx.metrics.refused("amqp", "message_too_large");
+    if (d && !d.remote_settled) d.reject(error);
+    else d?.update(true);
+    this.fault(error);
+  }
+
+  private fault(error: LinkError): void {
+    if (this.faulted) return;
+    this.faulted = error;
+    this.flowing = false;
+    sendIfActive(this.actor, { type: "FAULT", error });
+  }
+}
+
+const transferLimit = (): LinkError => ({
+  condition: "amqp:link:transfer-limit-exceeded",
+  description: "a transfer arrived without link credit",
+});

@@ -1,0 +1,126 @@
+// The JetStream feed on its own, against a real nats-server with short pulls: it asks for
+// exactly what it is told, renews a pull that ran out, and gives back what it holds.
+import { AckPolicy, type JetStreamManager, jetstreamManager } from "@nats-io/jetstream";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { FeedSink, Pending } from "../../src/actors/amqp/feed.js";
+import { jetStreamFeed } from "../../src/actors/amqp/jsFeed.js";
+import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
+import { eventually } from "../helpers/poll.js";
+
+function sink() {
+  const offered: Pending[] = [];
+  let refills = 0;
+  const s: FeedSink & { offered: Pending[]; refills(): number } = {
+    offered,
+    refills: () => refills,
+    offer: (m) => offered.push(m),
+    fault: (e) => {
+      throw new Error(e.description);
+    },
+    refill: () => {
+      refills++;
+    },
+  };
+  return s;
+}
+
+describe("jetStreamFeed", () => {
+  let nats: NatsServerHandle;
+  let nc: NatsConnection;
+  let jsm: JetStreamManager;
+
+  beforeAll(async () => {
+    nats = await startNatsServer();
+    nc = await connect({ servers: nats.url });
+    jsm = await jetstreamManager(nc);
+    await jsm.streams.add({ name: "FEED", subjects: ["feed.>"] });
+  });
+  afterAll(async () => {
+    await nc?.close();
+    await nats?.stop();
+  });
+
+  async function consumer(name: string) {
+    await jsm.consumers.add("FEED", {
+      durable_name: name,
+      ack_policy: AckPolicy.Explicit,
+      filter_subject: `feed.${name}`,
+    });
+    return (await jsm.consumers.info("FEED", name)).name;
+  }
+
+  it("pulls what it is asked for, no more; settles by the outcome", async () => {
+    const name = await consumer("exact");
+    for (let i = 0; i < 5; i++) nc.publish(`feed.${name}`, `m${i}`);
+    await nc.flush();
+    const s = sink();
+    const feed = jetStreamFeed({ nc, stream: "FEED", consumer: name, sink: s, expiresMs: 5_000, ackWaitMs: 30_000 });
+    feed.want(2);
+    await eventually(() => (s.offered.length === 2 ? true : undefined), 5_000, "two offered");
+    // The link holds those two now: it wants nothing more.
+    feed.want(0);
+    expect((await jsm.consumers.info("FEED", name)).num_ack_pending).toBe(2);
+    feed.settle(s.offered[0]!, "accepted");
+    feed.settle(s.offered[1]!, "rejected");
+    await eventually(
+      async () => ((await jsm.consumers.info("FEED", name)).num_ack_pending === 0 ? true : undefined),
+      5_000,
+      "settled",
+    );
+    feed.close();
+  });
+
+  it("renews a pull that ran out, so a message published later still arrives", async () => {
+    const name = await consumer("renew");
+    const s = sink();
+    const feed = jetStreamFeed({ nc, stream: "FEED", consumer: name, sink: s, expiresMs: 1_000, ackWaitMs: 30_000 });
+    feed.want(1);
+    await eventually(() => (s.refills() > 0 ? true : undefined), 5_000, "the first pull expired");
+    feed.want(1);
+    nc.publish(`feed.${name}`, "late");
+    await eventually(() => (s.offered.length === 1 ? true : undefined), 5_000, "the late message");
+    feed.close();
+  });
+
+  it("a drain pull returns at once when nothing is there", async () => {
+    const name = await consumer("drain");
+    const feed = jetStreamFeed({
+      nc,
+      stream: "FEED",
+      consumer: name,
+      sink: sink(),
+      expiresMs: 30_000,
+      ackWaitMs: 30_000,
+    });
+    const started = Date.now();
+    await feed.drain(3);
+    expect(Date.now() - started).toBeLessThan(2_000);
+    feed.close();
+  });
+
+  it("closing gives back what it held", async () => {
+    const name = await consumer("close");
+    nc.publish(`feed.${name}`, "held");
+    await nc.flush();
+    const s = sink();
+    const feed = jetStreamFeed({ nc, stream: "FEED", consumer: name, sink: s, expiresMs: 5_000, ackWaitMs: 30_000 });
+    feed.want(1);
+    await eventually(() => (s.offered.length === 1 ? true : undefined), 5_000, "held");
+    feed.close();
+    // Given back: the next reader gets it at once, not after the ack wait.
+    const next = sink();
+    const again = jetStreamFeed({
+      nc,
+      stream: "FEED",
+      consumer: name,
+      sink: next,
+      expiresMs: 5_000,
+      ackWaitMs: 30_000,
+    });
+    again.want(1);
+    await eventually(() => (next.offered.length === 1 ? true : undefined), 5_000, "redelivered");
+    expect(next.offered[0]!.ack?.redeliveries).toBe(1);
+    again.close();
+  });
+});

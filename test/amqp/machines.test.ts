@@ -1,0 +1,229 @@
+// The AMQP machines one behaviour at a time, on a simulated clock: what state each event
+// leads to and which commands it emits for the actor to carry out.
+
+import { describe, expect, it } from "vitest";
+import { type AnyStateMachine, createActor, SimulatedClock } from "xstate";
+import { stateName } from "../../src/actors/registry.js";
+import { amqpConnectionMachine } from "../../src/machines/amqpConnection.js";
+import { amqpReceiverLinkMachine, amqpSenderLinkMachine } from "../../src/machines/amqpLink.js";
+
+function run(machine: AnyStateMachine, input: unknown) {
+  const clock = new SimulatedClock();
+  const actor = createActor(machine, { input, clock });
+  const emitted: Array<{ type: string } & Record<string, unknown>> = [];
+  actor.on("*", (e) => emitted.push(e as never));
+  actor.start();
+  return {
+    actor,
+    emitted,
+    clock,
+    send: (e: Record<string, unknown> & { type: string }) => actor.send(e as never),
+    state: () => {
+      const s = actor.getSnapshot();
+      return s.status === "active" ? stateName(s.value) : s.status;
+    },
+    types: () => emitted.map((e) => e.type),
+  };
+}
+
+const connection = () =>
+  run(amqpConnectionMachine, { handshakeTimeoutMs: 1_000, idleTimeoutMs: 60_000, closeGraceMs: 2_000 });
+const PLAIN = { credentials: { user: "u", pass: "p" }, username: "u", mechanism: "PLAIN" };
+
+describe("amqpConnection", () => {
+  it("SASL, then NATS, then the open: serving", () => {
+    const c = connection();
+    c.send({ type: "HEADER", sasl: true });
+    expect(c.state()).toBe("saslExchange");
+    c.send({ type: "AUTHENTICATE", login: PLAIN });
+    expect(c.emitted.at(-1)).toEqual({ type: "acquire_nats", login: PLAIN });
+    c.send({ type: "NATS_READY", account: "A" });
+    expect(c.emitted.at(-1)).toEqual({ type: "sasl_outcome", ok: true });
+    expect(c.state()).toBe("awaitingOpen");
+    c.send({ type: "OPENED", containerId: "client-1" });
+    expect(c.state()).toBe("serving.idle.watching");
+    expect(c.emitted.at(-1)).toEqual({ type: "serve" });
+    expect(c.actor.getSnapshot().context.containerId).toBe("client-1");
+  });
+
+  it("a login NATS refuses over SASL is SASL's auth outcome; the client is cut off if it lingers", () => {
+    const c = connection();
+    c.send({ type: "HEADER", sasl: true });
+    c.send({ type: "AUTHENTICATE", login: PLAIN });
+    c.send({ type: "NATS_REFUSED", auth: true, reason: "Authorization Violation" });
+    expect(c.emitted.at(-1)).toEqual({ type: "sasl_outcome", ok: false });
+    expect(c.state()).toBe("saslRefused");
+    c.clock.increment(2_000);
+    expect(c.state()).toBe("done");
+    expect(c.types().at(-1)).toBe("close");
+  });
+
+  it("without SASL, a refusal waits for the open and closes with amqp:unauthorized-access", () => {
+    const c = connection();
+    c.send({ type: "HEADER", sasl: false });
+    expect(c.emitted.at(-1)).toMatchObject({ type: "acquire_nats", login: { mechanism: "none", credentials: {} } });
+    c.send({ type: "NATS_REFUSED", auth: true, reason: "no" });
+    expect(c.state()).toBe("loginRefused");
+    c.send({ type: "OPENED", containerId: "x" });
+    expect(c.emitted.at(-1)).toEqual({
+      type: "close_connection",
+      error: { condition: "amqp:unauthorized-access", description: "NATS refused: no" },
+    });
+    expect(c.state()).toBe("closing");
+  });
+
+  it("without SASL, an open before NATS answers is served once it does", () => {
+    const c = connection();
+    c.send({ type: "HEADER", sasl: false });
+    c.send({ type: "OPENED", containerId: "early" });
+    c.send({ type: "NATS_READY", account: "" });
+    expect(c.state()).toBe("serving.idle.watching");
+  });
+
+  it("a header the gateway does not speak is answered with its own, then closed", () => {
+    const c = connection();
+    c.send({ type: "HEADER_MISMATCH", description: "HTTP" });
+    expect(c.types()).toEqual(["answer_header", "close"]);
+    expect(c.state()).toBe("done");
+  });
+
+  it.each([
+    ["awaitingHeader", []],
+    ["saslExchange", [{ type: "HEADER", sasl: true }]],
+    [
+      "awaitingOpen",
+      [
+        { type: "HEADER", sasl: true },
+        { type: "AUTHENTICATE", login: PLAIN },
+        { type: "NATS_READY", account: "" },
+      ],
+    ],
+  ] as const)("the handshake has limits.connect_timeout to get past %s", (_state, events) => {
+    const c = connection();
+    for (const e of events) c.send(e as never);
+    c.clock.increment(999);
+    expect(c.state()).not.toBe("done");
+    c.clock.increment(1);
+    expect(c.state()).toBe("done");
+  });
+
+  function serving() {
+    const c = connection();
+    c.send({ type: "HEADER", sasl: false });
+    c.send({ type: "NATS_READY", account: "" });
+    c.send({ type: "OPENED", containerId: "c" });
+    return c;
+  }
+
+  it("idle timeout: activity keeps the connection; silence closes it with amqp:resource-limit-exceeded", () => {
+    const c = serving();
+    c.clock.increment(50_000);
+    c.send({ type: "ACTIVITY" });
+    c.clock.increment(50_000);
+    expect(c.state()).toBe("serving.idle.watching");
+    c.clock.increment(10_000);
+    expect(c.emitted.at(-1)).toEqual({
+      type: "close_connection",
+      error: { condition: "amqp:resource-limit-exceeded", description: "idle timeout expired" },
+    });
+    expect(c.state()).toBe("closing");
+    c.send({ type: "SOCKET_CLOSED" });
+    expect(c.state()).toBe("done");
+  });
+
+  it.each([
+    ["KICK", "closed by an administrator"],
+    ["SHUTDOWN", "the gateway is shutting down"],
+  ])("%s closes with amqp:connection:forced", (type, description) => {
+    const c = serving();
+    c.send({ type });
+    expect(c.emitted.at(-1)).toEqual({
+      type: "close_connection",
+      error: { condition: "amqp:connection:forced", description },
+    });
+    expect(c.state()).toBe("closing");
+    // A client that never answers the close is let go.
+    c.clock.increment(2_000);
+    expect(c.state()).toBe("done");
+  });
+
+  it("a protocol error while serving is a close with its condition", () => {
+    const c = serving();
+    c.send({ type: "PROTOCOL_ERROR", error: { condition: "amqp:connection:framing-error", description: "too big" } });
+    expect(c.emitted.at(-1)).toEqual({
+      type: "close_connection",
+      error: { condition: "amqp:connection:framing-error", description: "too big" },
+    });
+  });
+
+  it("NATS down and up while serving", () => {
+    const c = serving();
+    c.send({ type: "NATS_DOWN" });
+    expect(stateName(c.actor.getSnapshot().value)).toBe("serving.idle.watching");
+    expect(c.actor.getSnapshot().matches({ serving: { nats: "down" } })).toBe(true);
+    c.send({ type: "NATS_UP" });
+    expect(c.actor.getSnapshot().matches({ serving: { nats: "online" } })).toBe(true);
+  });
+});
+
+describe("amqpSenderLink and amqpReceiverLink", () => {
+  const link = (m: typeof amqpSenderLinkMachine | typeof amqpReceiverLinkMachine) => run(m, { detachGraceMs: 5_000 });
+
+  it.each([amqpSenderLinkMachine, amqpReceiverLinkMachine])(
+    "%#: resolve, attach, flow; a client detach ends it",
+    (m) => {
+      const l = link(m);
+      expect(l.types()).toEqual(["resolve"]);
+      l.send({ type: "RESOLVED", address: "orders.eu" });
+      expect(l.types()).toEqual(["resolve", "attach", "flow"]);
+      expect(l.emitted[1]).toEqual({ type: "attach", address: "orders.eu" });
+      l.send({ type: "REMOTE_DETACH" });
+      expect(l.state()).toBe("done");
+      expect(l.types().at(-1)).toBe("release");
+    },
+  );
+
+  it.each([amqpSenderLinkMachine, amqpReceiverLinkMachine])("%#: a refused attach is answered and released", (m) => {
+    const l = link(m);
+    const error = { condition: "amqp:invalid-field", description: "bad" };
+    l.send({ type: "REFUSED", error });
+    expect(l.emitted.slice(1)).toEqual([{ type: "refuse", error }, { type: "release" }]);
+    expect(l.state()).toBe("done");
+  });
+
+  it.each([amqpSenderLinkMachine, amqpReceiverLinkMachine])(
+    "%#: a fault detaches with its error and waits for the client's detach, within a grace",
+    (m) => {
+      const l = link(m);
+      l.send({ type: "RESOLVED", address: "x" });
+      const error = { condition: "amqp:link:message-size-exceeded", description: "too big" };
+      l.send({ type: "FAULT", error });
+      expect(l.emitted.at(-1)).toEqual({ type: "detach", error });
+      expect(l.state()).toBe("detaching");
+      l.clock.increment(5_000);
+      expect(l.state()).toBe("done");
+    },
+  );
+
+  it.each([amqpSenderLinkMachine, amqpReceiverLinkMachine])(
+    "%#: NATS down holds the flow, NATS up opens it again",
+    (m) => {
+      const l = link(m);
+      l.send({ type: "RESOLVED", address: "x" });
+      l.send({ type: "NATS_DOWN" });
+      expect(l.types().at(-1)).toBe("hold");
+      l.send({ type: "NATS_UP" });
+      expect(l.types().at(-1)).toBe("flow");
+    },
+  );
+
+  it("a receiver link drains and returns to flowing", () => {
+    const l = link(amqpReceiverLinkMachine);
+    l.send({ type: "RESOLVED", address: "x" });
+    l.send({ type: "DRAIN" });
+    expect(l.types().at(-1)).toBe("drain");
+    expect(l.actor.getSnapshot().matches({ active: { credit: "draining" } })).toBe(true);
+    l.send({ type: "DRAINED" });
+    expect(l.actor.getSnapshot().matches({ active: { credit: "flowing" } })).toBe(true);
+  });
+});
