@@ -16,7 +16,9 @@ interface AliveRequest {
  */
 export function answerLiveness(nc: NatsConnection, id: string, clients: ClientRegistry, log: Logger): Subscription {
   return nc.subscribe(aliveSubject(id), {
-    callback: (_e, m) => {
+    callback: (e, m) => {
+      // A refused subscription reports its error here, with no message; the bridge logs it.
+      if (e) return;
       let request: AliveRequest = {};
       try {
         request = m.data.byteLength ? (m.json() as AliveRequest) : {};

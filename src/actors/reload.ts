@@ -57,7 +57,8 @@ function changedPaths(a: GatewayConfig, b: GatewayConfig): string[] {
 }
 
 const same = (x: unknown, y: unknown) => JSON.stringify(x) === JSON.stringify(y);
-const isSection = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v);
+const isSection = (v: unknown): v is Record<string, unknown> =>
+  v !== null && typeof v === "object" && !Array.isArray(v);
 
 /**
  * SIGHUP's actor: one reload at a time; signals that arrive meanwhile run one more reload
@@ -86,7 +87,9 @@ export class Reloader {
   private async loop(): Promise<void> {
     do {
       this.again = false;
-      await this.once().catch((e: Error) => this.log.error({ err: e.message }, "config reload failed; the running config stays"));
+      await this.once().catch((e: Error) =>
+        this.log.error({ err: e.message }, "config reload failed; the running config stays"),
+      );
     } while (this.again);
   }
 

@@ -64,6 +64,7 @@ export class AdminConnection {
     return Effect.gen({ self: this }, function* () {
       this.stopping = false;
       this.actor = undefined;
+      this.early = [];
       const { log, registry, scopes } = this.options;
       const actor = yield* startMachine(adminConnectionMachine, {
         input: undefined,
@@ -71,7 +72,8 @@ export class AdminConnection {
         on: {
           connect: () => void this.connect(),
           subscribe: () => this.subscribeAll(),
-          serving: ({ account, server }) => log.info({ admin_account: account, server }, "admin connection serving the admin subjects"),
+          serving: ({ account, server }) =>
+            log.info({ admin_account: account, server }, "admin connection serving the admin subjects"),
           warn: ({ message, reason, retryInMs }) =>
             log.warn({ reason, ...(retryInMs !== undefined ? { retry_in_ms: retryInMs } : {}) }, message),
         },
@@ -119,7 +121,8 @@ export class AdminConnection {
       });
     } catch (e) {
       const reason = e instanceof Error ? e.message : String(e);
-      const auth = e instanceof AuthorizationError || /authoriz|authenticat|secret|cannot be read|not set/i.test(reason);
+      const auth =
+        e instanceof AuthorizationError || /authoriz|authenticat|secret|cannot be read|not set/i.test(reason);
       this.send({ type: "CONNECT_FAILED", reason, auth });
       return;
     }
@@ -155,17 +158,24 @@ export class AdminConnection {
   private subscribe(subject: string): void {
     const nc = this.nc;
     if (!nc || nc.isClosed() || this.subs.has(subject)) return;
-    const sub = nc.subscribe(subject, {
-      callback: (e, msg) => {
-        if (!e) return this.options.onRequest(msg);
-        if (this.subs.get(subject) === sub) this.subs.delete(subject);
-        if (e instanceof PermissionViolationError) {
-          this.send({ type: "SUBSCRIBE_REFUSED", subject, reason: e.message });
-        } else {
-          this.options.log.warn({ subject, err: e.message }, "admin subscription ended");
-        }
-      },
-    });
+    let sub: Subscription;
+    try {
+      sub = nc.subscribe(subject, {
+        callback: (e, msg) => {
+          if (!e) return this.options.onRequest(msg);
+          if (this.subs.get(subject) === sub) this.subs.delete(subject);
+          if (e instanceof PermissionViolationError) {
+            this.send({ type: "SUBSCRIBE_REFUSED", subject, reason: e.message });
+          } else {
+            this.options.log.warn({ subject, err: e.message }, "admin subscription ended");
+          }
+        },
+      });
+    } catch (e) {
+      // Draining or closing: this runs inside a client's registration, which must not fail for it.
+      this.options.log.warn({ subject, err: (e as Error).message }, "admin subscription not made");
+      return;
+    }
     this.subs.set(subject, sub);
   }
 

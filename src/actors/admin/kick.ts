@@ -20,7 +20,8 @@ export function kickTarget(
 ): { kind: "target"; target: KickTarget } | { kind: "refused"; reason: string } | { kind: "error"; message: string } {
   const { cid, client_id: clientId, account } = body;
   if (cid !== undefined && clientId !== undefined) return { kind: "error", message: "give cid or client_id, not both" };
-  if (account !== undefined && typeof account !== "string") return { kind: "error", message: "account must be a string" };
+  if (account !== undefined && typeof account !== "string")
+    return { kind: "error", message: "account must be a string" };
   if (cid !== undefined) {
     if (typeof cid !== "number" || !Number.isSafeInteger(cid) || cid < 1)
       return { kind: "error", message: "cid must be a positive whole number, as list shows it" };
@@ -70,7 +71,10 @@ export const kickActor = (
     });
     yield* Effect.addFinalizer(() => Effect.sync(unwatch));
 
-    const found = "cid" in target ? [clients.get(target.cid)].filter((h) => h !== undefined) : clients.byClient(target.account, target.clientId);
+    const found =
+      "cid" in target
+        ? [clients.get(target.cid)].filter((h) => h !== undefined)
+        : clients.byClient(target.account, target.clientId);
     const [first] = found;
     if (found.length > 1) actor.send({ type: "AMBIGUOUS", cids: found.map((h) => h.cid).sort((a, b) => a - b) });
     else if (first === undefined) actor.send({ type: "NOT_FOUND", reason: notFound(target) });

@@ -37,7 +37,10 @@ export const lameDuckActor = (deps: {
           deps.done();
         },
         timed_out: ({ closed }) => {
-          log.warn({ asked: closed, still_connected: clients.size() }, "lame duck: clients still connected after the grace period");
+          log.warn(
+            { asked: closed, still_connected: clients.size() },
+            "lame duck: clients still connected after the grace period",
+          );
           deps.done();
         },
       },

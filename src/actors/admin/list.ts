@@ -26,8 +26,15 @@ export interface ListReply {
  * past `maxBytes` (the server's max_payload): JSON.stringify writes no spaces, so the
  * reply's size is the empty reply's plus each entry's and a comma between entries.
  */
-export function listReply(id: string, clients: Iterable<ClientHandle>, account: string | undefined, maxBytes: number): ListReply {
-  const matching = [...clients].filter((c) => account === undefined || c.account === account).sort((a, b) => a.cid - b.cid);
+export function listReply(
+  id: string,
+  clients: Iterable<ClientHandle>,
+  account: string | undefined,
+  maxBytes: number,
+): ListReply {
+  const matching = [...clients]
+    .filter((c) => account === undefined || c.account === account)
+    .sort((a, b) => a.cid - b.cid);
   const count = matching.length;
   // `false` is the longer of the two, so the budget holds whichever is sent.
   let size = byteLength({ id, clients: [], count, truncated: false });

@@ -68,10 +68,14 @@ const OPS: Record<string, { readonly scopes: readonly ScopeKind[]; readonly serv
       deps.supervisor.spawn(
         `admin-kick:${++kicks}`,
         "adminKick",
-        kickActor(parsed.target, { clients: deps.clients, registry: deps.registry, timeoutMs: deps.kickTimeoutMs }, (r) => {
-          deps.log.info({ target: parsed.target, ...r }, "admin kick");
-          answer(r);
-        }),
+        kickActor(
+          parsed.target,
+          { clients: deps.clients, registry: deps.registry, timeoutMs: deps.kickTimeoutMs },
+          (r) => {
+            deps.log.info({ target: parsed.target, ...r }, "admin kick");
+            answer(r);
+          },
+        ),
       );
     },
   },
@@ -103,21 +107,34 @@ export function serveAdminRequest(msg: Msg, deps: AdminDeps): void {
     if (msg.reply) msg.respond(JSON.stringify(body));
   };
   const parsed = parseAdminSubject(msg.subject);
-  if (!parsed) return respond("unknown", "unknown", "error", { id: deps.id, error: `not an admin subject: ${msg.subject}` });
-  const { scope, op } = parsed;
-  const error = (opLabel: string) => (message: string) => respond(scope.kind, opLabel, "error", { id: deps.id, error: message });
-  const spec = Object.hasOwn(OPS, op) ? OPS[op] : undefined;
-  if (!spec) return error("unknown")(`unknown op ${JSON.stringify(op)}: the ops are ${Object.keys(OPS).join(", ")}`);
-  if (!spec.scopes.includes(scope.kind))
-    return error(op)(`${op} is not served on the ${scope.kind} scope, only on the ${spec.scopes.join(" and ")} scope${spec.scopes.length > 1 ? "s" : ""}`);
-  const body = parseBody(msg.data);
-  if (!body.ok) return error(op)(body.error);
-  try {
-    spec.serve({ scope, body: body.value, deps, reply: (b) => respond(scope.kind, op, "ok", b), error: error(op) });
-  } catch (e) {
-    deps.log.error({ op, err: (e as Error).message }, "admin request failed");
-    error(op)(`internal error: ${(e as Error).message}`);
+  if (!parsed) {
+    respond("unknown", "unknown", "error", { id: deps.id, error: `not an admin subject: ${msg.subject}` });
+    return;
   }
+  const { scope, op } = parsed;
+  const known = Object.hasOwn(OPS, op) ? op : "unknown";
+  const error = (message: string) => respond(scope.kind, known, "error", { id: deps.id, error: message });
+  const problem = requestProblem(scope.kind, op);
+  const body = parseBody(msg.data);
+  if (problem !== undefined) error(problem);
+  else if (!body.ok) error(body.error);
+  else {
+    try {
+      OPS[op]?.serve({ scope, body: body.value, deps, reply: (b) => respond(scope.kind, op, "ok", b), error });
+    } catch (e) {
+      deps.log.error({ op, err: (e as Error).message }, "admin request failed");
+      error(`internal error: ${(e as Error).message}`);
+    }
+  }
+}
+
+/** Why an op cannot be served on a scope, if it cannot. */
+function requestProblem(scope: ScopeKind, op: string): string | undefined {
+  const spec = Object.hasOwn(OPS, op) ? OPS[op] : undefined;
+  if (!spec) return `unknown op ${JSON.stringify(op)}: the ops are ${Object.keys(OPS).join(", ")}`;
+  if (spec.scopes.includes(scope)) return undefined;
+  const plural = spec.scopes.length > 1 ? "s" : "";
+  return `${op} is not served on the ${scope} scope, only on the ${spec.scopes.join(" and ")} scope${plural}`;
 }
 
 /** Empty means `{}`; anything else must be one JSON object. */

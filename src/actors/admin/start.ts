@@ -55,7 +55,7 @@ export function startAdmin(deps: {
     credentials: config.admin,
     servers: deps.servers,
     id: config.id,
-    log: log.child({ actor: "admin" }),
+    log,
     registry: deps.registry,
     scopes,
     onRequest: (msg) =>
