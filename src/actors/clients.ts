@@ -1,3 +1,5 @@
+import type { NatsConnection } from "@nats-io/transport-node";
+
 /**
  * Every connected client of this gateway, whatever its protocol: what `list` shows,
  * what `kick` and lame duck reach, and where a second connection with the same client
@@ -11,6 +13,8 @@ export interface ClientHandle {
   readonly since: Date;
   account: string;
   natsServer(): string;
+  /** The (shared) NATS connection the client rides; admin rebalance moves it. */
+  natsConnection?(): NatsConnection;
   kick(): void;
   /** Closed by the gateway itself (lame duck, shutdown). */
   shutdown(): void;

@@ -226,6 +226,40 @@ function watchStatus(nc: NatsConnection, actor: Actor<typeof natsConnectionMachi
 }
 
 /**
+ * Admin rebalance: moves one (shared) connection to `url` now, with every client on it.
+ * The pool becomes `url` alone for the switch (so the reconnect dials it first), then
+ * `url` plus the old pool again, so a later failure can go anywhere. Resolves once the
+ * connection is up again, or after `timeoutMs`, with where it is then.
+ */
+export async function moveConnection(
+  nc: NatsConnection,
+  url: string,
+  timeoutMs: number,
+): Promise<{ server: string; listen: string; reconnected: boolean }> {
+  const before = nc.getServers().map((s) => s.listen);
+  const status = nc.status();
+  try {
+    nc.setServers([url]);
+    const reconnected = new Promise<boolean>((resolve) => {
+      const timer = setTimeout(() => resolve(false), timeoutMs);
+      void (async () => {
+        for await (const s of status) {
+          if (s.type === "reconnect") break;
+        }
+        clearTimeout(timer);
+        resolve(true);
+      })();
+    });
+    await nc.reconnect();
+    const ok = await reconnected;
+    return { server: nc.info?.server_name ?? "", listen: nc.getServer(), reconnected: ok };
+  } finally {
+    (status as { stop?: () => void }).stop?.();
+    if (!nc.isClosed()) nc.setServers([...new Set([url, ...before])]);
+  }
+}
+
+/**
  * Flush, then let the bridge's status watcher run: a -ERR for what was sent arrives before
  * the flush's PONG, but nats.js reports it through an async iterator one turn later.
  */

@@ -11,13 +11,13 @@ import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
 import { eventually } from "../helpers/poll.js";
 import { AmqpClient, collect, send, sendSettled } from "./rheaClient.js";
 
-const ANON = `{ user: "anon-a", password: "anon-a-pw" }`;
+const SENSOR = `{ user: "sensor-a", password: "sensor-a-pw" }`;
 const LIMITED = `{ user: "amqp-limited", password: "limited-pw", permissions: { publish: { deny: ["forbidden.>"] }, subscribe: { deny: ["forbidden.>"] } } }`;
 
 function serverWithLimitedUser(): string {
-  if (!HAND_WRITTEN_SERVER.includes(ANON))
+  if (!HAND_WRITTEN_SERVER.includes(SENSOR))
     throw new Error("the admin world's server config changed: update auth.test.ts");
-  return HAND_WRITTEN_SERVER.replace(ANON, `${ANON}, ${LIMITED}`);
+  return HAND_WRITTEN_SERVER.replace(SENSOR, `${SENSOR}, ${LIMITED}`);
 }
 
 async function metric(gw: GatewayHandle, name: string, labels: Record<string, string>): Promise<number> {

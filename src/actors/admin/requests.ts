@@ -84,7 +84,9 @@ const OPS: Record<string, { readonly scopes: readonly ScopeKind[]; readonly serv
     serve: ({ body, deps, reply, error }) => {
       const parsed = rebalanceRequest(body);
       if (!parsed.ok) return error(parsed.error);
-      reply(deps.rebalance(parsed.value));
+      const answer = deps.rebalance(parsed.value);
+      deps.log.info({ request: parsed.value, ...answer }, "admin rebalance");
+      reply(answer);
     },
   },
   ldm: {

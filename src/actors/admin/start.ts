@@ -11,6 +11,7 @@ import { type Supervisor, withRestarts } from "../supervisor.js";
 import { AdminConnection } from "./connection.js";
 import { startLameDuck } from "./ldm.js";
 import { livenessActor } from "./liveness.js";
+import { rebalancer } from "./rebalance.js";
 import { serveAdminRequest } from "./requests.js";
 import { AccountScopes } from "./scopes.js";
 
@@ -51,6 +52,7 @@ export function startAdmin(deps: {
   }
   const scopes = new AccountScopes(clients, Object.keys(config.gateway_users));
   const since = new Date();
+  const rebalance = rebalancer({ clients, registry: deps.registry, supervisor, log });
   const connection: AdminConnection = new AdminConnection({
     credentials: config.admin,
     servers: deps.servers,
@@ -71,7 +73,7 @@ export function startAdmin(deps: {
         servedAccounts: () => scopes.served(),
         maxPayload: () => connection.maxPayload(),
         lameDuck: () => startLameDuck(deps.gateway),
-        rebalance: () => ({ started: false, reason: "rebalance is not available in this version of the gateway" }),
+        rebalance,
         kickTimeoutMs: KICK_TIMEOUT_MS,
       }),
   });
