@@ -25,11 +25,11 @@ export class Supervisor {
     const log = this.log;
     const supervised = Effect.scoped(actor).pipe(
       Effect.exit,
-      Effect.map((exit) => {
-        if (Exit.isFailure(exit) && !Cause.hasInterruptsOnly(exit.cause)) {
-          log.error({ actor: kind, id, cause: Cause.pretty(exit.cause) }, "actor failed; its resources were released");
-        }
-      }),
+      Effect.flatMap((exit) =>
+        Exit.isFailure(exit) && !Cause.hasInterruptsOnly(exit.cause)
+          ? Effect.sync(() => log.error({ actor: kind, id, cause: Cause.pretty(exit.cause) }, "actor failed; its resources were released"))
+          : Effect.void,
+      ),
     );
     Effect.runFork(FiberMap.run(this.fibers, id)(supervised));
   }

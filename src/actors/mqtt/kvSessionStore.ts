@@ -11,7 +11,7 @@ export class KvSessionStore implements SessionStore {
   async load(account: string, clientId: string): Promise<StoredSession | undefined> {
     const kv = await this.services.sessionsBucket(account);
     const entry = await kv.get(sessionKey(clientId));
-    if (!entry || entry.operation !== "PUT" || entry.value.byteLength === 0) return undefined;
+    if (entry?.operation !== "PUT" || entry.value.byteLength === 0) return undefined;
     const session = entry.json<StoredSession>();
     if (!session.connected && session.expiresAt <= Date.now()) {
       await kv.delete(sessionKey(clientId)).catch(() => {});
