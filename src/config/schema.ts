@@ -107,6 +107,8 @@ export interface GatewayConfig {
     readonly receive_maximum: number;
     readonly max_keepalive: number;
     readonly session_expiry_max: number;
+    /** "always" (the spec's header table) or "when_needed" (plain PUB for bare QoS 0; docs/performance.md). An addition. */
+    readonly client_id_header: "always" | "when_needed";
   };
   readonly amqp: {
     readonly listen: ListenAddress | null;
@@ -307,6 +309,7 @@ const mqtt = z.strictObject({
   ),
   // MQTT carries the session expiry as 32-bit seconds.
   session_expiry_max: duration.prefault("7d").pipe(between(0, 4_294_967_295_000, seconds)),
+  client_id_header: z.enum(["always", "when_needed"]).default("always"),
 });
 
 const amqp = z.strictObject({

@@ -17,6 +17,7 @@ export function mqttSettingsOf(config: GatewayConfig): MqttSettings {
     connectTimeoutMs: config.limits.connect_timeout,
     maxSubscriptionsPerClient: config.limits.max_subscriptions_per_client || Number.POSITIVE_INFINITY,
     maxTopicLevels: config.limits.max_topic_levels,
+    clientIdHeaderAlways: config.mqtt.client_id_header === "always",
     topicAliasMaximum: 64,
     routes: new Map(routeList.map((r) => [r.subject, r])),
     routeList,

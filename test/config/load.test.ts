@@ -48,6 +48,7 @@ describe("defaults", () => {
       receive_maximum: 256,
       max_keepalive: 120_000,
       session_expiry_max: 7 * 86_400_000,
+      client_id_header: "always",
     });
     expect(c.amqp).toEqual({
       listen: { host: "0.0.0.0", port: 5672 },

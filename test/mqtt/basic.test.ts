@@ -30,7 +30,11 @@ describe("MQTT <-> NATS through the gateway", () => {
     const sub = nc.subscribe(`plant${protocolVersion}.>`, { max: 3 });
     const got: string[] = [];
     const done = (async () => {
-      for await (const m of sub) got.push(`${m.subject}=${m.string()} qos=${m.headers?.get("Mqgw-QoS") || "0"}`);
+      for await (const m of sub) {
+        got.push(`${m.subject}=${m.string()} qos=${m.headers?.get("Mqgw-QoS") || "0"}`);
+        // By default every message names its publisher, QoS 0 without properties too.
+        expect(m.headers?.get("Mqgw-Mqtt-Client-Id")).toMatch(/./);
+      }
     })();
     await nc.flush();
     const client = await connectMqtt(port, { protocolVersion });

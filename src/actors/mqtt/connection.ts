@@ -7,6 +7,7 @@ import type { Logger } from "../../log.js";
 import { type ConnectRequest, mqttConnectionMachine, type WillMessage } from "../../machines/mqttConnection.js";
 import { mqttSessionMachine } from "../../machines/mqttSession.js";
 import { badPublishTopic, splitFrames } from "../../protocol/mqttFrame.js";
+import { encodePubackFast, encodePublishFast, parsePubackFast, parsePublishFast } from "../../protocol/mqttFastPath.js";
 import { ConnackV4, Reason } from "../../protocol/mqttReasons.js";
 import type { PublishProperties } from "../../protocol/mqttToNats.js";
 import type { ClientHandle, ClientRegistry } from "../clients.js";
@@ -39,6 +40,30 @@ export interface MqttDeps {
 type Machine = Actor<typeof mqttConnectionMachine>;
 
 /**
+ * Socket reads of all MQTT clients in one event-loop turn are handled in one callback
+ * (docs/performance.md). nats.js sends what one callback published in one write, so the
+ * NATS connection then carries many clients' publishes per write instead of one socket
+ * read's worth, which roughly halves nats-server's CPU per message.
+ */
+const pendingReads: MqttClientConnection[] = [];
+let readsScheduled = false;
+
+function handlePendingReads(): void {
+  readsScheduled = false;
+  const batch = pendingReads.splice(0, pendingReads.length);
+  for (const c of batch) {
+    try {
+      c.takeReads();
+    } catch (e) {
+      // Thrown as a socket's own 'data' handler would have thrown it, without starving the others.
+      queueMicrotask(() => {
+        throw e;
+      });
+    }
+  }
+}
+
+/**
  * The actor behind one MQTT socket. The machine decides the connection's life; this
  * class carries out its commands and routes packets to the inbound publisher and the
  * session, which do the per-message work in plain functions.
@@ -62,6 +87,9 @@ class MqttClientConnection {
   private readonly unlisten: Array<() => void> = [];
   private lastActivity = 0;
   private keepaliveMs = 0;
+  /** Backpressure (docs/decisions/backpressure.md): the socket is not read while NATS is down or the client's publishes pile up. */
+  private paused = false;
+  private natsUp = true;
   private readonly settings: MqttSettings;
   private readonly log: Logger;
 
@@ -93,9 +121,45 @@ class MqttClientConnection {
     this.actor = actor;
     this.parser.on("packet", (p: Packet) => this.onPacket(p));
     this.parser.on("error", (e: Error) => this.protocolError(Reason.malformedPacket, e.message));
-    this.socket.on("data", (chunk: Buffer) => this.onData(chunk));
+    this.socket.on("data", (chunk: Buffer) => this.queueRead(chunk));
     this.socket.on("error", () => {});
-    this.socket.on("close", () => this.actor.send({ type: "SOCKET_CLOSED" }));
+    this.socket.on("close", () => {
+      this.takeReads(true); // what arrived before the close (a DISCONNECT) counts first
+      this.actor.send({ type: "SOCKET_CLOSED" });
+    });
+  }
+
+  /** Chunks read this event-loop turn, handled with every other client's (`handlePendingReads`). */
+  private readQueue: Buffer[] | undefined;
+
+  private queueRead(chunk: Buffer): void {
+    if (this.readQueue) {
+      this.readQueue.push(chunk);
+      return;
+    }
+    this.readQueue = [chunk];
+    pendingReads.push(this);
+    if (!readsScheduled) {
+      readsScheduled = true;
+      setImmediate(handlePendingReads);
+    }
+  }
+
+  /**
+   * Handles the queued chunks while the socket flows. A socket that onData paused
+   * (backpressure, a protocol error) gets the rest back, to be read again on resume.
+   */
+  takeReads(closing = false): void {
+    const q = this.readQueue;
+    if (!q) return;
+    this.readQueue = undefined;
+    for (let i = 0; i < q.length; i++) {
+      if (this.socket.isPaused()) {
+        if (!closing) for (let j = q.length - 1; j >= i; j--) this.socket.unshift(q[j]!);
+        return;
+      }
+      this.onData(q[i]!);
+    }
   }
 
   /** The actor's scope closes: release everything, keeping the session if it outlives us. */
@@ -151,10 +215,39 @@ class MqttClientConnection {
     this.buffered = frames.rest;
     for (const p of frames.packets) {
       if (this.actor.getSnapshot().status !== "active") return;
+      // The PUBLISH fast path (docs/performance.md); anything it does not take goes to mqtt-packet.
+      const fast = parsePublishFast(p, this.version) ?? parsePubackFast(p);
+      if (fast) {
+        this.onPacket(fast as Packet);
+        continue;
+      }
       const bad = badPublishTopic(p);
       if (bad) return this.protocolError(Reason.malformedPacket, bad);
       this.parser.parse(p);
     }
+    this.flow();
+  }
+
+  /** Reads the socket only while NATS is up and the client's publishes are not piling up (TCP backpressure). */
+  private flow(): void {
+    const hold = !this.natsUp || this.inbound?.busy() === true;
+    if (hold === this.paused || this.socket.destroyed) return;
+    // A socket paused for a protocol error stays paused.
+    if (!hold && !this.actor.getSnapshot().matches("serving")) return;
+    this.paused = hold;
+    if (hold) this.socket.pause();
+    else this.socket.resume();
+  }
+
+  /** `matches` allocates per call; a snapshot changes only on a transition, so remember the answer. */
+  private servingSnapshot: unknown;
+  private servingNow = false;
+  private isServing(state: ReturnType<Machine["getSnapshot"]>): boolean {
+    if (state !== this.servingSnapshot) {
+      this.servingSnapshot = state;
+      this.servingNow = state.matches("serving");
+    }
+    return this.servingNow;
   }
 
   private onPacket(p: Packet): void {
@@ -163,7 +256,7 @@ class MqttClientConnection {
       if (!state.matches("awaitingConnect")) return this.protocolError(Reason.protocolError, "second CONNECT");
       return this.onConnect(p);
     }
-    if (!state.matches("serving") || !this.session || !this.inbound) {
+    if (!this.isServing(state) || !this.session || !this.inbound) {
       return this.protocolError(Reason.protocolError, `${p.cmd} before CONNECT completed`);
     }
     switch (p.cmd) {
@@ -275,8 +368,13 @@ class MqttClientConnection {
     }
     if (this.actor.getSnapshot().status !== "active") return lease.release();
     this.lease = lease;
+    this.natsUp = lease.connected();
     this.unlisten.push(
-      lease.onStatus((s) => this.actor.send({ type: s === "up" ? "NATS_UP" : "NATS_DOWN" })),
+      lease.onStatus((s) => {
+        this.actor.send({ type: s === "up" ? "NATS_UP" : "NATS_DOWN" });
+        this.natsUp = s === "up";
+        this.flow();
+      }),
       lease.onPermissionError((subject, op) => (op === "publish" ? this.denied.publish : this.denied.subscribe).add(subject)),
     );
     try {
@@ -320,12 +418,15 @@ class MqttClientConnection {
       queuedBytes: () => this.socket.writableLength,
       protocolError: (code, reason) => this.protocolError(code, reason),
       denied: this.denied,
+      noLocal: { count: 0 },
     };
     this.link = link;
     const deps = this.deps.session;
     const { store } = deps;
     this.inbound = new InboundPublisher(link, deps.bindings, deps.retained);
-    const session = new ClientSession(link, deps, Math.min(this.clientReceiveMax, 65535), this.clientMaxPacket, request.sessionExpirySec);
+    this.inbound.onSettled = () => this.flow();
+    // In flight to the client: its Receive Maximum, capped by mqtt.receive_maximum ("in-flight QoS 1/2 per client").
+    const session = new ClientSession(link, deps, Math.min(this.clientReceiveMax, this.settings.receiveMaximum), this.clientMaxPacket, request.sessionExpirySec);
     this.session = session;
     let stored: StoredSession | undefined;
     const settled = <T>(p: Promise<T>, then: () => void) => void p.then(then, (e: Error) => {
@@ -381,6 +482,7 @@ class MqttClientConnection {
       since: new Date(),
       account,
       natsServer: () => lease.server(),
+      natsConnection: () => lease.nc,
       kick: () => this.actor.send({ type: "KICK" }),
       shutdown: () => this.actor.send({ type: "SHUTDOWN" }),
       takeOver: () => this.actor.send({ type: "TAKEN_OVER" }),
@@ -463,8 +565,27 @@ class MqttClientConnection {
 
   private write(packet: Packet): void {
     if (this.socket.destroyed) return;
-    this.socket.write(mqtt.generate(packet, { protocolVersion: this.version }));
+    if (!this.corked) {
+      // What one tick writes leaves in one writev, not a syscall per packet (docs/performance.md).
+      this.corked = true;
+      this.socket.cork();
+      process.nextTick(this.uncork);
+    }
+    const p = packet as Omit<IPublishPacket, "cmd"> & { cmd: string; reasonCode?: number };
+    this.socket.write(
+      p.cmd === "publish" && p.properties === undefined && typeof p.payload !== "string"
+        ? encodePublishFast(this.version, p.topic, p.payload, p.qos, p.retain, p.dup, p.messageId)
+        : p.cmd === "puback" && p.reasonCode === undefined && p.properties === undefined && p.messageId !== undefined
+          ? encodePubackFast(this.version, p.messageId)
+          : mqtt.generate(packet, { protocolVersion: this.version }),
+    );
   }
+
+  private corked = false;
+  private readonly uncork = (): void => {
+    this.corked = false;
+    this.socket.uncork();
+  };
 
   private endSocket(): void {
     if (!this.socket.destroyed) this.socket.end();

@@ -1,5 +1,4 @@
 import { createHash } from "node:crypto";
-import { type JetStreamClient, jetstream } from "@nats-io/jetstream";
 import { headers as natsHeaders, type MsgHdrs, type NatsConnection } from "@nats-io/transport-node";
 import type { Packet } from "mqtt-packet";
 import { Reason } from "../../protocol/mqttReasons.js";
@@ -8,9 +7,11 @@ import type { Bindings } from "../bindings.js";
 import { flushAndSettle } from "../natsBridge.js";
 import type { ClientLink } from "./link.js";
 import type { RetainedMessages } from "./retained.js";
+import { StoredPublisher } from "./storedPublish.js";
 
-const jsClients = new WeakMap<NatsConnection, JetStreamClient>();
 const STORED_ACK_TIMEOUT_MS = 5_000;
+/** QoS 0 bytes a client may publish before the gateway waits for NATS to take them (docs/decisions/backpressure.md). */
+const QOS0_FLUSH_BYTES = 1024 * 1024;
 
 /**
  * PUBLISH from the client to NATS: core publish acknowledged after the flush, or a
@@ -22,6 +23,11 @@ export class InboundPublisher {
   private readonly qos2 = new Set<number>();
   private readonly droppedLogged = new Set<string>();
   private readonly lastStoredId = new Map<number, string>();
+  /** QoS 0 bytes handed to NATS since the last flush, and whether a flush is under way. */
+  private unflushed = 0;
+  private flushing = false;
+  /** Set by the connection: a publish settled, so a socket paused for backpressure may resume. */
+  onSettled: (() => void) | undefined;
 
   constructor(
     private readonly link: ClientLink,
@@ -39,6 +45,16 @@ export class InboundPublisher {
       return this.link.protocolError(Reason.receiveMaximumExceeded, "receive maximum exceeded");
     }
     void this.publish(inbound, messageId, dup, false);
+  }
+
+  /**
+   * Backpressure (docs/decisions/backpressure.md): true while a 3.1.1 client has as many
+   * QoS 1/2 publishes waiting for NATS as the receive maximum (a v5 client is told the
+   * limit and gets 0x93 past it), or a megabyte of QoS 0 waits for NATS's flush. The
+   * connection stops reading the socket meanwhile.
+   */
+  busy(): boolean {
+    return (this.link.version === 4 && this.pending >= this.link.settings.receiveMaximum) || this.flushing;
   }
 
   /** PUBREL: the QoS 2 exchange ends; true when the id was known. */
@@ -63,6 +79,7 @@ export class InboundPublisher {
       routes: link.settings.routes,
       routeList: link.settings.routeList,
       now: Date.now(),
+      markClientId: link.settings.clientIdHeaderAlways || link.noLocal.count > 0,
     });
     if (!mapped.ok) {
       link.metrics.refused("mqtt", reasonLabel(mapped.error.reasonCode));
@@ -72,6 +89,11 @@ export class InboundPublisher {
     const { subject, reply } = mapped.value;
     const headers = mapped.value.headers ? toNatsHeaders(mapped.value.headers) : undefined;
     const nc = link.lease.nc;
+    if (inbound.qos === 0 && !isWill && !link.lease.connected()) {
+      // nats.js would buffer it and discard it at the next reconnect attempt: drop it here, counted.
+      this.dropOnce(inbound.topic, "NATS is unreachable", "nats_unavailable");
+      return;
+    }
     const stream = inbound.qos > 0 ? this.bindings.storedIn(link.account, subject) : undefined;
     try {
       if (stream) {
@@ -79,7 +101,7 @@ export class InboundPublisher {
       } else {
         nc.publish(subject, inbound.payload, { ...(headers ? { headers } : {}), ...(reply ? { reply } : {}) });
         link.metrics.messageIn("mqtt", "published");
-        if (inbound.qos === 0 && !inbound.retain) return;
+        if (inbound.qos === 0 && !inbound.retain) return this.countUnflushed(nc, inbound.payload.byteLength);
         // The server answers a refused publish with -ERR before the flush's PONG.
         await flushAndSettle(nc);
       }
@@ -108,16 +130,10 @@ export class InboundPublisher {
     dup: boolean,
     headers: MsgHdrs | undefined,
   ): Promise<void> {
-    let js = jsClients.get(nc);
-    if (!js) {
-      js = jetstream(nc, { timeout: STORED_ACK_TIMEOUT_MS });
-      jsClients.set(nc, js);
-    }
     const started = performance.now();
-    const ack = await js.publish(subject, inbound.payload, {
-      msgID: this.storedMessageId(subject, inbound.payload, messageId, dup),
-      ...(headers ? { headers } : {}),
-    });
+    // A raw publish with its reply on one shared inbox, not js.publish (docs/performance.md).
+    const msgId = this.storedMessageId(subject, inbound.payload, messageId, dup);
+    const ack = await StoredPublisher.of(nc).publish(subject, inbound.payload, headers, msgId, STORED_ACK_TIMEOUT_MS);
     this.link.metrics.jsAckLatency.observe((performance.now() - started) / 1000);
     this.link.metrics.messageIn("mqtt", ack.duplicate ? "stored_duplicate" : "stored");
   }
@@ -142,9 +158,25 @@ export class InboundPublisher {
     return msgId;
   }
 
+  /** Every megabyte of QoS 0, wait for NATS to have taken it before reading more (backpressure). */
+  private countUnflushed(nc: NatsConnection, bytes: number): void {
+    this.unflushed += bytes;
+    if (this.flushing || this.unflushed < QOS0_FLUSH_BYTES) return;
+    this.flushing = true;
+    this.unflushed = 0;
+    void nc
+      .flush()
+      .catch(() => {})
+      .then(() => {
+        this.flushing = false;
+        this.onSettled?.();
+      });
+  }
+
   private ack(qos: 0 | 1 | 2, messageId: number | undefined): void {
     if (qos === 0) return;
     this.pending--;
+    this.onSettled?.();
     if (qos === 1) this.link.write({ cmd: "puback", messageId } as Packet);
     else {
       this.qos2.add(messageId ?? 0);
@@ -168,14 +200,15 @@ export class InboundPublisher {
       return;
     }
     this.pending--;
+    this.onSettled?.();
     // 3.1.1 has no negative acknowledgement: closing is the only honest answer.
     if (link.version === 4) return link.protocolError(reasonCode, reason);
     const cmd = inbound.qos === 1 ? "puback" : "pubrec";
     link.write({ cmd, messageId, reasonCode, properties: { reasonString: reason } } as Packet);
   }
 
-  private dropOnce(topic: string, reason: string): void {
-    this.link.metrics.dropped("mqtt", "refused_qos0");
+  private dropOnce(topic: string, reason: string, label = "refused_qos0"): void {
+    this.link.metrics.dropped("mqtt", label);
     if (this.droppedLogged.size < 100 && !this.droppedLogged.has(topic)) {
       this.droppedLogged.add(topic);
       this.link.log.info({ client_id: this.link.clientId, topic, reason }, "QoS 0 publish dropped");

@@ -22,4 +22,10 @@ export interface ClientLink {
   protocolError(reasonCode: number, reason: string): void;
   /** Subjects NATS refused this connection, reported by the bridge before the flush's PONG. */
   readonly denied: { publish: Set<string>; subscribe: Set<string> };
+  /**
+   * No Local subscriptions the client holds now (kept by its session). Only the client itself
+   * can be a No Local receiver of its own messages, so while this is 0 a QoS 0 publish with
+   * nothing else to say goes out as plain PUB, without Mqgw-Mqtt-Client-Id (docs/performance.md).
+   */
+  readonly noLocal: { count: number };
 }

@@ -22,6 +22,8 @@ export class OutboundFlow {
     private readonly receiveMaximum: number,
     private readonly maxBacklog: number,
     private readonly write: (packet: IPublishPacket) => void,
+    /** A message dropped from a full backlog (counted in mqgw_dropped_total). */
+    private readonly onDrop: (packet: IPublishPacket) => void = () => {},
   ) {}
 
   send(msg: OutboundPublish, onAcked?: () => void): void {
@@ -40,8 +42,9 @@ export class OutboundFlow {
     }
     if (this.inflight.size >= this.receiveMaximum) {
       if (this.backlog.length >= this.maxBacklog) {
-        this.backlog.shift();
+        const oldest = this.backlog.shift()!;
         this.dropped++;
+        this.onDrop(oldest.packet);
       }
       this.backlog.push({ packet, onAcked });
       return;

@@ -7,6 +7,7 @@ import type { Bindings } from "../bindings.js";
 import { flushAndSettle } from "../natsBridge.js";
 import { tooManyLevels } from "./inbound.js";
 import type { ClientLink } from "./link.js";
+import { headerPairsOf } from "./natsHeaders.js";
 import { OutboundFlow } from "./outbound.js";
 import type { RetainedMessages } from "./retained.js";
 import type { SessionStore, StoredSession } from "./sessionStore.js";
@@ -38,6 +39,8 @@ export class ClientSession {
   readonly outbound: OutboundFlow;
   /** Deliveries that arrive before CONNACK is out wait here; undefined once the client is served. */
   private held: Array<() => void> | undefined = [];
+  /** Subjects NATS was asked about with a probe subscription (see mayRead); bounded. */
+  private readonly readable = new Map<string, Promise<boolean | undefined>>();
 
   constructor(
     private readonly link: ClientLink,
@@ -46,7 +49,8 @@ export class ClientSession {
     private readonly clientMaxPacket: number,
     private readonly expirySec: number,
   ) {
-    this.outbound = new OutboundFlow(receiveMaximum, 1000, (p) => link.write(p as Packet));
+    // A stored message dropped from the backlog is not acknowledged: the stream sends it again after ack_wait.
+    this.outbound = new OutboundFlow(receiveMaximum, 1000, (p) => link.write(p as Packet), () => link.metrics.dropped("mqtt", "backlog_full"));
   }
 
   /** CONNACK is out: deliver what waited for it, and everything from now on. */
@@ -58,9 +62,19 @@ export class ClientSession {
 
   /** Reopens the subscriptions of a stored session (before CONNACK, so nothing is missed after it). */
   async resume(stored: StoredSession): Promise<void> {
+    const opened: Entry[] = [];
     for (const s of stored.subscriptions) {
       const plan = planSubscription(s.subscription, s.subscriptionId);
-      if (plan.ok) await this.open(plan.value);
+      if (plan.ok) opened.push(await this.open(plan.value, false));
+    }
+    // NATS judges them again (permissions may have changed since they were saved) before
+    // any stored delivery, which reads with the gateway's own user, starts.
+    await flushAndSettle(this.link.lease.nc).catch(() => {});
+    for (const e of opened) {
+      const [main, ...parents] = e.sub.subjects;
+      for (const p of parents) if (this.link.denied.subscribe.delete(p)) dropSubject(e.sub, p);
+      if (main !== undefined && this.link.denied.subscribe.delete(main)) this.close(e.sub.filter, true);
+      else await this.startStored(e);
     }
   }
 
@@ -84,7 +98,8 @@ export class ClientSession {
         continue;
       }
       if (!isNew) this.close(s.topic, false);
-      const entry = await this.open(plan.value);
+      // Stored delivery starts only once NATS granted the subscription (below).
+      const entry = await this.open(plan.value, false);
       fresh.push({ entry, isNew, index });
       granted.push(s.qos);
     }
@@ -101,6 +116,7 @@ export class ClientSession {
         link.metrics.refused("mqtt", "not_authorized");
       }
     }
+    for (const f of fresh) if (granted[f.index] === p.subscriptions[f.index]?.qos) await this.startStored(f.entry);
     link.write({ cmd: "suback", messageId: p.messageId, granted } as Packet);
     for (const f of fresh) {
       if (granted[f.index] !== p.subscriptions[f.index]?.qos) continue;
@@ -121,6 +137,7 @@ export class ClientSession {
   stopDelivery(): void {
     for (const e of this.entries.values()) {
       closeSubscription(e.sub);
+      if (e.sub.options.noLocal) this.link.noLocal.count--;
       e.stored?.stop();
     }
   }
@@ -157,38 +174,52 @@ export class ClientSession {
     });
   }
 
-  private async open(plan: Omit<ActiveSubscription, "nats">): Promise<Entry> {
+  private async open(plan: Omit<ActiveSubscription, "nats">, withStored = true): Promise<Entry> {
     const { link } = this;
     const stream = this.storedStreamOf(plan);
+    if (plan.options.noLocal) link.noLocal.count++;
     const sub = openSubscription(link.lease.nc, plan, (s, subject, headers, data, reply) => {
       if (stream && isQos12(headers)) return; // the consumer delivers these
       this.deliver(s, subject, headers, data, reply);
     });
     const entry: Entry = { sub, stream };
     this.entries.set(plan.filter, entry);
-    if (stream) {
-      try {
-        entry.stored = await StoredDelivery.open({
-          services: this.deps.services,
-          account: link.account,
-          stream,
-          name: StoredDelivery.consumerName(link.account, link.clientId, plan.filter),
-          subjects: plan.subjects,
-          maxAckPending: Math.min(link.settings.receiveMaximum, 65535),
-          inactiveMs: this.expirySec * 1000,
-          onMessage: (m, d) => this.deliverStored(sub, m, d),
-        });
-      } catch (e) {
-        link.log.warn({ filter: plan.filter, stream, err: (e as Error).message }, "stored delivery unavailable; live delivery only");
-      }
-    }
+    if (withStored) await this.startStored(entry);
     return entry;
+  }
+
+  /**
+   * The durable consumer of a QoS 1/2 subscription on stored subjects. It reads with the
+   * gateway's own user, so it starts only after NATS granted the client's subscription.
+   */
+  private async startStored(entry: Entry): Promise<void> {
+    const { link } = this;
+    const { sub, stream } = entry;
+    if (!stream || this.entries.get(sub.filter) !== entry) return;
+    try {
+      const stored = await StoredDelivery.open({
+        services: this.deps.services,
+        account: link.account,
+        stream,
+        name: StoredDelivery.consumerName(link.account, link.clientId, sub.filter),
+        subjects: sub.subjects,
+        maxAckPending: Math.min(link.settings.receiveMaximum, 65535),
+        inactiveMs: this.expirySec * 1000,
+        onMessage: (m, d) => this.deliverStored(sub, m, d),
+      });
+      // Closed meanwhile (UNSUBSCRIBE, the same filter subscribed again, the connection ending).
+      if (this.entries.get(sub.filter) === entry && sub.nats.length > 0) entry.stored = stored;
+      else stored.stop();
+    } catch (e) {
+      link.log.warn({ filter: sub.filter, stream, err: (e as Error).message }, "stored delivery unavailable; live delivery only");
+    }
   }
 
   private close(filter: string, removeConsumer: boolean): boolean {
     const e = this.entries.get(filter);
     if (!e) return false;
     closeSubscription(e.sub);
+    if (e.sub.options.noLocal) this.link.noLocal.count--;
     e.stored?.stop();
     this.entries.delete(filter);
     if (removeConsumer && e.stream) {
@@ -230,12 +261,18 @@ export class ClientSession {
     link.metrics.messageOut("mqtt", "delivered");
   }
 
-  private deliverStored(sub: ActiveSubscription, m: JsMsg, d: StoredDelivery): void {
+  private deliverStored(sub: ActiveSubscription, m: JsMsg, d: StoredDelivery, checked = false): void {
     if (this.held) {
-      this.held.push(() => this.deliverStored(sub, m, d));
+      this.held.push(() => this.deliverStored(sub, m, d, checked));
       return;
     }
-    const headers = m.headers ? [...pairs(m.headers)] : undefined;
+    const may = checked || this.mayRead(sub, m.subject);
+    if (may !== true) {
+      // Denied: consumed for this client, which may not read it. Unknown (NATS away): left for redelivery.
+      void may.then((yes) => (yes === true ? this.deliverStored(sub, m, d, true) : yes === false ? d.ack(m) : undefined));
+      return;
+    }
+    const headers = headerPairsOf(m);
     if (!isQos12(headers)) {
       d.ack(m); // without Mqgw-QoS 1/2 it reaches the client from core NATS, live only
       return;
@@ -251,7 +288,43 @@ export class ClientSession {
 
   private async sendRetained(sub: ActiveSubscription): Promise<void> {
     const found = await this.deps.retained.matching(this.link.account, sub.subjects).catch(() => []);
-    for (const r of found) this.deliver(sub, r.subject, r.headers, r.data, undefined, true);
+    for (const r of found) {
+      const may = this.mayRead(sub, r.subject);
+      if (may === true || (await may) === true) this.deliver(sub, r.subject, r.headers, r.data, undefined, true);
+    }
+  }
+
+  /**
+   * May NATS deliver `subject` to this client? Retained and stored messages are read with
+   * the gateway's own user, and a wildcard subscription NATS granted can still be denied
+   * some of its subjects (deny lists apply on delivery). An exact subject NATS granted is
+   * readable; any other is asked once with a probe subscription on the client's own
+   * connection (docs/decisions/faults.md). Undefined: NATS could not be asked.
+   */
+  private mayRead(sub: ActiveSubscription, subject: string): true | Promise<boolean | undefined> {
+    if (sub.subjects.includes(subject)) return true;
+    let known = this.readable.get(subject);
+    if (!known) {
+      if (this.readable.size >= 10_000) this.readable.clear();
+      known = this.probe(subject);
+      this.readable.set(subject, known);
+    }
+    return known;
+  }
+
+  private async probe(subject: string): Promise<boolean | undefined> {
+    const { nc } = this.link.lease;
+    const probe = nc.subscribe(subject, { callback: () => {} });
+    try {
+      // A refused subscription is answered with -ERR before the flush's PONG.
+      await flushAndSettle(nc);
+      return !this.link.denied.subscribe.delete(subject);
+    } catch {
+      this.readable.delete(subject);
+      return undefined;
+    } finally {
+      probe.unsubscribe();
+    }
   }
 
   private fits(topic: string, data: Uint8Array): boolean {
@@ -264,14 +337,13 @@ export class ClientSession {
 function dropSubject(sub: ActiveSubscription, subject: string): void {
   for (const n of sub.nats) if (n.getSubject() === subject) n.unsubscribe();
   sub.nats = sub.nats.filter((n) => n.getSubject() !== subject);
+  // Nor is it read for this subscription from the retained stream or a consumer.
+  const at = sub.subjects.indexOf(subject);
+  if (at >= 0) sub.subjects.splice(at, 1);
 }
 
 function isQos12(headers: Iterable<[string, string]> | undefined): boolean {
   if (!headers) return false;
   for (const [k, v] of headers) if (k.toLowerCase() === "mqgw-qos") return v === "1" || v === "2";
   return false;
-}
-
-function* pairs(h: { keys(): string[]; values(k: string): string[] }): Iterable<[string, string]> {
-  for (const k of h.keys()) for (const v of h.values(k)) yield [k, v];
 }

@@ -10,6 +10,8 @@ export interface MqttSettings {
   readonly maxSubscriptionsPerClient: number;
   /** Levels of a topic or filter (limits.max_topic_levels); 0 = no limit. */
   readonly maxTopicLevels: number;
+  /** mqtt.client_id_header: "when_needed" lets bare QoS 0 go as plain PUB. */
+  readonly clientIdHeaderAlways: boolean;
   readonly topicAliasMaximum: number;
   readonly routes: ReadonlyMap<string, Route>;
   readonly routeList: readonly Route[];

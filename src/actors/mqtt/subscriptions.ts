@@ -6,6 +6,7 @@ import type { Result } from "../../protocol/result.js";
 import { err, ok } from "../../protocol/result.js";
 import { isAdminSubject } from "../../protocol/mqttToNats.js";
 import { Reason } from "../../protocol/mqttReasons.js";
+import { headerPairsOf } from "./natsHeaders.js";
 
 /** One MQTT subscription: its filter, options and the NATS subscriptions behind it. */
 export interface ActiveSubscription {
@@ -54,7 +55,7 @@ export function openSubscription(nc: NatsConnection, plan: Omit<ActiveSubscripti
         ...(plan.queue ? { queue: plan.queue } : {}),
         callback: (e, m) => {
           if (e) return;
-          onMessage(active, m.subject, m.headers ? headerPairs(m.headers) : undefined, m.data, m.reply || undefined);
+          onMessage(active, m.subject, headerPairsOf(m), m.data, m.reply || undefined);
         },
       }),
     );
@@ -65,8 +66,4 @@ export function openSubscription(nc: NatsConnection, plan: Omit<ActiveSubscripti
 export function closeSubscription(sub: ActiveSubscription): void {
   for (const s of sub.nats) s.unsubscribe();
   sub.nats = [];
-}
-
-function* headerPairs(h: { keys(): string[]; values(k: string): string[] }): Iterable<[string, string]> {
-  for (const k of h.keys()) for (const v of h.values(k)) yield [k, v];
 }

@@ -1,0 +1,540 @@
+// Soak (issue 8, item 5): N MQTT and N AMQP clients through the built gateway for M
+// minutes, with random disconnects and a nats-server restart, on loopback only. Every
+// client publishes stored QoS 1 / unsettled messages and some read them back; at the
+// end the stream is read to check that nothing acknowledged was lost.
+//
+//   npm run soak -- --clients 200 --minutes 2
+//   SOAK_CLIENTS=2000 SOAK_MINUTES=10 npm run soak
+//
+// Options (flag or env): --clients N (SOAK_CLIENTS, per protocol, 100), --minutes M
+// (SOAK_MINUTES, 2), --rate R (SOAK_RATE, messages per client per minute, 12),
+// --disconnects D (SOAK_DISCONNECTS, % of clients dropped per minute, 10),
+// --nats-restart-at F (SOAK_NATS_RESTART_AT, fraction of the run, 0.4; 0 = none),
+// --out FILE (SOAK_OUT, JSON report; default bench/results/soak-latest.json).
+// Exit 0 when no acknowledged message was lost, 1 otherwise, 2 when it could not run.
+import { spawn } from "node:child_process";
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import net from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { AckPolicy, DeliverPolicy, jetstreamManager } from "@nats-io/jetstream";
+import { connect as natsConnect } from "@nats-io/transport-node";
+import mqttPacket from "mqtt-packet";
+import rhea from "rhea";
+import { freePort, natsServerBinary, rssKiB } from "./lib/procs.mjs";
+
+const root = join(import.meta.dirname, "..");
+const HOST = "127.0.0.1";
+
+function option(flag, env, fallback) {
+  const i = process.argv.indexOf(`--${flag}`);
+  const raw = i >= 0 ? process.argv[i + 1] : process.env[env];
+  return raw === undefined || raw === "" ? fallback : raw;
+}
+const CLIENTS = Math.max(1, Number(option("clients", "SOAK_CLIENTS", 100)));
+const MINUTES = Math.max(0.25, Number(option("minutes", "SOAK_MINUTES", 2)));
+const RATE = Math.max(0.1, Number(option("rate", "SOAK_RATE", 12)));
+const DISCONNECTS = Math.max(0, Number(option("disconnects", "SOAK_DISCONNECTS", 10)));
+const RESTART_AT = Math.min(0.9, Math.max(0, Number(option("nats-restart-at", "SOAK_NATS_RESTART_AT", 0.4))));
+const OUT = option("out", "SOAK_OUT", join(root, "bench/results/soak-latest.json"));
+const DURATION_MS = MINUTES * 60_000;
+/** After the run: how long acknowledged messages may take to reach their readers. */
+const DRAIN_MS = 90_000;
+/** Every bound together: the script ends by itself, whatever happens. */
+const HARD_DEADLINE_MS = DURATION_MS + DRAIN_MS + 5 * 60_000;
+/** MQTT clients that also read (each its own topic group), and AMQP operator queues. */
+const MQTT_READERS = Math.max(1, Math.ceil(CLIENTS / 10));
+const QUEUES = Math.max(1, Math.ceil(CLIENTS / 20));
+const WINDOW = 10;
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms).unref());
+const rand = (n) => Math.floor(Math.random() * n);
+const log = (...a) => console.error(`[soak ${((Date.now() - t0) / 1000).toFixed(0).padStart(4)}s]`, ...a);
+const t0 = Date.now();
+
+// -- accounting --------------------------------------------------------------------------
+
+const stats = {
+  sent: 0,
+  acked: new Set(),
+  refused: 0,
+  /** Sent, then the connection went before an answer: maybe stored, never acknowledged. */
+  unanswered: 0,
+  received: new Map(),
+  connects: { mqtt: 0, amqp: 0 },
+  connectFailures: { mqtt: 0, amqp: 0 },
+  disconnects: { mqtt: 0, amqp: 0 },
+};
+function receivedId(id) {
+  stats.received.set(id, (stats.received.get(id) ?? 0) + 1);
+}
+
+// -- processes -------------------------------------------------------------------------
+
+const work = mkdtempSync(join(tmpdir(), "mqgw-soak-"));
+let nats;
+let gateway;
+
+async function startNats(port) {
+  const conf = join(work, "nats.conf");
+  writeFileSync(conf, [`server_name: soak`, `listen: ${HOST}:${port}`, `max_payload: 1MB`, `jetstream { store_dir: "${join(work, "js")}" }`].join("\n"));
+  const proc = spawn(natsServerBinary(), ["-c", conf], { stdio: ["ignore", "ignore", "pipe"] });
+  await new Promise((resolve, reject) => {
+    let seen = "";
+    const timer = setTimeout(() => reject(new Error(`nats-server did not start: ${seen.slice(-2000)}`)), 30_000);
+    proc.stderr.setEncoding("utf8").on("data", (c) => {
+      seen += c;
+      if (seen.includes("Server is ready")) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+    proc.once("exit", (code) => reject(new Error(`nats-server exited with ${code}: ${seen.slice(-2000)}`)));
+  });
+  return { proc, port, url: `nats://${HOST}:${port}` };
+}
+
+function stop(proc, signal = "SIGTERM") {
+  return new Promise((resolve) => {
+    if (!proc || proc.exitCode !== null || proc.signalCode !== null) return resolve();
+    const t = setTimeout(() => proc.kill("SIGKILL"), 15_000);
+    proc.once("exit", () => {
+      clearTimeout(t);
+      resolve();
+    });
+    proc.kill(signal);
+  });
+}
+
+async function startGateway(natsUrl) {
+  const [mqtt, amqp, http] = [await freePort(), await freePort(), await freePort()];
+  const config = {
+    id: "soak",
+    mqtt: { listen: `${HOST}:${mqtt}` },
+    amqp: { listen: `${HOST}:${amqp}` },
+    http: { listen: `${HOST}:${http}` },
+    log: { level: "warn", format: "json" },
+    bindings: [{ stream: "SOAK" }],
+  };
+  const file = join(work, "gateway.json");
+  writeFileSync(file, JSON.stringify(config));
+  const proc = spawn(process.execPath, [join(root, "bin/mq-gateway.js"), "run", "--config", file, "--nats", natsUrl, "--data", join(work, "gw-data")], {
+    stdio: ["ignore", "ignore", "pipe"],
+    cwd: work,
+    env: { ...process.env },
+  });
+  let stderr = "";
+  const gwLog = process.env.SOAK_GW_LOG ? (await import("node:fs")).createWriteStream(process.env.SOAK_GW_LOG) : undefined;
+  proc.stderr.setEncoding("utf8").on("data", (c) => {
+    stderr = (stderr + c).slice(-50_000);
+    gwLog?.write(c);
+  });
+  const until = Date.now() + 30_000;
+  for (;;) {
+    if (proc.exitCode !== null) throw new Error(`gateway exited with ${proc.exitCode}: ${stderr.slice(-3000)}`);
+    const ok = await fetch(`http://${HOST}:${http}/healthz`).then((r) => r.ok, () => false);
+    if (ok) break;
+    if (Date.now() > until) throw new Error(`gateway did not come up: ${stderr.slice(-3000)}`);
+    await sleep(200);
+  }
+  return { proc, ports: { mqtt, amqp, http }, stderr: () => stderr };
+}
+
+async function metrics() {
+  const text = await fetch(`http://${HOST}:${gateway.ports.http}/metrics`).then((r) => r.text(), () => "");
+  const pick = (name) =>
+    Object.fromEntries(
+      text
+        .split("\n")
+        .filter((l) => l.startsWith(`${name}{`))
+        .map((l) => [l.slice(name.length, l.lastIndexOf(" ")), Number(l.split(" ").pop())]),
+    );
+  return { dropped: pick("mqgw_dropped_total"), refused: pick("mqgw_refused_total"), connections: pick("mqgw_connections") };
+}
+
+// -- MQTT clients (raw sockets, mqtt-packet) -----------------------------------------------
+
+class MqttClient {
+  constructor(index) {
+    this.index = index;
+    this.version = index % 2 ? 4 : 5;
+    this.clientId = `soak-m${index}`;
+    this.reader = index % 10 === 0 ? `soak/s/${index / 10}` : undefined;
+    this.up = false;
+    this.stopped = false;
+    this.seq = 0;
+    this.nextPacketId = 1;
+    /** packet id -> message id of publishes not yet answered. */
+    this.pending = new Map();
+  }
+
+  connect() {
+    if (this.stopped) return;
+    const socket = net.connect(gateway.ports.mqtt, HOST);
+    const parser = mqttPacket.parser({ protocolVersion: this.version });
+    this.socket = socket;
+    socket.setNoDelay(true);
+    socket.on("connect", () => {
+      this.send({
+        cmd: "connect",
+        protocolId: "MQTT",
+        protocolVersion: this.version,
+        clientId: this.clientId,
+        clean: false,
+        keepalive: 60,
+        ...(this.version === 5 ? { properties: { sessionExpiryInterval: 900 } } : {}),
+      });
+    });
+    socket.on("data", (d) => parser.parse(d));
+    parser.on("packet", (p) => this.onPacket(p));
+    parser.on("error", () => socket.destroy());
+    socket.on("error", () => {});
+    socket.on("close", () => this.closed(socket));
+  }
+
+  send(p) {
+    if (!this.socket?.destroyed) this.socket.write(mqttPacket.generate(p, { protocolVersion: this.version }));
+  }
+
+  onPacket(p) {
+    switch (p.cmd) {
+      case "connack": {
+        const code = this.version === 5 ? p.reasonCode : p.returnCode;
+        if (code) {
+          stats.connectFailures.mqtt++;
+          this.socket.destroy();
+          return;
+        }
+        this.up = true;
+        stats.connects.mqtt++;
+        // A resumed session keeps its subscription (and what it still owes us).
+        if (this.reader && !p.sessionPresent) this.send({ cmd: "subscribe", messageId: 65535, subscriptions: [{ topic: this.reader, qos: 1 }] });
+        return;
+      }
+      case "puback": {
+        const id = this.pending.get(p.messageId);
+        if (id === undefined) return;
+        this.pending.delete(p.messageId);
+        if ((p.reasonCode ?? 0) === 0) stats.acked.add(id);
+        else stats.refused++;
+        return;
+      }
+      case "publish":
+        receivedId(p.payload.toString());
+        if (p.qos === 1) this.send({ cmd: "puback", messageId: p.messageId });
+        return;
+      default:
+        return;
+    }
+  }
+
+  publish() {
+    if (!this.up || this.pending.size >= WINDOW) return;
+    const id = `m${this.index}-${++this.seq}`;
+    let packetId = this.nextPacketId;
+    while (this.pending.has(packetId) || packetId === 65535) packetId = packetId >= 65534 ? 1 : packetId + 1;
+    this.nextPacketId = packetId >= 65534 ? 1 : packetId + 1;
+    this.pending.set(packetId, id);
+    stats.sent++;
+    const topic = `soak/s/${rand(MQTT_READERS)}`;
+    this.send({ cmd: "publish", topic, payload: Buffer.from(id), qos: 1, messageId: packetId, retain: false, dup: false });
+  }
+
+  drop() {
+    if (!this.up) return;
+    stats.disconnects.mqtt++;
+    // Half abrupt (as a lost network), half a clean DISCONNECT.
+    if (Math.random() < 0.5) this.socket.destroy();
+    else {
+      this.send({ cmd: "disconnect" });
+      this.socket.end();
+    }
+  }
+
+  closed(socket) {
+    if (socket !== this.socket) return;
+    this.up = false;
+    stats.unanswered += this.pending.size;
+    this.pending.clear();
+    if (!this.stopped) setTimeout(() => this.connect(), 200 + rand(1800)).unref();
+  }
+
+  stop() {
+    this.stopped = true;
+    this.socket?.destroy();
+  }
+}
+
+// -- AMQP clients (rhea) -------------------------------------------------------------------
+
+class AmqpClient {
+  constructor(index) {
+    this.index = index;
+    this.queue = index % QUEUES;
+    this.up = false;
+    this.stopped = false;
+    this.seq = 0;
+    this.pending = new Map();
+  }
+
+  connect() {
+    if (this.stopped) return;
+    const container = rhea.create_container({ id: `soak-a${this.index}` });
+    const conn = container.connect({ host: HOST, port: gateway.ports.amqp, reconnect: false, idle_time_out: 60_000 });
+    this.conn = conn;
+    conn.on("error", () => {});
+    conn.on("connection_open", () => {
+      this.up = true;
+      stats.connects.amqp++;
+      this.sender = conn.open_sender({ target: { address: `soak.a.${this.queue}` } });
+      this.sender.on("accepted", (c) => this.settled(c.delivery, true));
+      this.sender.on("rejected", (c) => this.settled(c.delivery, false));
+      this.sender.on("released", (c) => this.settled(c.delivery, false));
+      this.sender.on("modified", (c) => this.settled(c.delivery, false));
+      this.sender.on("sender_error", () => {});
+      const receiver = conn.open_receiver({ source: { address: `soak.a.${this.queue}::q${this.queue}` }, credit_window: 10, autoaccept: false });
+      receiver.on("message", (c) => {
+        receivedId(bodyText(c.message.body));
+        c.delivery.accept();
+      });
+      receiver.on("receiver_error", () => {});
+    });
+    conn.on("connection_error", () => {});
+    // A clean close ends with connection_close, a lost one with disconnected: either way, once.
+    conn.on("connection_close", () => this.gone(conn));
+    conn.on("disconnected", () => this.gone(conn));
+  }
+
+  gone(conn) {
+    if (conn !== this.conn) return;
+    this.conn = undefined;
+    if (!this.up && !this.stopped) stats.connectFailures.amqp++;
+    this.up = false;
+    stats.unanswered += this.pending.size;
+    this.pending.clear();
+    conn.socket?.destroy();
+    if (!this.stopped) setTimeout(() => this.connect(), 200 + rand(1800)).unref();
+  }
+
+  settled(delivery, ok) {
+    const id = this.pending.get(delivery);
+    if (id === undefined) return;
+    this.pending.delete(delivery);
+    if (ok) stats.acked.add(id);
+    else stats.refused++;
+  }
+
+  publish() {
+    if (!this.up || !this.conn?.is_open() || !this.sender?.sendable() || this.pending.size >= WINDOW) return;
+    const id = `a${this.index}-${++this.seq}`;
+    stats.sent++;
+    this.pending.set(this.sender.send({ body: rhea.message.data_section(Buffer.from(id)), message_id: id }), id);
+  }
+
+  drop() {
+    if (!this.up) return;
+    stats.disconnects.amqp++;
+    const conn = this.conn;
+    if (Math.random() < 0.5 && conn.socket) {
+      // As a lost network: rhea does not report a socket it did not see fail, so the client notes it itself.
+      conn.socket.destroy();
+      this.gone(conn);
+    } else conn.close();
+  }
+
+  stop() {
+    this.stopped = true;
+    try {
+      this.conn?.socket?.destroy();
+    } catch {}
+  }
+}
+
+function bodyText(b) {
+  if (typeof b === "string") return b;
+  if (Buffer.isBuffer(b)) return b.toString();
+  if (Buffer.isBuffer(b?.content)) return b.content.toString();
+  return String(b);
+}
+
+// -- the run -------------------------------------------------------------------------------
+
+async function main() {
+  const deadline = setTimeout(() => {
+    console.error("soak: hard deadline reached, giving up");
+    void cleanup().then(() => process.exit(2));
+  }, HARD_DEADLINE_MS);
+  deadline.unref();
+
+  log(`${CLIENTS} MQTT + ${CLIENTS} AMQP clients, ${MINUTES} min, ${RATE} msg/min each, ${DISCONNECTS}%/min dropped, NATS restart at ${RESTART_AT ? `${RESTART_AT * 100}%` : "never"}`);
+  nats = await startNats(await freePort());
+  const nc = await natsConnect({ servers: nats.url, maxReconnectAttempts: -1, reconnectTimeWait: 250 });
+  const jsm = await jetstreamManager(nc);
+  await jsm.streams.add({ name: "SOAK", subjects: ["soak.s.>", "soak.a.>"] });
+  for (let q = 0; q < QUEUES; q++) {
+    await jsm.consumers.add("SOAK", { durable_name: `q${q}`, ack_policy: AckPolicy.Explicit, filter_subject: `soak.a.${q}`, ack_wait: 30_000_000_000 });
+  }
+  gateway = await startGateway(nats.url);
+  log(`nats-server pid ${nats.proc.pid}, gateway pid ${gateway.proc.pid}`);
+
+  const mqtt = Array.from({ length: CLIENTS }, (_, i) => new MqttClient(i));
+  const amqp = Array.from({ length: CLIENTS }, (_, i) => new AmqpClient(i));
+  // Connect in batches: a flood of 4,000 handshakes at once is a test of its own.
+  for (let i = 0; i < CLIENTS; i += 100) {
+    for (const c of [...mqtt.slice(i, i + 100), ...amqp.slice(i, i + 100)]) c.connect();
+    await sleep(100);
+  }
+  for (let i = 0; i < 300 && mqtt.filter((c) => c.up).length + amqp.filter((c) => c.up).length < 2 * CLIENTS * 0.95; i++) await sleep(100);
+  log(`connected: ${mqtt.filter((c) => c.up).length} MQTT, ${amqp.filter((c) => c.up).length} AMQP`);
+
+  const rss = [];
+  const sample = async () => {
+    const m = await metrics();
+    rss.push({
+      t: Math.round((Date.now() - t0) / 1000),
+      rss_mib: Math.round(rssKiB(gateway.proc.pid) / 1024),
+      nats_rss_mib: nats.proc.exitCode === null ? Math.round(rssKiB(nats.proc.pid) / 1024) : null,
+      mqtt_up: mqtt.filter((c) => c.up).length,
+      amqp_up: amqp.filter((c) => c.up).length,
+      sent: stats.sent,
+      acked: stats.acked.size,
+      received: stats.received.size,
+      dropped: Object.values(m.dropped).reduce((a, b) => a + b, 0),
+    });
+    const s = rss.at(-1);
+    log(`rss ${s.rss_mib} MiB, up ${s.mqtt_up}+${s.amqp_up}, sent ${s.sent}, acked ${s.acked}, received ${s.received}`);
+  };
+
+  const started = Date.now();
+  const tickMs = 100;
+  const perTick = (RATE / 60) * (tickMs / 1000);
+  const dropPerTick = (DISCONNECTS / 100 / 60) * (tickMs / 1000);
+  let restarted = !RESTART_AT;
+  let nextSample = 0;
+  const all = [...mqtt, ...amqp];
+  while (Date.now() - started < DURATION_MS) {
+    for (const c of all) {
+      if (Math.random() < perTick) c.publish();
+      if (Math.random() < dropPerTick) c.drop();
+    }
+    if (!restarted && Date.now() - started >= DURATION_MS * RESTART_AT) {
+      restarted = true;
+      log("restarting nats-server (same port and store)");
+      const port = nats.port;
+      await stop(nats.proc);
+      await sleep(500);
+      nats = await startNats(port);
+      log("nats-server back");
+    }
+    if (Date.now() >= nextSample) {
+      nextSample = Date.now() + 10_000;
+      await sample();
+    }
+    await sleep(tickMs);
+  }
+
+  log("publishing stopped; waiting for answers and deliveries");
+  const answered = Date.now() + 20_000;
+  while (Date.now() < answered && all.some((c) => c.pending.size > 0)) await sleep(200);
+  const undelivered = () => [...stats.acked].filter((id) => !stats.received.has(id)).length;
+  const drainUntil = Date.now() + DRAIN_MS;
+  let last = -1;
+  let still = 0;
+  while (Date.now() < drainUntil) {
+    const left = undelivered();
+    if (left === 0) break;
+    // Stop early once nothing has arrived for 40 s (longer than ack_wait's 30 s redelivery).
+    still = left === last ? still + 1 : 0;
+    last = left;
+    if (still >= 40) break;
+    await sleep(1000);
+  }
+  await sample();
+  const finalMetrics = await metrics();
+
+  // Ground truth: what the stream holds.
+  log("reading the stream");
+  const inStream = new Set();
+  const js = (await import("@nats-io/jetstream")).jetstream(nc);
+  const info = await jsm.streams.info("SOAK");
+  const reader = await js.consumers.get("SOAK", { deliver_policy: DeliverPolicy.All });
+  if (info.state.messages > 0) {
+    const msgs = await reader.consume({ max_messages: 5_000 });
+    for await (const m of msgs) {
+      inStream.add(m.string());
+      if (m.info.pending === 0 || inStream.size >= info.state.messages) break;
+    }
+  }
+  const lost = [...stats.acked].filter((id) => !inStream.has(id));
+  let duplicates = 0;
+  for (const n of stats.received.values()) duplicates += n - 1;
+
+  // The first minute is warm-up (connections, consumers, JIT); short runs use every sample.
+  const warm = rss.filter((s) => s.t >= (rss[0]?.t ?? 0) + 60);
+  const window = warm.length >= 5 ? warm : rss;
+  const fifth = Math.max(1, Math.floor(window.length / 5));
+  const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
+  const report = {
+    clients_per_protocol: CLIENTS,
+    minutes: MINUTES,
+    rate_per_client_per_min: RATE,
+    disconnects_per_min_pct: DISCONNECTS,
+    nats_restart_at: RESTART_AT,
+    sent: stats.sent,
+    acknowledged: stats.acked.size,
+    refused: stats.refused,
+    unanswered_at_disconnect: stats.unanswered,
+    /** Sent on a connection that stayed up and never answered: must be 0 (a hang otherwise). */
+    unanswered_at_end: {
+      mqtt: mqtt.reduce((n, c) => n + c.pending.size, 0),
+      amqp: amqp.reduce((n, c) => n + c.pending.size, 0),
+    },
+    received_unique: stats.received.size,
+    duplicates,
+    acknowledged_not_received: undelivered(),
+    lost_acknowledged: lost.length,
+    lost_examples: lost.slice(0, 20),
+    stream_messages: inStream.size,
+    connects: stats.connects,
+    connect_failures: stats.connectFailures,
+    disconnects: stats.disconnects,
+    gateway_rss_mib: {
+      min: Math.min(...rss.map((s) => s.rss_mib)),
+      max: Math.max(...rss.map((s) => s.rss_mib)),
+      early_median: median(window.slice(0, fifth).map((s) => s.rss_mib)),
+      late_median: median(window.slice(-fifth).map((s) => s.rss_mib)),
+    },
+    dropped: finalMetrics.dropped,
+    refused_by_reason: finalMetrics.refused,
+    samples: rss,
+  };
+  mkdirSync(join(OUT, ".."), { recursive: true });
+  writeFileSync(OUT, `${JSON.stringify(report, null, 2)}\n`);
+  const { samples, lost_examples, ...summary } = report;
+  console.log(JSON.stringify(summary, null, 2));
+  console.log("t(s)  gateway RSS MiB  MQTT up  AMQP up  acked");
+  for (const s of samples) console.log(`${String(s.t).padStart(4)}  ${String(s.rss_mib).padStart(15)}  ${String(s.mqtt_up).padStart(7)}  ${String(s.amqp_up).padStart(7)}  ${s.acked}`);
+  if (lost.length) console.log("LOST acknowledged, e.g.:", lost_examples.join(" "));
+  log(`report written to ${OUT}`);
+
+  for (const c of all) c.stop();
+  await nc.close().catch(() => {});
+  await cleanup();
+  clearTimeout(deadline);
+  return lost.length === 0 ? 0 : 1;
+}
+
+async function cleanup() {
+  await stop(gateway?.proc);
+  await stop(nats?.proc);
+}
+
+main().then(
+  (code) => process.exit(code),
+  async (e) => {
+    console.error("soak failed:", e?.stack ?? e);
+    if (gateway) console.error(gateway.stderr().slice(-3000));
+    await cleanup();
+    process.exit(2);
+  },
+);

@@ -1,0 +1,30 @@
+import type { MsgHdrs } from "@nats-io/transport-node";
+import { plainHeaderPairs } from "../../protocol/natsHeaderBlock.js";
+
+/** Where nats.js keeps a message's bytes (MsgImpl; a JsMsg wraps one as `msg`). Not public API: every field is checked. */
+interface RawMsg {
+  readonly _msg?: { readonly hdr?: number };
+  readonly _rdata?: Uint8Array;
+  readonly msg?: RawMsg;
+}
+
+/**
+ * The header pairs of a NATS message or JsMsg, as `keys()`/`values()` of its MsgHdrs give
+ * them, or undefined when it has none. Plain header blocks are read from the bytes
+ * (`plainHeaderPairs`); anything else, or a nats.js that keeps its bytes elsewhere, goes
+ * through `m.headers` as before.
+ */
+export function headerPairsOf(m: { readonly headers?: MsgHdrs | undefined }): Array<[string, string]> | undefined {
+  const raw = (m as RawMsg).msg ?? (m as RawMsg);
+  const hdr = raw._msg?.hdr;
+  if (typeof hdr === "number" && raw._rdata instanceof Uint8Array) {
+    if (hdr < 0) return undefined;
+    const fast = plainHeaderPairs(raw._rdata.subarray(0, hdr));
+    if (fast) return fast;
+  }
+  const h = m.headers;
+  if (!h) return undefined;
+  const out: Array<[string, string]> = [];
+  for (const k of h.keys()) for (const v of h.values(k)) out.push([k, v]);
+  return out;
+}

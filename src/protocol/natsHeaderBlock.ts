@@ -1,0 +1,61 @@
+/**
+ * A NATS header block ("NATS/1.0\r\nKey: Value\r\n...\r\n\r\n") read straight from its
+ * bytes (docs/performance.md): nats.js's `MsgHdrsImpl.decode` canonicalizes and validates
+ * each key and allocates several arrays per header, which made header decoding a third of
+ * the gateway's allocation per stored message. The answer is what `keys()`/`values(k)` of
+ * the decoded MsgHdrs give: pairs grouped by key in first-seen order, values trimmed.
+ * Only plain blocks are read here: no status line, printable ASCII, keys nats.js accepts.
+ * Anything else returns undefined and the caller asks nats.js, so odd input behaves as before.
+ */
+const PREFIX = [0x4e, 0x41, 0x54, 0x53, 0x2f, 0x31, 0x2e, 0x30, 0x0d, 0x0a]; // "NATS/1.0\r\n"
+
+export function plainHeaderPairs(block: Uint8Array): Array<[string, string]> | undefined {
+  const n = block.length;
+  if (n < PREFIX.length) return undefined;
+  for (let i = 0; i < PREFIX.length; i++) if (block[i] !== PREFIX[i]) return undefined;
+  // One Buffer view for the whole block: its latin1 slices are the cheapest way to strings.
+  const bytes = Buffer.from(block.buffer, block.byteOffset, n);
+  const out: Array<[string, string]> = [];
+  let interleaved = false;
+  let pos = PREFIX.length;
+  while (pos < n) {
+    let eol = pos;
+    let colon = -1;
+    for (; eol < n; eol++) {
+      const c = block[eol]!;
+      if (c === 0x0d) break;
+      if (c === 0x3a && colon < 0) colon = eol;
+      // A key is 33..126 (nats.js throws on anything else); a value printable ASCII or tab.
+      else if (colon < 0 ? c < 33 || c > 126 : (c < 0x20 && c !== 0x09) || c > 0x7e) return undefined;
+    }
+    if (eol + 1 >= n || block[eol + 1] !== 0x0a) return undefined;
+    if (eol > pos) {
+      if (colon <= pos) return undefined;
+      const key = bytes.toString("latin1", pos, colon);
+      const value = bytes.toString("latin1", colon + 1, eol).trim();
+      if (!interleaved && out.length > 0 && out[out.length - 1]![0] !== key) {
+        for (let i = 0; i < out.length - 1; i++) if (out[i]![0] === key) interleaved = true;
+      }
+      out.push([key, value]);
+    }
+    pos = eol + 2;
+  }
+  return interleaved ? groupByKey(out) : out;
+}
+
+/** Values of a key together, keys in first-seen order (as a MsgHdrs keeps them). */
+function groupByKey(pairs: Array<[string, string]>): Array<[string, string]> {
+  const order: string[] = [];
+  const byKey = new Map<string, string[]>();
+  for (const [k, v] of pairs) {
+    const vs = byKey.get(k);
+    if (vs) vs.push(v);
+    else {
+      byKey.set(k, [v]);
+      order.push(k);
+    }
+  }
+  const out: Array<[string, string]> = [];
+  for (const k of order) for (const v of byKey.get(k)!) out.push([k, v]);
+  return out;
+}
