@@ -1,4 +1,14 @@
 import type { AnyActorRef } from "xstate";
+import { RecentTransitions, type Transition } from "./recentTransitions.js";
+
+/** A transition of one tracked actor, for whoever follows them all (the live statecharts page). */
+export interface ActorTransition extends Transition {
+  readonly machine: string;
+  readonly actor: AnyActorRef;
+}
+
+/** How many transitions each actor remembers for the drill-down. */
+const RECENT = 16;
 
 /**
  * Every live machine actor, by machine id. Metrics and the live statecharts page read
@@ -6,7 +16,8 @@ import type { AnyActorRef } from "xstate";
  */
 export class ActorRegistry {
   private readonly byMachine = new Map<string, Set<AnyActorRef>>();
-  private readonly listeners = new Set<(machine: string, actor: AnyActorRef, state: string) => void>();
+  private readonly listeners = new Set<(t: ActorTransition) => void>();
+  private readonly history = new Map<AnyActorRef, { state: string; readonly recent: RecentTransitions }>();
 
   track(machineId: string, actor: AnyActorRef): () => void {
     let set = this.byMachine.get(machineId);
@@ -15,13 +26,40 @@ export class ActorRegistry {
       this.byMachine.set(machineId, set);
     }
     set.add(actor);
-    const sub = this.listeners.size
-      ? actor.subscribe((snap) => this.notify(machineId, actor, stateName(snap.value)))
-      : undefined;
+    const entry = { state: "", recent: new RecentTransitions(RECENT) };
+    this.history.set(actor, entry);
+    // Watched from its start, whether or not anyone listens yet, so a page opened later
+    // still shows how an actor got where it is. Machines hear lifecycle events only (the
+    // per-message work is plain functions in the actors), so this is off the hot path.
+    const sub = actor.system.inspect((ev) => {
+      if (ev.type !== "@xstate.snapshot" || ev.actorRef !== actor) return;
+      const to = configuration(ev.snapshot as { status: string; value?: unknown });
+      // Re-entering the same state (keep-alive activity) is not news.
+      if (to !== entry.state) this.record(machineId, actor, entry, ev.event.type, to);
+    });
     return () => {
-      sub?.unsubscribe();
       set.delete(actor);
+      this.history.delete(actor);
+      // xstate announces a final snapshot only after completing the actor, and completing
+      // it is what ends its scope and calls this: let that announcement arrive first.
+      queueMicrotask(() => {
+        sub.unsubscribe();
+        this.record(machineId, actor, entry, "left", "");
+      });
     };
+  }
+
+  /** The remembered transitions of a tracked actor, oldest first. */
+  recent(actor: AnyActorRef): Transition[] {
+    return this.history.get(actor)?.recent.toArray() ?? [];
+  }
+
+  /** The tracked actor with this id (the id given to startMachine), and its machine. */
+  find(actorId: string): { machine: string; actor: AnyActorRef } | undefined {
+    for (const [machine, actors] of this.byMachine) {
+      for (const actor of actors) if (actor.id === actorId) return { machine, actor };
+    }
+    return undefined;
   }
 
   /** State name -> number of actors, per machine id. */
@@ -39,18 +77,60 @@ export class ActorRegistry {
     return out;
   }
 
+  /**
+   * Actors per full configuration (every active state of every parallel region, joined
+   * by " | "), per machine id: what the live page needs to count parallel states right.
+   */
+  configurations(): Record<string, Record<string, number>> {
+    const out: Record<string, Record<string, number>> = {};
+    for (const [machine, actors] of this.byMachine) {
+      const counts: Record<string, number> = {};
+      for (const actor of actors) {
+        const name = configuration(actor.getSnapshot());
+        counts[name] = (counts[name] ?? 0) + 1;
+      }
+      out[machine] = counts;
+    }
+    return out;
+  }
+
   size(machineId: string): number {
     return this.byMachine.get(machineId)?.size ?? 0;
   }
 
-  onTransition(listener: (machine: string, actor: AnyActorRef, state: string) => void): () => void {
+  /** Every transition of every tracked actor from now on, including actors already live; returns the unsubscribe. */
+  onTransition(listener: (t: ActorTransition) => void): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
   }
 
-  private notify(machine: string, actor: AnyActorRef, state: string): void {
-    for (const l of this.listeners) l(machine, actor, state);
+  private record(
+    machine: string,
+    actor: AnyActorRef,
+    entry: { state: string; recent: RecentTransitions },
+    event: string,
+    to: string,
+  ): void {
+    const t: Transition = { at: Date.now(), event, from: entry.state, to };
+    entry.state = to;
+    entry.recent.push(t);
+    if (this.listeners.size === 0) return;
+    const change: ActorTransition = { ...t, machine, actor };
+    for (const l of this.listeners) l(change);
   }
+}
+
+/** `{ serving: { nats: "online", keepalive: "waiting" } }` -> `serving.nats.online | serving.keepalive.waiting`. */
+export function configuration(snapshot: { status: string; value?: unknown }): string {
+  if (snapshot.status !== "active" && snapshot.status !== "done") return snapshot.status;
+  const paths: string[] = [];
+  const walk = (value: unknown, prefix: string) => {
+    if (value && typeof value === "object") {
+      for (const [key, child] of Object.entries(value)) walk(child, `${prefix}${key}.`);
+    } else paths.push(`${prefix}${String(value)}`);
+  };
+  walk(snapshot.value, "");
+  return paths.join(" | ");
 }
 
 /** `{ serving: "idle" }` -> `serving.idle`: one flat name per leaf state. */

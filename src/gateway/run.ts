@@ -7,9 +7,11 @@ import { type HostPort, listenTcp, listenTls, listenWebSocket } from "../actors/
 import { startMachine } from "../actors/machineActor.js";
 import { Metrics } from "../actors/metrics.js";
 import { mqttConnectionActor, type MqttDeps } from "../actors/mqtt/connection.js";
+import { amqpDoor, amqpSettingsFor } from "../actors/amqp/door.js";
 import { KvSessionStore } from "../actors/mqtt/kvSessionStore.js";
 import { RetainedMessages } from "../actors/mqtt/retained.js";
 import { AccountServices } from "../actors/accountServices.js";
+import { bridgeCredentials } from "../actors/gatewayCredentials.js";
 import { Bindings } from "../actors/bindings.js";
 import { answerLiveness, requestTakeover } from "../actors/liveness.js";
 import { lameDuckActor } from "../actors/admin/lameDuck.js";
@@ -18,10 +20,12 @@ import { Reloader } from "../actors/reload.js";
 import { NatsBridge, type NatsLease } from "../actors/natsBridge.js";
 import { findNatsServer } from "../actors/natsServerBinary.js";
 import { ActorRegistry } from "../actors/registry.js";
+import { statechartsRoutes } from "../actors/statechartsPage.js";
 import { Supervisor } from "../actors/supervisor.js";
 import type { GatewayConfig } from "../config/schema.js";
 import { createLogger, type Logger } from "../log.js";
 import { gatewayMachine } from "../machines/gateway.js";
+import { machines } from "../machines/index.js";
 import { mqttSettingsOf } from "./mqttSettings.js";
 import { VERSION } from "./version.js";
 
@@ -65,8 +69,11 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
 
     const bridge = new NatsBridge({ servers, gatewayId: config.id, supervisor, registry, log });
     // The gateway's own connection: health, and later KV/JetStream work in its account.
+    // The gateway's own connection: its first gateway user when accounts are configured
+    // (a server that requires auth has no anonymous user), else anonymous.
+    const coreUser = Object.values(config.gateway_users)[0];
     const core: NatsLease = yield* Effect.tryPromise({
-      try: () => bridge.acquire({}),
+      try: async () => bridge.acquire(coreUser ? await bridgeCredentials(coreUser) : {}),
       catch: (e) => new StartError(`cannot reach NATS at ${servers.join(", ")}: ${(e as Error).message}`),
     });
     yield* Effect.addFinalizer(() => Effect.sync(() => core.release()));
@@ -76,8 +83,11 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
     const services = new AccountServices(bridge, core, () => config, log);
     const bindings = new Bindings(log, async (account) => (account === null ? core.nc : (await services.jetstream(account)).lease.nc));
     yield* Effect.promise(() => bindings.load(config.bindings));
-    const liveness = answerLiveness(core.nc, config.id, clients, log);
-    yield* Effect.addFinalizer(() => Effect.sync(() => liveness.unsubscribe()));
+    // With gateway users, each account's liveness actor answers there (src/actors/admin/liveness.ts).
+    if (Object.keys(config.gateway_users).length === 0) {
+      const liveness = answerLiveness(core.nc, config.id, clients, log);
+      yield* Effect.addFinalizer(() => Effect.sync(() => liveness.unsubscribe()));
+    }
     let mqttSettings = mqttSettingsOf(config);
     const mqttDeps: MqttDeps = {
       bridge,
@@ -94,6 +104,7 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
       log,
       settings: () => mqttSettings,
       accountOf: (lease, username) => accounts.resolve(lease.nc, username),
+      maxConnectionsPerAccount: () => config.limits.max_connections_per_account,
       remoteTakeover: async (account, clientId, owner) =>
         requestTakeover((await services.jetstream(account)).lease.nc, owner, account, clientId),
     };
@@ -128,6 +139,27 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
     const mqttTls = config.mqtt.tls;
     if (mqttTls) yield* listen("mqtt_tls", mqttTls.listen, (at) => listenTls(at, mqttTls, "MQTT over TLS", onMqtt));
     yield* listen("mqtt_ws", config.mqtt.websocket, (at) => listenWebSocket(at, "/mqtt", onMqtt));
+
+    // --- AMQP 1.0 door (issue 4; src/actors/amqp) ---------------------------------------
+    const onAmqp = amqpDoor({
+      bridge,
+      clients,
+      registry,
+      metrics,
+      log,
+      bindings,
+      supervisor,
+      settings: amqpSettingsFor(() => config),
+      accountOf: (lease, username) => accounts.resolve(lease.nc, username),
+      gatewayId: config.id,
+      version: VERSION,
+      accepting: () => accepting.open,
+      maxConnections: () => config.limits.max_connections,
+    });
+    yield* listen("amqp", config.amqp.listen, (at) => listenTcp(at, "AMQP", onAmqp));
+    const amqpTls = config.amqp.tls;
+    if (amqpTls) yield* listen("amqp_tls", amqpTls.listen, (at) => listenTls(at, amqpTls, "AMQP over TLS", onAmqp));
+    // --- end AMQP ---------------------------------------------------------------------------
 
     const gw = yield* startMachine(gatewayMachine, {
       input: { ldmDurationMs: config.ldm.duration },
@@ -175,6 +207,7 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
         "/metrics": async (_req, res) => {
           res.writeHead(200, { "content-type": metrics.registry.contentType }).end(await metrics.registry.metrics());
         },
+        ...statechartsRoutes({ machines, registry, clients, supervisor }),
       });
       listeners.http = `${config.http.listen.host}:${httpPort}`;
     }

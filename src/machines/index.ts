@@ -1,10 +1,18 @@
+import { adminConnectionMachine } from "./adminConnection.js";
+import { amqpConnectionMachine } from "./amqpConnection.js";
+import { amqpReceiverLinkMachine, amqpSenderLinkMachine } from "./amqpLink.js";
+import { adminKickMachine } from "./adminKick.js";
+import { adminRebalanceMachine } from "./adminRebalance.js";
+import { lameDuckMachine } from "./adminLameDuck.js";
 import { embeddedNatsMachine } from "./embeddedNats.js";
 import { gatewayMachine } from "./gateway.js";
 import { mqttConnectionMachine } from "./mqttConnection.js";
+import { mqttSessionMachine } from "./mqttSession.js";
 import { natsConnectionMachine } from "./natsConnection.js";
+import { statechartsViewerMachine } from "./statechartsViewer.js";
 
 /**
  * Every machine of the gateway, in one place: statecharts, metrics and the live page
  * read this list. A new actor type adds its machine here and nothing else changes.
  */
-export const machines = [gatewayMachine, embeddedNatsMachine, natsConnectionMachine, mqttConnectionMachine] as const;
+export const machines = [gatewayMachine, embeddedNatsMachine, natsConnectionMachine, mqttConnectionMachine, mqttSessionMachine, adminConnectionMachine, adminKickMachine, adminRebalanceMachine, lameDuckMachine, amqpConnectionMachine, amqpSenderLinkMachine, amqpReceiverLinkMachine, statechartsViewerMachine] as const;

@@ -8,12 +8,23 @@ import type { AnyStateMachine, AnyStateNode } from "xstate";
 export function toMermaid(machine: AnyStateMachine): string {
   const lines: string[] = ["stateDiagram-v2"];
   renderChildren(machine.root, lines, "  ");
+  if (machine.root.transitions.size > 0 || (machine.root.always?.length ?? 0) > 0) {
+    // A transition on the machine itself applies in every state: drawn from one "any state" box.
+    lines.push(
+      `  state "any state" as ${ANY_STATE}`,
+      `  class ${ANY_STATE} anyState`,
+      "  classDef anyState stroke-dasharray: 4 4",
+    );
+  }
   renderTransitions(machine.root, lines);
   return `${lines.join("\n")}\n`;
 }
 
+// Mermaid keeps the id `root` for the diagram itself: a state named so breaks the drawing.
+const ANY_STATE = "any_state";
+
 function nodeId(node: AnyStateNode): string {
-  return node.path.length === 0 ? "root" : node.path.join("_");
+  return node.path.length === 0 ? ANY_STATE : node.path.join("_");
 }
 
 function renderChildren(parent: AnyStateNode, lines: string[], indent: string): void {
@@ -43,7 +54,8 @@ function renderTransitions(node: AnyStateNode, lines: string[]): void {
     }
   }
   for (const t of node.always ?? []) {
-    for (const target of t.target ?? []) lines.push(`  ${nodeId(node)} --> ${nodeId(target)}: ${label("always", t.guard)}`);
+    for (const target of t.target ?? [])
+      lines.push(`  ${nodeId(node)} --> ${nodeId(target)}: ${label("always", t.guard)}`);
   }
   for (const child of Object.values(node.states) as AnyStateNode[]) renderTransitions(child, lines);
 }
@@ -52,6 +64,13 @@ function label(event: string, guard: unknown): string {
   // Delayed transitions are named by xstate as "xstate.after.<delay>.<state id>".
   const after = /^xstate\.after\.([^.]+)\./.exec(event);
   const name = after ? `after ${after[1]}` : event;
-  const g = typeof guard === "string" ? guard : guard && typeof guard === "object" && "type" in guard ? String((guard as { type: string }).type) : guard ? "guarded" : "";
+  const g =
+    typeof guard === "string"
+      ? guard
+      : guard && typeof guard === "object" && "type" in guard
+        ? String((guard as { type: string }).type)
+        : guard
+          ? "guarded"
+          : "";
   return g ? `${name} [${g}]` : name;
 }

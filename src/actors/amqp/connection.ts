@@ -244,6 +244,7 @@ class AmqpClientConnection {
       since: new Date(),
       account: this.account,
       natsServer: () => lease.server(),
+      natsConnection: () => lease.nc,
       kick: () => this.actor.send({ type: "KICK" }),
       shutdown: () => this.actor.send({ type: "SHUTDOWN" }),
       // AMQP has no client-id takeover (CONTRACT: "same client id connects again" is MQTT's).

@@ -426,7 +426,8 @@ class MqttClientConnection {
     this.inbound = new InboundPublisher(link, deps.bindings, deps.retained);
     this.inbound.onSettled = () => this.flow();
     // In flight to the client: its Receive Maximum, capped by mqtt.receive_maximum ("in-flight QoS 1/2 per client").
-    const session = new ClientSession(link, deps, Math.min(this.clientReceiveMax, this.settings.receiveMaximum), this.clientMaxPacket, request.sessionExpirySec);
+    const inFlight = Math.min(this.clientReceiveMax, this.settings.receiveMaximum);
+    const session = new ClientSession(link, deps, inFlight, this.clientMaxPacket, request.sessionExpirySec);
     this.session = session;
     let stored: StoredSession | undefined;
     const settled = <T>(p: Promise<T>, then: () => void) => void p.then(then, (e: Error) => {

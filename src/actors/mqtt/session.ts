@@ -50,7 +50,12 @@ export class ClientSession {
     private readonly expirySec: number,
   ) {
     // A stored message dropped from the backlog is not acknowledged: the stream sends it again after ack_wait.
-    this.outbound = new OutboundFlow(receiveMaximum, 1000, (p) => link.write(p as Packet), () => link.metrics.dropped("mqtt", "backlog_full"));
+    this.outbound = new OutboundFlow(
+      receiveMaximum,
+      1000,
+      (p) => link.write(p as Packet),
+      () => link.metrics.dropped("mqtt", "backlog_full"),
+    );
   }
 
   /** CONNACK is out: deliver what waited for it, and everything from now on. */

@@ -1,0 +1,113 @@
+import type { AnyStateMachine } from "xstate";
+import { type ConnectRequest, mqttConnectionMachine, type WillMessage } from "../../machines/mqttConnection.js";
+import { atMost, Broken, canAlwaysEnd, emits, emitsWhere, fields, inState, invariant, type Model } from "../model.js";
+
+const will = (delayMs: number): WillMessage => ({
+  topic: "will",
+  payload: new Uint8Array(),
+  qos: 1,
+  retain: false,
+  delayMs,
+});
+
+/** One request for each way the guards can decide: keep alive on or off, a will or none, a delay or none. */
+const requests: ConnectRequest[] = [
+  { protocolVersion: 4, clientId: "a", keepaliveSec: 30, cleanStart: true, sessionExpirySec: 0 },
+  { protocolVersion: 5, clientId: "b", keepaliveSec: 0, cleanStart: false, sessionExpirySec: 60, will: will(0) },
+  { protocolVersion: 5, clientId: "c", keepaliveSec: 10, cleanStart: true, sessionExpirySec: 0, will: will(5_000) },
+];
+
+const NORMAL = 0x00;
+const WITH_WILL = 0x04;
+
+/**
+ * The MQTT connection machine with the world around it: a client that may send
+ * anything at any time, NATS that may accept, refuse, drop and come back, an operator
+ * who kicks, a second connection that takes over, a gateway that goes lame duck.
+ * Pass a variant of the machine (tests break one on purpose) to check it instead.
+ */
+export const mqttConnectionModel = (machine: AnyStateMachine = mqttConnectionMachine): Model => ({
+  machine,
+  input: { connectTimeoutMs: 10_000, maxKeepaliveSec: 0 },
+  bound: `${requests.length} CONNECT requests (v4 keep-alive 30 s no will; v5 no keep-alive will now; v5 keep-alive 10 s will after 5 s), DISCONNECT 0x00/0x04, NATS accept/refuse (auth or not), 11 other events; every order, timers fire at any point`,
+  events: [
+    ...requests.map((request) => ({ type: "CONNECT", request })),
+    { type: "NATS_READY", sessionPresent: false, account: "A" },
+    { type: "NATS_REFUSED", auth: true, reason: "bad password" },
+    { type: "NATS_REFUSED", auth: false, reason: "no servers" },
+    { type: "ACTIVITY" },
+    { type: "DISCONNECT", reasonCode: NORMAL },
+    { type: "DISCONNECT", reasonCode: WITH_WILL },
+    { type: "PROTOCOL_ERROR", reasonCode: 0x81, reason: "malformed" },
+    { type: "SOCKET_CLOSED" },
+    { type: "NATS_DOWN" },
+    { type: "NATS_UP" },
+    { type: "KICK" },
+    { type: "TAKEN_OVER" },
+    { type: "LAME_DUCK" },
+    { type: "SHUTDOWN" },
+    { type: "WILL_DONE" },
+  ],
+  invariants: [
+    atMost("a will is published at most once", "publish_will"),
+    // [MQTT-3.14.4-3]
+    invariant("no will after a normal DISCONNECT", false, (normal: boolean, step) => {
+      if (normal && emits(step, "publish_will")) return new Broken("publish_will after DISCONNECT 0x00");
+      return (
+        normal ||
+        (step.event.type === "DISCONNECT" &&
+          fields(step.event).reasonCode !== WITH_WILL &&
+          inState(step.before, "serving"))
+      );
+    }),
+    invariant("no will when the gateway itself closes the connection", false, (ours: boolean, step) => {
+      if (ours && emits(step, "publish_will")) return new Broken("publish_will after lame duck or shutdown");
+      return (
+        ours || ((step.event.type === "LAME_DUCK" || step.event.type === "SHUTDOWN") && inState(step.before, "serving"))
+      );
+    }),
+    invariant("CONNACK precedes serve", false, (acked: boolean, step) => {
+      for (const e of step.emitted) {
+        if (e.type === "connack" && fields(e).returnCode === 0) acked = true;
+        if (e.type === "serve" && !acked) return new Broken("serve before a successful CONNACK");
+      }
+      return acked;
+    }),
+    atMost("one CONNACK per connection", "connack"),
+    // A taken-over or kicked session delivers nothing more on the old connection.
+    invariant("nothing is served after leaving serving", false, (left: boolean, step) => {
+      if (left && (emits(step, "serve") || inState(step.after, "serving")))
+        return new Broken(`back in serving after leaving it (${step.event.type})`);
+      return left || (inState(step.before, "serving") && !inState(step.after, "serving"));
+    }),
+    invariant("a kicked or taken-over client is told why", null, (_: null, step) => {
+      if (!inState(step.before, "serving")) return null;
+      const told = (code: number) =>
+        emitsWhere<{ type: string; reasonCode: number }>(step, "disconnect", (e) => e.reasonCode === code);
+      if (step.event.type === "KICK" && !told(0x98)) return new Broken("KICK without DISCONNECT 0x98");
+      if (step.event.type === "TAKEN_OVER" && !told(0x8e)) return new Broken("TAKEN_OVER without DISCONNECT 0x8E");
+      return null;
+    }),
+    invariant("lame duck never accepts a new connection", false, (lame: boolean, step) => {
+      if (
+        lame &&
+        (emits(step, "acquire_nats") ||
+          emits(step, "serve") ||
+          emitsWhere<{ type: string; returnCode: number }>(step, "connack", (e) => e.returnCode === 0))
+      )
+        return new Broken(`accepted a connection after lame duck (${step.event.type})`);
+      return lame || step.event.type === "LAME_DUCK" || step.event.type === "SHUTDOWN";
+    }),
+  ],
+  progress: [
+    canAlwaysEnd,
+    { name: "ends on its own timers once the socket has closed", after: (step) => step.event.type === "SOCKET_CLOSED" },
+    {
+      name: "never waits on the client without a timer",
+      after: () => true,
+      // What the gateway itself answers (its NATS login, the will's publish) may be waited for.
+      using: (e) => ["NATS_READY", "NATS_REFUSED", "WILL_DONE"].includes(e.type),
+      reach: (s) => s.status === "done" || s.matches("serving"),
+    },
+  ],
+});

@@ -1,0 +1,116 @@
+import { type MqttSessionEmitted, mqttSessionMachine, type SessionFound } from "../../machines/mqttSession.js";
+import {
+  atMost,
+  Broken,
+  canAlwaysEnd,
+  count,
+  emits,
+  emitsWhere,
+  inState,
+  invariant,
+  type Model,
+  onlyAfter,
+} from "../model.js";
+
+type Ready = Extract<MqttSessionEmitted, { type: "ready" }>;
+
+/** What the sessions bucket may hold: nothing, a live session, an expired one, one held by another gateway. */
+const stored: SessionFound[] = [
+  { exists: false, expired: false },
+  { exists: true, expired: false },
+  { exists: true, expired: true },
+  { exists: true, expired: false, heldBy: "gw-2" },
+];
+
+const sessionModel = (cleanStart: boolean, expirySec: number): Model => ({
+  machine: mqttSessionMachine,
+  name: `mqttSession (${cleanStart ? "clean start" : "resume"}, expiry ${expirySec} s)`,
+  input: { cleanStart, expirySec },
+  bound:
+    "the bucket holds nothing, a live, an expired or a taken session, or cannot be read; every answer of the store and the other gateway, the detach at any point; timers fire at any point",
+  events: [
+    ...stored.map((found) => ({ type: "LOADED", found })),
+    { type: "LOAD_FAILED", reason: "no JetStream" },
+    { type: "OWNER_RELEASED" },
+    { type: "DISCARDED" },
+    { type: "RESUMED" },
+    { type: "DETACH" },
+    { type: "SAVED" },
+    { type: "REMOVED" },
+  ],
+  invariants: [
+    invariant("answers the connection once: ready or refused", 0, (n: number, step) => {
+      const total = n + count(step, "ready") + count(step, "refuse");
+      return total > 1 ? new Broken("answered twice") : total;
+    }),
+    // [MQTT-3.2.2-2], [MQTT-3.2.2-3]
+    invariant("session present only when a live session was resumed", null as SessionFound | null, (found, step) => {
+      const now =
+        step.event.type === "LOADED" && inState(step.before, "loading")
+          ? (step.event as unknown as { found: SessionFound }).found
+          : found;
+      const present = emitsWhere<Ready>(step, "ready", (e) => e.sessionPresent);
+      if (present && (cleanStart || !now?.exists || now.expired))
+        return new Broken("sessionPresent for a session that was not there to resume");
+      const absent = emitsWhere<Ready>(step, "ready", (e) => !e.sessionPresent);
+      if (absent && !cleanStart && now?.exists && !now.expired) return new Broken("a live session was not resumed");
+      return now;
+    }),
+    invariant(
+      "a stale session is discarded before the client is served",
+      { found: null as SessionFound | null, discard: false },
+      (m, step) => {
+        const found =
+          step.event.type === "LOADED" && inState(step.before, "loading")
+            ? (step.event as unknown as { found: SessionFound }).found
+            : m.found;
+        const discard = m.discard || emits(step, "discard");
+        const stale = found?.exists === true && (cleanStart || found.expired);
+        return stale && emits(step, "ready") && !discard
+          ? new Broken("served without discarding the stale session")
+          : { found, discard };
+      },
+    ),
+    invariant(
+      "served only once the other gateway let go or timed out",
+      { asked: false, released: false },
+      (m, step) => {
+        const asked = m.asked || emits(step, "ask_owner");
+        const released =
+          m.released ||
+          (inState(step.before, "takingOver") &&
+            (step.event.type === "OWNER_RELEASED" || step.event.type.startsWith("xstate.after.")));
+        return asked && !released && emits(step, "ready")
+          ? new Broken("served while another gateway may still hold the session")
+          : { asked, released };
+      },
+    ),
+    onlyAfter("delivery stops before the session is saved or removed", "save_detached", (step) =>
+      emits(step, "stop_delivery"),
+    ),
+    onlyAfter("delivery stops before the session is removed", "remove", (step) => emits(step, "stop_delivery")),
+    invariant(
+      expirySec > 0 ? "a session with an expiry is kept" : "a session without expiry is removed",
+      null,
+      (_: null, step) =>
+        emits(step, expirySec > 0 ? "remove" : "save_detached")
+          ? new Broken(`${expirySec > 0 ? "removed" : "kept"} with expiry ${expirySec}`)
+          : null,
+    ),
+    atMost("refuses at most once", "refuse"),
+  ],
+  progress: [
+    canAlwaysEnd,
+    {
+      name: "once detached, ends on its own timers",
+      after: (step) => step.event.type === "DETACH" && step.before?.status === "active",
+    },
+  ],
+});
+
+export const mqttSessionModels = (): Model[] => [
+  sessionModel(true, 0),
+  sessionModel(false, 0),
+  sessionModel(true, 3600),
+  sessionModel(false, 3600),
+];

@@ -1,0 +1,108 @@
+import { describe, expect, it } from "vitest";
+import { createMachine } from "xstate";
+import { mqttConnectionMachine } from "../../src/machines/mqttConnection.js";
+import { mqttSessionMachine } from "../../src/machines/mqttSession.js";
+import { statechartsViewerMachine } from "../../src/machines/statechartsViewer.js";
+import { check } from "../../src/modelcheck/check.js";
+import { models } from "../../src/modelcheck/models/index.js";
+import { mqttConnectionModel } from "../../src/modelcheck/models/mqttConnection.js";
+import { mqttSessionModels } from "../../src/modelcheck/models/mqttSession.js";
+import { statechartsViewerModel } from "../../src/modelcheck/models/statechartsViewer.js";
+import { runModelCheck } from "../../src/modelcheck/run.js";
+
+/** A copy of a machine with some states replaced: the same guards, delays and actions. */
+function withStates(
+  machine: typeof mqttConnectionMachine | typeof statechartsViewerMachine,
+  states: Record<string, unknown>,
+) {
+  const config = machine.config as { states: Record<string, unknown> };
+  return createMachine({ ...config, states: { ...config.states, ...states } } as never).provide(
+    machine.implementations as never,
+  );
+}
+
+const eventTypes = (path: readonly { event: { type: string } }[]) => path.map((s) => s.event.type);
+
+describe("model checking the machines", () => {
+  it.each(models.map((m) => [m.name ?? m.machine.id, m] as const))("%s keeps every property", (_name, model) => {
+    const report = check(model);
+    expect(report.findings).toEqual([]);
+    expect(report.states).toBeGreaterThan(0);
+  });
+
+  it("a will published after a normal DISCONNECT is caught, with the shortest way there", () => {
+    // Broken on purpose: every DISCONNECT "asks for the will", as if 0x00 were 0x04.
+    const broken = mqttConnectionMachine.provide({ guards: { asksForWill: () => true } });
+    const report = check(mqttConnectionModel(broken));
+    const finding = report.findings.find((f) => f.property === "no will after a normal DISCONNECT");
+    expect(finding?.kind).toBe("invariant");
+    expect(finding?.message).toBe("publish_will after DISCONNECT 0x00");
+    expect(eventTypes(finding!.path)).toEqual([
+      "xstate.init",
+      "CONNECT",
+      "NATS_READY",
+      "DISCONNECT",
+      "xstate.after.willDelay.mqttConnection.willPending",
+    ]);
+    expect(finding!.path.at(-1)).toMatchObject({ state: "publishingWill", emitted: ["publish_will"] });
+    // The other properties still hold on the broken machine.
+    expect(report.findings.map((f) => f.property)).toEqual(["no will after a normal DISCONNECT"]);
+  });
+
+  it("a lame duck that publishes the will is caught", () => {
+    const broken = withStates(mqttConnectionMachine, {
+      lameDuck: { ...(mqttConnectionMachine.config.states!.lameDuck as object), always: { target: "willPending" } },
+    });
+    const finding = check(mqttConnectionModel(broken)).findings.find(
+      (f) => f.property === "no will when the gateway itself closes the connection",
+    );
+    expect(eventTypes(finding!.path)).toEqual([
+      "xstate.init",
+      "CONNECT",
+      "NATS_READY",
+      "LAME_DUCK",
+      "xstate.after.willDelay.mqttConnection.willPending",
+    ]);
+  });
+
+  it("an expired session served without being discarded is caught", () => {
+    // Broken on purpose: only a clean start discards; an expired session is left in the bucket.
+    const broken = mqttSessionMachine.provide({
+      guards: { mustDiscard: ({ context }) => context.found.exists && context.cleanStart },
+    });
+    const model = mqttSessionModels().find((m) => m.name === "mqttSession (resume, expiry 3600 s)")!;
+    const finding = check({ ...model, machine: broken }).findings.find((f) => f.kind === "invariant");
+    expect(finding?.property).toBe("a stale session is discarded before the client is served");
+    expect(finding!.path.map((s) => s.event)).toEqual([
+      { type: "xstate.init" },
+      { type: "LOADED", found: { exists: true, expired: true } },
+    ]);
+  });
+
+  it("a viewer left congested without a timer is a progress violation", () => {
+    const broken = withStates(statechartsViewerMachine, { congested: { on: { DRAINED: { target: "streaming" } } } });
+    const finding = check(statechartsViewerModel(broken)).findings.find((f) => f.kind === "progress");
+    expect(finding?.property).toBe("a viewer that stops reading is let go on a timer");
+    expect(eventTypes(finding!.path)).toEqual(["xstate.init", "BLOCKED"]);
+    expect(finding!.message).toContain("stuck in congested");
+  });
+
+  it("the command prints counts and the counter-example, and exits 1", () => {
+    let out = "";
+    const broken = mqttConnectionMachine.provide({ guards: { asksForWill: () => true } });
+    const code = runModelCheck([mqttConnectionModel(broken)], ["mqttConnection", "someNewMachine"], (t) => {
+      out += t;
+    });
+    expect(code).toBe(1);
+    expect(out).toMatch(/^FAIL mqttConnection: \d+ states, \d+ transitions explored/m);
+    expect(out).toContain("shortest counter-example (4 steps):");
+    expect(out).toMatch(/ 3\. DISCONNECT \{"reasonCode":0\} -> willPending {2}emits end_socket/);
+    expect(out).toContain("note: no model for someNewMachine");
+    expect(runModelCheck([mqttConnectionModel()], ["mqttConnection"], () => {})).toBe(0);
+  });
+
+  it("says when the state space outgrows the bound", () => {
+    const report = check(mqttConnectionModel(), { maxVisits: 50 });
+    expect(report.findings).toMatchObject([{ kind: "bound" }]);
+  });
+});

@@ -1,0 +1,125 @@
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import type { Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { machines } from "../src/machines/index.js";
+import { launchChromium } from "./helpers/chromium.js";
+import { type GatewayHandle, startGateway } from "./helpers/gateway.js";
+import { type ConnectedClient, collect, connectMqtt } from "./helpers/mqttClient.js";
+import { type NatsServerHandle, startNatsServer } from "./helpers/natsServer.js";
+
+// A loaded two-core CI draws eleven charts slowly: every wait is on the page's own state,
+// bounded generously, never a sleep.
+const PAGE_WAIT = 60_000;
+const results = join(import.meta.dirname, "../test-results");
+
+describe("GET /statecharts in headless Chromium", () => {
+  let nats: NatsServerHandle;
+  let gw: GatewayHandle;
+  let browser: Awaited<ReturnType<typeof launchChromium>>;
+  let page: Page;
+  const requested: string[] = [];
+  const pageErrors: string[] = [];
+
+  beforeAll(async () => {
+    nats = await startNatsServer();
+    gw = await startGateway({ nats: nats.url, config: { log: { level: "info", format: "json" } } });
+    browser = await launchChromium();
+    page = await browser.newPage();
+    page.on("request", (r) => requested.push(r.url()));
+    page.on("pageerror", (e) => pageErrors.push(e.message));
+  }, 120_000);
+
+  afterAll(async () => {
+    await browser?.dispose();
+    await gw?.stop();
+    await nats?.stop();
+  });
+
+  /** Waits until an element with this test id shows exactly this text. */
+  const shows = (testId: string, text: string) =>
+    page.waitForFunction(
+      ([id, want]) => document.querySelector(`[data-testid="${id}"]`)?.textContent === want,
+      [testId, text] as const,
+      { timeout: PAGE_WAIT, polling: 100 },
+    );
+
+  /** Waits until an element with this test id shows text matching the pattern. */
+  const showsMatching = (testId: string, pattern: RegExp) =>
+    page.waitForFunction(
+      ([id, source]) => new RegExp(source).test(document.querySelector(`[data-testid="${id}"]`)?.textContent ?? ""),
+      [testId, pattern.source] as const,
+      { timeout: PAGE_WAIT, polling: 100 },
+    );
+
+  it("draws every machine and follows MQTT clients live, with a drill-down to one of them", {
+    timeout: 240_000,
+  }, async () => {
+    const base = `http://127.0.0.1:${gw.port("http")}`;
+    await page.goto(`${base}/statecharts`, { timeout: PAGE_WAIT });
+    await page.locator("body[data-charts=drawn]").waitFor({ timeout: PAGE_WAIT });
+    await page.locator("#status[data-connected=true]").waitFor({ timeout: PAGE_WAIT });
+    for (const m of machines) {
+      expect(await page.locator(`#machine-${m.id}`).getAttribute("data-rendered"), m.id).toBe("true");
+      expect(await page.locator(`#chart-${m.id} svg`).count(), m.id).toBe(1);
+    }
+    // The page's own stream is an actor too.
+    await shows("count-statechartsViewer-streaming", "1");
+    await shows("count-mqttConnection-serving", "0");
+
+    const a = await connectMqtt(gw.port("mqtt"), { clientId: "live-a", protocolVersion: 5 });
+    const b = await connectMqtt(gw.port("mqtt"), { clientId: "live-b", protocolVersion: 4 });
+    await shows("count-mqttConnection-serving", "2");
+
+    const got = collect(b);
+    await b.subscribeAsync("live/readings", { qos: 1 });
+    await a.publishAsync("live/readings", "21.5", { qos: 1 });
+    expect((await got.count(1))[0]!.payload.toString()).toBe("21.5");
+
+    await page.fill("#drill-query", "live-a");
+    await page.click("#drill-form button");
+    await shows("drill-machine", "mqttConnection");
+    await showsMatching("drill-state", /^serving\./);
+    const events = await page.locator('[data-testid="drill-transitions"] tbody tr td:nth-child(2)').allTextContents();
+    expect(events).toEqual(expect.arrayContaining(["xstate.init", "CONNECT", "NATS_READY"]));
+    // The drilled actor's state is marked on its chart, and occupied states are coloured.
+    await page.locator("#chart-mqttConnection .mqg-selected").first().waitFor({ timeout: PAGE_WAIT });
+    expect(await page.locator("#chart-mqttConnection .mqg-occupied").count()).toBeGreaterThan(0);
+
+    // The same actor by its cid (the number in its actor id).
+    const actorId = (await page.getByTestId("drill-actor").textContent())!;
+    const cid = /^mqtt-(\d+)$/.exec(actorId)?.[1];
+    expect(cid).toBeDefined();
+    await page.fill("#drill-query", "no-such-client");
+    await page.click("#drill-form button");
+    await page.locator('[data-testid="drill-error"]').waitFor({ timeout: PAGE_WAIT });
+    await page.fill("#drill-query", cid!);
+    await page.click("#drill-form button");
+    await shows("drill-actor", actorId);
+    await showsMatching("drill-state", /^serving\./);
+
+    mkdirSync(results, { recursive: true });
+    await page.screenshot({ path: join(results, "statecharts-full.png"), fullPage: true, timeout: PAGE_WAIT });
+    // The viewport shot (the one in docs/) centres the drilled actor's state in its chart.
+    await page.evaluate(() =>
+      document
+        .querySelector("#chart-mqttConnection .mqg-selected")!
+        .scrollIntoView({ block: "center", inline: "center" }),
+    );
+    await page.screenshot({ path: join(results, "statecharts.png"), timeout: PAGE_WAIT });
+
+    // One leaves cleanly, the other drops its socket: both actors end and leave the page.
+    await a.endAsync();
+    (b as ConnectedClient).stream.destroy();
+    await shows("count-mqttConnection-serving", "0");
+    await shows("count-mqttConnection-(total)", "0");
+    await shows("drill-state", "(gone)");
+    const after = await page.locator('[data-testid="drill-transitions"] tbody tr td:nth-child(2)').allTextContents();
+    expect(after, after.join(" ")).toContain("DISCONNECT");
+
+    // Mermaid and the page's script come from the gateway itself.
+    expect(requested.filter((u) => !u.startsWith(base))).toEqual([]);
+    expect(requested).toContain(`${base}/statecharts/mermaid.min.js`);
+    expect(pageErrors).toEqual([]);
+  });
+});
