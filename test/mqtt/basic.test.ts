@@ -1,4 +1,4 @@
-import { execFile } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { promisify } from "node:util";
 import { connect, headers as natsHeaders, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -122,16 +122,20 @@ describe("MQTT <-> NATS through the gateway", () => {
 
   it("mosquitto_pub and mosquitto_sub (3.1.1 and 5) work against the gateway", async () => {
     for (const version of ["mqttv311", "mqttv5"]) {
-      const sub = run("mosquitto_sub", ["-h", "127.0.0.1", "-p", String(port), "-V", version, "-t", `mosq/${version}/#`, "-C", "1", "-v", "-W", "10", "-q", "1"]);
-      // mosquitto_sub has no "subscribed" signal: retry the publish until it lands.
-      let out: { stdout: string } | undefined;
-      const result = sub.then((r) => (out = r));
-      for (let i = 0; i < 100 && !out; i++) {
-        await run("mosquitto_pub", ["-h", "127.0.0.1", "-p", String(port), "-V", version, "-t", `mosq/${version}/t`, "-m", "hello", "-q", "1"]);
-        await Promise.race([result, new Promise((r) => setTimeout(r, 100))]);
-      }
-      await result;
-      expect(out!.stdout.trim()).toBe(`mosq/${version}/t hello`);
+      // -d prints the SUBACK it receives (line-buffered through stdbuf): publish once the subscription is in place.
+      const sub = spawn("stdbuf", ["-oL", "mosquitto_sub", "-d", "-h", "127.0.0.1", "-p", String(port), "-V", version, "-t", `mosq/${version}/#`, "-C", "1", "-v", "-W", "10", "-q", "1"]);
+      let out = "";
+      const subscribed = new Promise<void>((resolve) => {
+        sub.stdout.setEncoding("utf8").on("data", (d: string) => {
+          out += d;
+          if (out.includes("SUBACK")) resolve();
+        });
+      });
+      const exited = new Promise<number | null>((resolve) => sub.once("exit", resolve));
+      await subscribed;
+      await run("mosquitto_pub", ["-h", "127.0.0.1", "-p", String(port), "-V", version, "-t", `mosq/${version}/t`, "-m", "hello", "-q", "1"]);
+      expect(await exited).toBe(0);
+      expect(out).toContain(`mosq/${version}/t hello`);
     }
   });
 

@@ -165,7 +165,10 @@ describe("MQTT hot path", () => {
     await c.next("connack");
     c.socket.end(Buffer.from([0xe0, 0x00]));
     await c.waitClosed();
-    await new Promise((r) => setTimeout(r, 500));
+    // The actor has ended (a will would have gone out before this line is logged).
+    const closed = await gw.waitForLog((l) => l.msg === "MQTT connection closed" && l.client_id === "fast-will");
+    expect(closed.reason).toBe("DISCONNECT");
+    await nc.flush();
     expect(wills.got).toHaveLength(0);
   });
 });

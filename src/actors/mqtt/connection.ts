@@ -1,41 +1,24 @@
-import { randomBytes } from "node:crypto";
 import type { Duplex } from "node:stream";
 import { Effect, type Scope } from "effect";
 import mqtt, { type IConnectPacket, type IPublishPacket, type Packet } from "mqtt-packet";
 import { type Actor, toPromise } from "xstate";
 import type { Logger } from "../../log.js";
 import { type ConnectRequest, mqttConnectionMachine, type WillMessage } from "../../machines/mqttConnection.js";
-import { mqttSessionMachine } from "../../machines/mqttSession.js";
-import { badPublishTopic, splitFrames } from "../../protocol/mqttFrame.js";
+import type { mqttSessionMachine } from "../../machines/mqttSession.js";
 import { encodePubackFast, encodePublishFast, parsePubackFast, parsePublishFast } from "../../protocol/mqttFastPath.js";
+import { badPublishTopic, splitFrames } from "../../protocol/mqttFrame.js";
 import { ConnackV4, Reason } from "../../protocol/mqttReasons.js";
 import type { PublishProperties } from "../../protocol/mqttToNats.js";
-import type { ClientHandle, ClientRegistry } from "../clients.js";
-import { awaitDone, startChildMachine, startMachine } from "../machineActor.js";
-import type { Metrics } from "../metrics.js";
-import type { Credentials, NatsBridge, NatsLease } from "../natsBridge.js";
-import type { ActorRegistry } from "../registry.js";
+import type { ClientHandle } from "../clients.js";
+import { awaitDone, startMachine } from "../machineActor.js";
+import type { NatsLease } from "../natsBridge.js";
+import { connackPacket, credentialsOf, readConnect } from "./connect.js";
+import type { MqttDeps } from "./deps.js";
 import { InboundPublisher } from "./inbound.js";
 import type { ClientLink } from "./link.js";
-import { ClientSession, type SessionDeps } from "./session.js";
-import type { StoredSession } from "./sessionStore.js";
+import { ClientSession } from "./session.js";
+import { startSessionActor } from "./sessionActor.js";
 import type { MqttSettings } from "./settings.js";
-import { StoredDelivery } from "./storedDelivery.js";
-
-export interface MqttDeps {
-  readonly bridge: NatsBridge;
-  readonly clients: ClientRegistry;
-  readonly registry: ActorRegistry;
-  readonly session: SessionDeps;
-  readonly metrics: Metrics;
-  readonly log: Logger;
-  readonly settings: () => MqttSettings;
-  readonly accountOf: (lease: NatsLease, username: string | undefined) => Promise<string>;
-  /** limits.max_connections_per_account, read per connection so a reload applies; 0 = no limit. */
-  readonly maxConnectionsPerAccount: () => number;
-  /** Asks the gateway that holds a client's session to let it go (false: it did not answer). */
-  readonly remoteTakeover: (account: string, clientId: string, owner: string) => Promise<boolean>;
-}
 
 type Machine = Actor<typeof mqttConnectionMachine>;
 
@@ -109,7 +92,8 @@ class MqttClientConnection {
       connack: ({ returnCode, sessionPresent }) => this.sendConnack(returnCode, sessionPresent),
       serve: () => this.serve(),
       disconnect: ({ reasonCode, reason }) => {
-        if (this.version === 5) this.write({ cmd: "disconnect", reasonCode, properties: reason ? { reasonString: reason } : {} } as Packet);
+        if (this.version === 5)
+          this.write({ cmd: "disconnect", reasonCode, properties: reason ? { reasonString: reason } : {} } as Packet);
       },
       publish_will: ({ will }) => void this.publishWill(will),
       end_socket: () => this.endSocket(),
@@ -205,7 +189,10 @@ class MqttClientConnection {
       this.buffered = Buffer.alloc(0);
       this.socket.pause();
       this.deps.metrics.refused("mqtt", "packet_too_large");
-      return this.protocolError(Reason.packetTooLarge, `packet of ${frames.length} bytes exceeds ${this.settings.maxPacketSize}`);
+      return this.protocolError(
+        Reason.packetTooLarge,
+        `packet of ${frames.length} bytes exceeds ${this.settings.maxPacketSize}`,
+      );
     }
     if (frames.kind === "malformed") {
       this.buffered = Buffer.alloc(0);
@@ -267,12 +254,22 @@ class MqttClientConnection {
         this.session.outbound.complete(p.messageId ?? 0);
         return;
       case "pubrec":
-        if (this.session.outbound.received(p.messageId ?? 0)) this.write({ cmd: "pubrel", messageId: p.messageId } as Packet);
-        else this.write({ cmd: "pubrel", messageId: p.messageId, ...(this.version === 5 ? { reasonCode: Reason.packetIdNotFound } : {}) } as Packet);
+        if (this.session.outbound.received(p.messageId ?? 0))
+          this.write({ cmd: "pubrel", messageId: p.messageId } as Packet);
+        else
+          this.write({
+            cmd: "pubrel",
+            messageId: p.messageId,
+            ...(this.version === 5 ? { reasonCode: Reason.packetIdNotFound } : {}),
+          } as Packet);
         return;
       case "pubrel": {
         const known = this.inbound.release(p.messageId ?? 0);
-        this.write({ cmd: "pubcomp", messageId: p.messageId, ...(known || this.version !== 5 ? {} : { reasonCode: Reason.packetIdNotFound }) } as Packet);
+        this.write({
+          cmd: "pubcomp",
+          messageId: p.messageId,
+          ...(known || this.version !== 5 ? {} : { reasonCode: Reason.packetIdNotFound }),
+        } as Packet);
         return;
       }
       case "subscribe":
@@ -298,65 +295,21 @@ class MqttClientConnection {
   // -- CONNECT ------------------------------------------------------------------
 
   private onConnect(p: IConnectPacket): void {
-    if (p.protocolVersion !== 4 && p.protocolVersion !== 5) {
-      // [MQTT-3.1.2-2] answer 0x01 and close: MQIsdp (3.1) clients learn they must upgrade.
-      this.write({ cmd: "connack", returnCode: ConnackV4.unacceptableProtocolVersion, sessionPresent: false });
-      return this.protocolError(Reason.unsupportedProtocolVersion, `protocol level ${p.protocolVersion} is not supported`);
+    const outcome = readConnect(p, this.settings);
+    if (!outcome.ok) {
+      this.write(outcome.connack);
+      return this.protocolError(outcome.reasonCode, outcome.reason);
     }
-    this.version = p.protocolVersion;
+    this.version = outcome.request.protocolVersion;
     (this.parser as unknown as { settings: { protocolVersion: number } }).settings.protocolVersion = this.version;
-    let clientId = p.clientId ?? "";
-    const sessionExpirySec =
-      this.version === 5
-        ? Math.min(p.properties?.sessionExpiryInterval ?? 0, this.settings.sessionExpiryMaxSec)
-        : p.clean
-          ? 0
-          : this.settings.sessionExpiryMaxSec;
-    if (clientId === "") {
-      if (this.version === 4 && !p.clean) {
-        // [MQTT-3.1.3-8] a persistent session needs a client id.
-        this.write({ cmd: "connack", returnCode: ConnackV4.identifierRejected, sessionPresent: false });
-        return this.protocolError(Reason.clientIdNotValid, "empty client id with clean session 0");
-      }
-      clientId = `mqgw-${randomBytes(8).toString("hex")}`;
-      this.assignedId = clientId;
-    }
-    if (this.version === 5) {
-      this.clientMaxPacket = p.properties?.maximumPacketSize ?? Number.POSITIVE_INFINITY;
-      this.clientReceiveMax = p.properties?.receiveMaximum ?? 65535;
-    }
-    const request: ConnectRequest = {
-      protocolVersion: this.version,
-      clientId,
-      keepaliveSec: p.keepalive ?? 0,
-      cleanStart: p.clean !== false,
-      sessionExpirySec,
-      ...(p.username !== undefined ? { username: p.username } : {}),
-      ...(p.password !== undefined ? { password: p.password.toString("utf8") } : {}),
-      ...(p.will ? { will: this.willOf(p.will) } : {}),
-    };
-    this.actor.send({ type: "CONNECT", request });
-  }
-
-  private willOf(w: NonNullable<IConnectPacket["will"]>): WillMessage {
-    const { willDelayInterval, ...properties } = w.properties ?? {};
-    return {
-      topic: w.topic,
-      payload: typeof w.payload === "string" ? Buffer.from(w.payload) : w.payload,
-      qos: w.qos ?? 0,
-      retain: w.retain === true,
-      delayMs: this.version === 5 ? (willDelayInterval ?? 0) * 1000 : 0,
-      ...(this.version === 5 ? { properties } : {}),
-    };
+    this.assignedId = outcome.assignedId;
+    this.clientMaxPacket = outcome.clientMaxPacket;
+    this.clientReceiveMax = outcome.clientReceiveMax;
+    this.actor.send({ type: "CONNECT", request: outcome.request });
   }
 
   private async acquireNats(request: ConnectRequest): Promise<void> {
-    const creds: Credentials =
-      request.username !== undefined
-        ? { user: request.username, pass: request.password ?? "" }
-        : request.password !== undefined
-          ? { token: request.password }
-          : {};
+    const creds = credentialsOf(request);
     let lease: NatsLease;
     try {
       lease = await this.deps.bridge.acquire(creds);
@@ -375,7 +328,9 @@ class MqttClientConnection {
         this.natsUp = s === "up";
         this.flow();
       }),
-      lease.onPermissionError((subject, op) => (op === "publish" ? this.denied.publish : this.denied.subscribe).add(subject)),
+      lease.onPermissionError((subject, op) =>
+        (op === "publish" ? this.denied.publish : this.denied.subscribe).add(subject),
+      ),
     );
     try {
       const account = await this.deps.accountOf(lease, request.username);
@@ -422,55 +377,23 @@ class MqttClientConnection {
     };
     this.link = link;
     const deps = this.deps.session;
-    const { store } = deps;
     this.inbound = new InboundPublisher(link, deps.bindings, deps.retained);
     this.inbound.onSettled = () => this.flow();
-    // In flight to the client: its Receive Maximum, capped by mqtt.receive_maximum ("in-flight QoS 1/2 per client").
+    // In flight to the client: its Receive Maximum, capped by mqtt.receive_maximum.
     const inFlight = Math.min(this.clientReceiveMax, this.settings.receiveMaximum);
     const session = new ClientSession(link, deps, inFlight, this.clientMaxPacket, request.sessionExpirySec);
     this.session = session;
-    let stored: StoredSession | undefined;
-    const settled = <T>(p: Promise<T>, then: () => void) => void p.then(then, (e: Error) => {
-      this.log.warn({ err: e.message }, "session store");
-      then();
+    const sessionActor = startSessionActor({
+      link,
+      session,
+      deps,
+      registry: this.deps.registry,
+      cleanStart: request.cleanStart,
+      expirySec: request.sessionExpirySec,
+      remoteTakeover: this.deps.remoteTakeover,
     });
-    return new Promise<boolean>((resolve, reject) => {
-      const { actor, stop } = startChildMachine(mqttSessionMachine, {
-        input: { cleanStart: request.cleanStart, expirySec: request.sessionExpirySec },
-        registry: this.deps.registry,
-        on: {
-          load: () =>
-            void store.load(account, request.clientId).then(
-              (found) => {
-                stored = found;
-                const heldBy = found?.connected && found.owner && found.owner !== deps.gatewayId ? found.owner : undefined;
-                actor.send({ type: "LOADED", found: { exists: found !== undefined, expired: found?.expiresAt === 0, heldBy } });
-              },
-              (e: Error) => actor.send({ type: "LOAD_FAILED", reason: e.message }),
-            ),
-          ask_owner: ({ owner }) =>
-            settled(this.deps.remoteTakeover(account, request.clientId, owner), () => actor.send({ type: "OWNER_RELEASED" })),
-          discard: () =>
-            settled(
-              Promise.all(
-                (stored?.subscriptions ?? [])
-                  .filter((s) => s.stream)
-                  .map((s) => StoredDelivery.remove(deps.services, account, s.stream!, StoredDelivery.consumerName(account, request.clientId, s.subscription.topic))),
-              ).then(() => store.remove(account, request.clientId)),
-              () => actor.send({ type: "DISCARDED" }),
-            ),
-          // Subscriptions reopen before CONNACK so nothing published after it is missed;
-          // what they receive waits in the session until CONNACK is out.
-          resume: () => settled(session.resume(stored!), () => actor.send({ type: "RESUMED" })),
-          ready: ({ sessionPresent }) => void session.save().then(() => resolve(sessionPresent)),
-          refuse: ({ reason }) => reject(new Error(reason)),
-          stop_delivery: () => session.stopDelivery(),
-          save_detached: () => settled(session.save(false), () => actor.send({ type: "SAVED" })),
-          remove: () => settled(session.removeConsumers(), () => actor.send({ type: "REMOVED" })),
-        },
-      });
-      this.sessionMachine = { actor, stop };
-    });
+    this.sessionMachine = sessionActor;
+    return sessionActor.ready;
   }
 
   private register(account: string, request: ConnectRequest): ClientHandle | undefined {
@@ -492,38 +415,15 @@ class MqttClientConnection {
   }
 
   private sendConnack(returnCode: number, sessionPresent: boolean): void {
-    if (this.version !== 5) {
-      this.write({ cmd: "connack", returnCode, sessionPresent });
-      return;
-    }
     const keepalive = this.actor.getSnapshot().context.request?.keepaliveSec ?? 0;
-    const max = this.settings.maxKeepaliveSec;
-    const serverKeepAlive = max > 0 && (keepalive === 0 || keepalive > max) ? max : undefined;
-    this.write({
-      cmd: "connack",
-      reasonCode: returnCode,
-      sessionPresent,
-      properties:
-        returnCode === 0
-          ? {
-              receiveMaximum: this.settings.receiveMaximum,
-              maximumPacketSize: this.settings.maxPacketSize,
-              topicAliasMaximum: this.settings.topicAliasMaximum,
-              retainAvailable: true,
-              wildcardSubscriptionAvailable: true,
-              subscriptionIdentifiersAvailable: true,
-              sharedSubscriptionAvailable: true,
-              ...(this.assignedId ? { assignedClientIdentifier: this.assignedId } : {}),
-              ...(serverKeepAlive !== undefined ? { serverKeepAlive } : {}),
-            }
-          : {},
-    } as Packet);
+    this.write(connackPacket(this.version, returnCode, sessionPresent, this.settings, keepalive, this.assignedId));
   }
 
   private serve(): void {
     const req = this.actor.getSnapshot().context.request!;
     const max = this.settings.maxKeepaliveSec;
-    const effective = this.version === 5 && max > 0 && (req.keepaliveSec === 0 || req.keepaliveSec > max) ? max : req.keepaliveSec;
+    const effective =
+      this.version === 5 && max > 0 && (req.keepaliveSec === 0 || req.keepaliveSec > max) ? max : req.keepaliveSec;
     this.keepaliveMs = effective * 1000;
     this.lastActivity = Date.now();
     this.deps.metrics.connected("mqtt", this.account(), +1);
@@ -536,7 +436,8 @@ class MqttClientConnection {
     let topic = p.topic;
     const alias = p.properties?.topicAlias;
     if (this.version === 5 && alias !== undefined) {
-      if (alias === 0 || alias > this.settings.topicAliasMaximum) return this.protocolError(Reason.topicAliasInvalid, `topic alias ${alias} out of range`);
+      if (alias === 0 || alias > this.settings.topicAliasMaximum)
+        return this.protocolError(Reason.topicAliasInvalid, `topic alias ${alias} out of range`);
       if (topic) this.topicAliases.set(alias, topic);
       else {
         const known = this.topicAliases.get(alias);
@@ -559,7 +460,13 @@ class MqttClientConnection {
 
   private async publishWill(will: WillMessage): Promise<void> {
     await this.inbound
-      ?.will({ topic: will.topic, payload: Buffer.from(will.payload), qos: will.qos, retain: will.retain, properties: will.properties as PublishProperties })
+      ?.will({
+        topic: will.topic,
+        payload: Buffer.from(will.payload),
+        qos: will.qos,
+        retain: will.retain,
+        properties: will.properties as PublishProperties,
+      })
       .catch(() => {});
     this.actor.send({ type: "WILL_DONE" });
   }

@@ -1,0 +1,23 @@
+import type { Logger } from "../../log.js";
+import type { ClientRegistry } from "../clients.js";
+import type { Metrics } from "../metrics.js";
+import type { NatsBridge, NatsLease } from "../natsBridge.js";
+import type { ActorRegistry } from "../registry.js";
+import type { SessionDeps } from "./session.js";
+import type { MqttSettings } from "./settings.js";
+
+/** What every MQTT connection actor is given by the gateway. */
+export interface MqttDeps {
+  readonly bridge: NatsBridge;
+  readonly clients: ClientRegistry;
+  readonly registry: ActorRegistry;
+  readonly session: SessionDeps;
+  readonly metrics: Metrics;
+  readonly log: Logger;
+  readonly settings: () => MqttSettings;
+  readonly accountOf: (lease: NatsLease, username: string | undefined) => Promise<string>;
+  /** limits.max_connections_per_account, read per connection so a reload applies; 0 = no limit. */
+  readonly maxConnectionsPerAccount: () => number;
+  /** Asks the gateway that holds a client's session to let it go (false: it did not answer). */
+  readonly remoteTakeover: (account: string, clientId: string, owner: string) => Promise<boolean>;
+}

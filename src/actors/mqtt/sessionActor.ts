@@ -1,0 +1,91 @@
+import type { Actor } from "xstate";
+import { mqttSessionMachine } from "../../machines/mqttSession.js";
+import { startChildMachine } from "../machineActor.js";
+import type { ActorRegistry } from "../registry.js";
+import type { ClientLink } from "./link.js";
+import type { ClientSession, SessionDeps } from "./session.js";
+import type { StoredSession } from "./sessionStore.js";
+import { StoredDelivery } from "./storedDelivery.js";
+
+export interface SessionActor {
+  readonly actor: Actor<typeof mqttSessionMachine>;
+  readonly stop: () => void;
+  /** Resolves with "session present" once the session is ready; rejects when it is refused. */
+  readonly ready: Promise<boolean>;
+}
+
+/**
+ * Runs the mqttSession machine of one connection: the machine decides, this carries out
+ * its commands against the sessions bucket, the consumers and the ClientSession.
+ */
+export function startSessionActor(options: {
+  readonly link: ClientLink;
+  readonly session: ClientSession;
+  readonly deps: SessionDeps;
+  readonly registry: ActorRegistry;
+  readonly cleanStart: boolean;
+  readonly expirySec: number;
+  readonly remoteTakeover: (account: string, clientId: string, owner: string) => Promise<boolean>;
+}): SessionActor {
+  const { link, session, deps } = options;
+  const { account, clientId } = link;
+  const { store } = deps;
+  let stored: StoredSession | undefined;
+  let resolveReady!: (present: boolean) => void;
+  let rejectReady!: (e: Error) => void;
+  const ready = new Promise<boolean>((resolve, reject) => {
+    resolveReady = resolve;
+    rejectReady = reject;
+  });
+  // Store calls report failures and move on: the machine bounds how long each step may take.
+  const settled = <T>(p: Promise<T>, then: () => void) =>
+    void p.then(then, (e: Error) => {
+      link.log.warn({ err: e.message }, "session store");
+      then();
+    });
+  const { actor, stop } = startChildMachine(mqttSessionMachine, {
+    input: { cleanStart: options.cleanStart, expirySec: options.expirySec },
+    registry: options.registry,
+    on: {
+      load: () =>
+        void store.load(account, clientId).then(
+          (found) => {
+            stored = found;
+            const heldBy = found?.connected && found.owner && found.owner !== deps.gatewayId ? found.owner : undefined;
+            actor.send({
+              type: "LOADED",
+              found: { exists: found !== undefined, expired: found?.expiresAt === 0, heldBy },
+            });
+          },
+          (e: Error) => actor.send({ type: "LOAD_FAILED", reason: e.message }),
+        ),
+      ask_owner: ({ owner }) =>
+        settled(options.remoteTakeover(account, clientId, owner), () => actor.send({ type: "OWNER_RELEASED" })),
+      discard: () =>
+        settled(
+          Promise.all(
+            (stored?.subscriptions ?? [])
+              .filter((s) => s.stream)
+              .map((s) =>
+                StoredDelivery.remove(
+                  deps.services,
+                  account,
+                  s.stream!,
+                  StoredDelivery.consumerName(account, clientId, s.subscription.topic),
+                ),
+              ),
+          ).then(() => store.remove(account, clientId)),
+          () => actor.send({ type: "DISCARDED" }),
+        ),
+      // Subscriptions reopen before CONNACK so nothing published after it is missed;
+      // what they receive waits in the session until CONNACK is out.
+      resume: () => settled(session.resume(stored!), () => actor.send({ type: "RESUMED" })),
+      ready: ({ sessionPresent }) => void session.save().then(() => resolveReady(sessionPresent)),
+      refuse: ({ reason }) => rejectReady(new Error(reason)),
+      stop_delivery: () => session.stopDelivery(),
+      save_detached: () => settled(session.save(false), () => actor.send({ type: "SAVED" })),
+      remove: () => settled(session.removeConsumers(), () => actor.send({ type: "REMOVED" })),
+    },
+  });
+  return { actor, stop, ready };
+}
