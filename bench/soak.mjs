@@ -63,8 +63,17 @@ const stats = {
   received: new Map(),
   connects: { mqtt: 0, amqp: 0 },
   connectFailures: { mqtt: 0, amqp: 0 },
+  /** Why connections failed before they were up (CONNACK code, AMQP condition). */
+  failureReasons: {},
   disconnects: { mqtt: 0, amqp: 0 },
 };
+function failed(protocol, reason) {
+  stats.connectFailures[protocol]++;
+  const key = `${protocol}: ${reason}`;
+  stats.failureReasons[key] = (stats.failureReasons[key] ?? 0) + 1;
+}
+/** MQTT topic groups whose reader has subscribed: a message to a group before that would have no reader. */
+const readyGroups = [];
 function receivedId(id) {
   stats.received.set(id, (stats.received.get(id) ?? 0) + 1);
 }
@@ -77,7 +86,15 @@ let gateway;
 
 async function startNats(port) {
   const conf = join(work, "nats.conf");
-  writeFileSync(conf, [`server_name: soak`, `listen: ${HOST}:${port}`, `max_payload: 1MB`, `jetstream { store_dir: "${join(work, "js")}" }`].join("\n"));
+  writeFileSync(
+    conf,
+    [
+      `server_name: soak`,
+      `listen: ${HOST}:${port}`,
+      `max_payload: 1MB`,
+      `jetstream { store_dir: "${join(work, "js")}" }`,
+    ].join("\n"),
+  );
   const proc = spawn(natsServerBinary(), ["-c", conf], { stdio: ["ignore", "ignore", "pipe"] });
   await new Promise((resolve, reject) => {
     let seen = "";
@@ -118,13 +135,19 @@ async function startGateway(natsUrl) {
   };
   const file = join(work, "gateway.json");
   writeFileSync(file, JSON.stringify(config));
-  const proc = spawn(process.execPath, [join(root, "bin/mq-gateway.js"), "run", "--config", file, "--nats", natsUrl, "--data", join(work, "gw-data")], {
-    stdio: ["ignore", "ignore", "pipe"],
-    cwd: work,
-    env: { ...process.env },
-  });
+  const proc = spawn(
+    process.execPath,
+    [join(root, "bin/mq-gateway.js"), "run", "--config", file, "--nats", natsUrl, "--data", join(work, "gw-data")],
+    {
+      stdio: ["ignore", "ignore", "pipe"],
+      cwd: work,
+      env: { ...process.env },
+    },
+  );
   let stderr = "";
-  const gwLog = process.env.SOAK_GW_LOG ? (await import("node:fs")).createWriteStream(process.env.SOAK_GW_LOG) : undefined;
+  const gwLog = process.env.SOAK_GW_LOG
+    ? (await import("node:fs")).createWriteStream(process.env.SOAK_GW_LOG)
+    : undefined;
   proc.stderr.setEncoding("utf8").on("data", (c) => {
     stderr = (stderr + c).slice(-50_000);
     gwLog?.write(c);
@@ -132,7 +155,10 @@ async function startGateway(natsUrl) {
   const until = Date.now() + 30_000;
   for (;;) {
     if (proc.exitCode !== null) throw new Error(`gateway exited with ${proc.exitCode}: ${stderr.slice(-3000)}`);
-    const ok = await fetch(`http://${HOST}:${http}/healthz`).then((r) => r.ok, () => false);
+    const ok = await fetch(`http://${HOST}:${http}/healthz`).then(
+      (r) => r.ok,
+      () => false,
+    );
     if (ok) break;
     if (Date.now() > until) throw new Error(`gateway did not come up: ${stderr.slice(-3000)}`);
     await sleep(200);
@@ -141,7 +167,10 @@ async function startGateway(natsUrl) {
 }
 
 async function metrics() {
-  const text = await fetch(`http://${HOST}:${gateway.ports.http}/metrics`).then((r) => r.text(), () => "");
+  const text = await fetch(`http://${HOST}:${gateway.ports.http}/metrics`).then(
+    (r) => r.text(),
+    () => "",
+  );
   const pick = (name) =>
     Object.fromEntries(
       text
@@ -149,7 +178,11 @@ async function metrics() {
         .filter((l) => l.startsWith(`${name}{`))
         .map((l) => [l.slice(name.length, l.lastIndexOf(" ")), Number(l.split(" ").pop())]),
     );
-  return { dropped: pick("mqgw_dropped_total"), refused: pick("mqgw_refused_total"), connections: pick("mqgw_connections") };
+  return {
+    dropped: pick("mqgw_dropped_total"),
+    refused: pick("mqgw_refused_total"),
+    connections: pick("mqgw_connections"),
+  };
 }
 
 // -- MQTT clients (raw sockets, mqtt-packet) -----------------------------------------------
@@ -201,16 +234,21 @@ class MqttClient {
       case "connack": {
         const code = this.version === 5 ? p.reasonCode : p.returnCode;
         if (code) {
-          stats.connectFailures.mqtt++;
+          failed("mqtt", `CONNACK 0x${code.toString(16)}`);
           this.socket.destroy();
           return;
         }
         this.up = true;
         stats.connects.mqtt++;
         // A resumed session keeps its subscription (and what it still owes us).
-        if (this.reader && !p.sessionPresent) this.send({ cmd: "subscribe", messageId: 65535, subscriptions: [{ topic: this.reader, qos: 1 }] });
+        if (this.reader && !p.sessionPresent)
+          this.send({ cmd: "subscribe", messageId: 65535, subscriptions: [{ topic: this.reader, qos: 1 }] });
+        else this.readerReady();
         return;
       }
+      case "suback":
+        if (p.messageId === 65535 && (p.granted?.[0] ?? 0x80) < 0x80) this.readerReady();
+        return;
       case "puback": {
         const id = this.pending.get(p.messageId);
         if (id === undefined) return;
@@ -228,16 +266,30 @@ class MqttClient {
     }
   }
 
+  readerReady() {
+    if (!this.reader || this.ready) return;
+    this.ready = true;
+    readyGroups.push(this.index / 10);
+  }
+
   publish() {
-    if (!this.up || this.pending.size >= WINDOW) return;
+    if (!this.up || this.pending.size >= WINDOW || readyGroups.length === 0) return;
     const id = `m${this.index}-${++this.seq}`;
     let packetId = this.nextPacketId;
     while (this.pending.has(packetId) || packetId === 65535) packetId = packetId >= 65534 ? 1 : packetId + 1;
     this.nextPacketId = packetId >= 65534 ? 1 : packetId + 1;
     this.pending.set(packetId, id);
     stats.sent++;
-    const topic = `soak/s/${rand(MQTT_READERS)}`;
-    this.send({ cmd: "publish", topic, payload: Buffer.from(id), qos: 1, messageId: packetId, retain: false, dup: false });
+    const topic = `soak/s/${readyGroups[rand(readyGroups.length)]}`;
+    this.send({
+      cmd: "publish",
+      topic,
+      payload: Buffer.from(id),
+      qos: 1,
+      messageId: packetId,
+      retain: false,
+      dup: false,
+    });
   }
 
   drop() {
@@ -253,6 +305,7 @@ class MqttClient {
 
   closed(socket) {
     if (socket !== this.socket) return;
+    if (!this.up && !this.stopped) failed("mqtt", "closed before CONNACK");
     this.up = false;
     stats.unanswered += this.pending.size;
     this.pending.clear();
@@ -292,7 +345,11 @@ class AmqpClient {
       this.sender.on("released", (c) => this.settled(c.delivery, false));
       this.sender.on("modified", (c) => this.settled(c.delivery, false));
       this.sender.on("sender_error", () => {});
-      const receiver = conn.open_receiver({ source: { address: `soak.a.${this.queue}::q${this.queue}` }, credit_window: 10, autoaccept: false });
+      const receiver = conn.open_receiver({
+        source: { address: `soak.a.${this.queue}::q${this.queue}` },
+        credit_window: 10,
+        autoaccept: false,
+      });
       receiver.on("message", (c) => {
         receivedId(bodyText(c.message.body));
         c.delivery.accept();
@@ -308,7 +365,7 @@ class AmqpClient {
   gone(conn) {
     if (conn !== this.conn) return;
     this.conn = undefined;
-    if (!this.up && !this.stopped) stats.connectFailures.amqp++;
+    if (!this.up && !this.stopped) failed("amqp", conn.error?.condition ?? "closed before open");
     this.up = false;
     stats.unanswered += this.pending.size;
     this.pending.clear();
@@ -366,13 +423,20 @@ async function main() {
   }, HARD_DEADLINE_MS);
   deadline.unref();
 
-  log(`${CLIENTS} MQTT + ${CLIENTS} AMQP clients, ${MINUTES} min, ${RATE} msg/min each, ${DISCONNECTS}%/min dropped, NATS restart at ${RESTART_AT ? `${RESTART_AT * 100}%` : "never"}`);
+  log(
+    `${CLIENTS} MQTT + ${CLIENTS} AMQP clients, ${MINUTES} min, ${RATE} msg/min each, ${DISCONNECTS}%/min dropped, NATS restart at ${RESTART_AT ? `${RESTART_AT * 100}%` : "never"}`,
+  );
   nats = await startNats(await freePort());
   const nc = await natsConnect({ servers: nats.url, maxReconnectAttempts: -1, reconnectTimeWait: 250 });
   const jsm = await jetstreamManager(nc);
   await jsm.streams.add({ name: "SOAK", subjects: ["soak.s.>", "soak.a.>"] });
   for (let q = 0; q < QUEUES; q++) {
-    await jsm.consumers.add("SOAK", { durable_name: `q${q}`, ack_policy: AckPolicy.Explicit, filter_subject: `soak.a.${q}`, ack_wait: 30_000_000_000 });
+    await jsm.consumers.add("SOAK", {
+      durable_name: `q${q}`,
+      ack_policy: AckPolicy.Explicit,
+      filter_subject: `soak.a.${q}`,
+      ack_wait: 30_000_000_000,
+    });
   }
   gateway = await startGateway(nats.url);
   log(`nats-server pid ${nats.proc.pid}, gateway pid ${gateway.proc.pid}`);
@@ -384,8 +448,14 @@ async function main() {
     for (const c of [...mqtt.slice(i, i + 100), ...amqp.slice(i, i + 100)]) c.connect();
     await sleep(100);
   }
-  for (let i = 0; i < 300 && mqtt.filter((c) => c.up).length + amqp.filter((c) => c.up).length < 2 * CLIENTS * 0.95; i++) await sleep(100);
-  log(`connected: ${mqtt.filter((c) => c.up).length} MQTT, ${amqp.filter((c) => c.up).length} AMQP`);
+  for (
+    let i = 0;
+    i < 600 &&
+    (mqtt.filter((c) => c.up).length + amqp.filter((c) => c.up).length < 2 * CLIENTS * 0.95 || readyGroups.length < MQTT_READERS);
+    i++
+  )
+    await sleep(100);
+  log(`connected: ${mqtt.filter((c) => c.up).length} MQTT, ${amqp.filter((c) => c.up).length} AMQP; ${readyGroups.length}/${MQTT_READERS} readers subscribed`);
 
   const rss = [];
   const sample = async () => {
@@ -492,11 +562,17 @@ async function main() {
     received_unique: stats.received.size,
     duplicates,
     acknowledged_not_received: undelivered(),
+    acknowledged_not_received_by_protocol: {
+      mqtt: [...stats.acked].filter((id) => id.startsWith("m") && !stats.received.has(id)).length,
+      amqp: [...stats.acked].filter((id) => id.startsWith("a") && !stats.received.has(id)).length,
+    },
+    acknowledged_not_received_examples: [...stats.acked].filter((id) => !stats.received.has(id)).slice(0, 20),
     lost_acknowledged: lost.length,
     lost_examples: lost.slice(0, 20),
     stream_messages: inStream.size,
     connects: stats.connects,
     connect_failures: stats.connectFailures,
+    connect_failure_reasons: stats.failureReasons,
     disconnects: stats.disconnects,
     gateway_rss_mib: {
       min: Math.min(...rss.map((s) => s.rss_mib)),
@@ -510,10 +586,13 @@ async function main() {
   };
   mkdirSync(join(OUT, ".."), { recursive: true });
   writeFileSync(OUT, `${JSON.stringify(report, null, 2)}\n`);
-  const { samples, lost_examples, ...summary } = report;
+  const { samples, lost_examples, acknowledged_not_received_examples, ...summary } = report;
   console.log(JSON.stringify(summary, null, 2));
   console.log("t(s)  gateway RSS MiB  MQTT up  AMQP up  acked");
-  for (const s of samples) console.log(`${String(s.t).padStart(4)}  ${String(s.rss_mib).padStart(15)}  ${String(s.mqtt_up).padStart(7)}  ${String(s.amqp_up).padStart(7)}  ${s.acked}`);
+  for (const s of samples)
+    console.log(
+      `${String(s.t).padStart(4)}  ${String(s.rss_mib).padStart(15)}  ${String(s.mqtt_up).padStart(7)}  ${String(s.amqp_up).padStart(7)}  ${s.acked}`,
+    );
   if (lost.length) console.log("LOST acknowledged, e.g.:", lost_examples.join(" "));
   log(`report written to ${OUT}`);
 
