@@ -69,7 +69,8 @@ const stats = {
 };
 function failed(protocol, reason) {
   stats.connectFailures[protocol]++;
-  const key = `${protocol}: ${reason}`;
+  // By reason and by the 10-second window of the run they fell in.
+  const key = `${protocol}: ${reason} @${Math.floor((Date.now() - t0) / 10_000) * 10}s`;
   stats.failureReasons[key] = (stats.failureReasons[key] ?? 0) + 1;
 }
 /** MQTT topic groups whose reader has subscribed: a message to a group before that would have no reader. */
