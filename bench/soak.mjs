@@ -11,6 +11,7 @@
 // --disconnects D (SOAK_DISCONNECTS, % of clients dropped per minute, 10),
 // --nats-restart-at F (SOAK_NATS_RESTART_AT, fraction of the run, 0.4; 0 = none),
 // --out FILE (SOAK_OUT, JSON report; default bench/results/soak-latest.json).
+// SOAK_GW_LOG=FILE keeps the gateway's whole log (level warn).
 // Exit 0 when no acknowledged message was lost, 1 otherwise, 2 when it could not run.
 import { spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
@@ -452,11 +453,14 @@ async function main() {
   for (
     let i = 0;
     i < 600 &&
-    (mqtt.filter((c) => c.up).length + amqp.filter((c) => c.up).length < 2 * CLIENTS * 0.95 || readyGroups.length < MQTT_READERS);
+    (mqtt.filter((c) => c.up).length + amqp.filter((c) => c.up).length < 2 * CLIENTS * 0.95 ||
+      readyGroups.length < MQTT_READERS);
     i++
   )
     await sleep(100);
-  log(`connected: ${mqtt.filter((c) => c.up).length} MQTT, ${amqp.filter((c) => c.up).length} AMQP; ${readyGroups.length}/${MQTT_READERS} readers subscribed`);
+  log(
+    `connected: ${mqtt.filter((c) => c.up).length} MQTT, ${amqp.filter((c) => c.up).length} AMQP; ${readyGroups.length}/${MQTT_READERS} readers subscribed`,
+  );
 
   const rss = [];
   const sample = async () => {

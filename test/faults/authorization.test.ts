@@ -347,7 +347,8 @@ describe("authorization cannot be bypassed through the gateway", () => {
       expect(await a.refused("receiver", { source: { dynamic: true, address: "secret.x" } })).toMatchObject({
         condition: "amqp:invalid-field",
       });
-      const r = await a.receiver({ source: { dynamic: true } });
+      // rhea's typings want an address; a dynamic source has none.
+      const r = await a.receiver({ source: { dynamic: true } as never });
       const address = (r.source as { address?: string }).address ?? "";
       expect(address).toMatch(/^_INBOX\./);
       const got = collect(r);

@@ -38,6 +38,3 @@ export function within<T, U>(p: Promise<T>, ms: number, timedOut: U): Promise<T 
 
 /** The next event loop turn after `ms`; only to pace traffic, never to wait for a result. */
 export const pace = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-let n = 0;
-export const unique = (prefix: string) => `${prefix}${process.pid}x${++n}`;
