@@ -11,7 +11,7 @@ export type { ListenAddress };
 
 export const LOG_LEVELS = ["trace", "debug", "info", "warn", "error", "fatal", "silent"] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
-export const SASL_MECHANISMS = ["PLAIN", "ANONYMOUS"] as const;
+export const SASL_MECHANISMS = ["PLAIN", "ANONYMOUS", "EXTERNAL"] as const;
 export type SaslMechanism = (typeof SASL_MECHANISMS)[number];
 
 /** How the gateway authenticates one of its own NATS connections (admin, or a gateway user). */
@@ -312,18 +312,36 @@ const mqtt = z.strictObject({
   client_id_header: z.enum(["always", "when_needed"]).default("always"),
 });
 
-const amqp = z.strictObject({
-  listen: listen.prefault("0.0.0.0:5672"),
-  tls: section(serverTls("0.0.0.0:5671").optional()).transform((t) => t ?? null),
-  routes: routes("amqp"),
-  // AMQP 1.0: max-frame-size is a uint and no peer may ask for less than 512.
-  max_frame_size: size.prefault("64KiB").pipe(between(512, 4_294_967_295)),
-  sasl: z
-    .array(z.enum(SASL_MECHANISMS))
-    .min(1, "must offer at least one mechanism")
-    .refine((list) => new Set(list).size === list.length, "lists a mechanism twice")
-    .default([...SASL_MECHANISMS]),
-});
+const amqp = z
+  .strictObject({
+    listen: listen.prefault("0.0.0.0:5672"),
+    tls: section(serverTls("0.0.0.0:5671").optional()).transform((t) => t ?? null),
+    routes: routes("amqp"),
+    // AMQP 1.0: max-frame-size is a uint and no peer may ask for less than 512.
+    max_frame_size: size.prefault("64KiB").pipe(between(512, 4_294_967_295)),
+    sasl: z
+      .array(z.enum(SASL_MECHANISMS))
+      .min(1, "must offer at least one mechanism")
+      .refine((list) => new Set(list).size === list.length, "lists a mechanism twice")
+      .default(["PLAIN", "ANONYMOUS"]),
+  })
+  .superRefine(externalNeedsVerifiedTls, always);
+
+/**
+ * EXTERNAL is the client certificate TLS verified (docs/decisions/amqp-sasl-external.md):
+ * without a listener that verifies one it could never be offered, a config mistake to name now.
+ */
+function externalNeedsVerifiedTls(a: unknown, ctx: z.RefinementCtx) {
+  const { sasl, tls } = (a ?? {}) as { sasl?: unknown; tls?: unknown };
+  if (!Array.isArray(sasl) || !sasl.includes("EXTERNAL")) return;
+  if ((tls as { verify_clients?: unknown } | null | undefined)?.verify_clients === true) return;
+  ctx.addIssue({
+    code: "custom",
+    path: ["sasl"],
+    message: "EXTERNAL needs amqp.tls with verify_clients: true (it is the verified client certificate)",
+    input: sasl,
+  });
+}
 
 const bindings = z
   .array(z.strictObject({ stream: streamName, account: token.optional().transform((a) => a ?? null) }))

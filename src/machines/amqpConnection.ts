@@ -10,9 +10,9 @@ import type { Credentials } from "../actors/natsBridge.js";
  */
 export interface Login {
   readonly credentials: Credentials;
-  /** The SASL PLAIN username, for the routing table. */
+  /** The SASL PLAIN username, or the EXTERNAL certificate's name: for the routing table. */
   readonly username?: string | undefined;
-  readonly mechanism: "PLAIN" | "ANONYMOUS" | "none";
+  readonly mechanism: "PLAIN" | "ANONYMOUS" | "EXTERNAL" | "none";
 }
 
 export interface CloseError {

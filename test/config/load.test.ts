@@ -323,6 +323,25 @@ limits: { connect_timeout: 0s, max_connections: many }
     expect(found).toContain('limits.max_connections: expected a number, got the string "many"');
   });
 
+  it("amqp.sasl EXTERNAL: only with a TLS listener that verifies client certificates; not in the default", async () => {
+    const pem = await file("some.pem", "not read by check");
+    const tls = (verify: boolean) =>
+      `amqp:\n  sasl: [PLAIN, EXTERNAL]\n  tls: { listen: "127.0.0.1:0", cert_file: ${pem}, key_file: ${pem}, ca_file: ${pem}, verify_clients: ${verify} }\n`;
+    expect(config(await loadConfig({ file: await file("ext-ok.yaml", tls(true)) })).amqp.sasl).toEqual([
+      "PLAIN",
+      "EXTERNAL",
+    ]);
+    for (const [name, text] of [
+      ["ext-noverify.yaml", tls(false)],
+      ["ext-notls.yaml", "amqp: { sasl: [EXTERNAL] }\n"],
+    ] as const) {
+      expect(problems(await loadConfig({ file: await file(name, text) }))).toEqual([
+        "amqp.sasl: EXTERNAL needs amqp.tls with verify_clients: true (it is the verified client certificate)",
+      ]);
+    }
+    expect(config(await loadConfig({})).amqp.sasl).toEqual(["PLAIN", "ANONYMOUS"]);
+  });
+
   it("reports YAML syntax errors and duplicate keys with the file name", async () => {
     expect(problems(await loadConfig({ file: await file("syntax.yaml", "mqtt: [\n") }))[0]).toMatch(
       /syntax\.yaml: not valid YAML/,

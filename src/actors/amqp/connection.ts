@@ -16,7 +16,7 @@ import { FrameGuard, SASL_HEADER } from "./frameGuard.js";
 import { guarded } from "./guarded.js";
 import { ConnectionLinks, type SpawnLink } from "./links.js";
 import { screenInput, serverContainer } from "./rhea.js";
-import { saslMechanisms } from "./sasl.js";
+import { saslMechanisms, verifiedCertificateName } from "./sasl.js";
 import type { AmqpSettings } from "./settings.js";
 
 export interface AmqpDeps {
@@ -78,7 +78,7 @@ class AmqpClientConnection {
     });
     const container = serverContainer(
       deps.gatewayId,
-      saslMechanisms(this.settings.sasl, (login) => this.authenticate(login)),
+      saslMechanisms(this.settings.sasl, (login) => this.authenticate(login), verifiedCertificateName(socket)),
     );
     // rhea raises link and session errors nobody handled on its container; they must not throw.
     container.on("error", (e: Error) => this.log.debug({ err: e.message }, "AMQP endpoint error"));

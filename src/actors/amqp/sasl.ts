@@ -1,3 +1,4 @@
+import { TLSSocket } from "node:tls";
 import type { SaslMechanism } from "../../config/schema.js";
 import type { Login } from "../../machines/amqpConnection.js";
 import type { ServerMechanism } from "./rhea.js";
@@ -41,18 +42,67 @@ function mechanism(
   };
 }
 
-const LOGINS: Record<SaslMechanism, (response: Buffer | undefined) => Login | undefined> = {
+/**
+ * SASL EXTERNAL (RFC 4422 appendix A) for a client whose certificate TLS verified
+ * (docs/decisions/amqp-sasl-external.md). The gateway cannot show that certificate to
+ * NATS, so the NATS connection is made without credentials, as for an MQTT client that
+ * logs in over the verifying TLS listener with no username; the certificate's name is the
+ * username the routing table and the logs see. The response is an authorization identity:
+ * empty, or the certificate's own name (the gateway cannot vouch for any other).
+ */
+export function externalLogin(certificate: string | undefined): (response: Buffer | undefined) => Login | undefined {
+  return (response) => {
+    if (certificate === undefined) return undefined;
+    const authzid = response?.toString("utf8") ?? "";
+    if (authzid !== "" && authzid !== certificate) return undefined;
+    return { credentials: {}, username: certificate, mechanism: "EXTERNAL" };
+  };
+}
+
+/** The name of a verified client certificate: its subject CN, else its first DNS, email or URI name. */
+export function certificateName(cert: {
+  readonly subject?: Readonly<Record<string, string | string[] | undefined>> | undefined;
+  readonly subjectaltname?: string | undefined;
+}): string | undefined {
+  const cn = cert.subject?.CN;
+  const first = Array.isArray(cn) ? cn[0] : cn;
+  if (first) return first;
+  for (const entry of (cert.subjectaltname ?? "").split(", ")) {
+    const m = /^(?:DNS|email|URI):(.+)$/.exec(entry);
+    if (m) return m[1];
+  }
+  return undefined;
+}
+
+/** The client certificate's name when the socket is TLS and verified it; undefined otherwise. */
+export function verifiedCertificateName(socket: unknown): string | undefined {
+  if (!(socket instanceof TLSSocket) || !socket.authorized) return undefined;
+  return certificateName(socket.getPeerCertificate());
+}
+
+const LOGINS: Record<Exclude<SaslMechanism, "EXTERNAL">, (response: Buffer | undefined) => Login | undefined> = {
   PLAIN: plainLogin,
   // The trace string an ANONYMOUS client may send is not an identity.
   ANONYMOUS: () => ({ credentials: {}, mechanism: "ANONYMOUS" }),
 };
 
-/** The mechanisms as configured, in the configured order (the order the client sees). */
+/**
+ * The mechanisms as configured, in the configured order (the order the client sees).
+ * EXTERNAL is offered only with a verified client certificate; a client that picks it
+ * anyway gets the SASL outcome `auth` (rhea answers a mechanism it was not given so).
+ */
 export function saslMechanisms(
   offered: readonly SaslMechanism[],
   authenticate: Authenticate,
+  certificate?: string,
 ): Record<string, () => ServerMechanism> {
   const out: Record<string, () => ServerMechanism> = {};
-  for (const name of offered) out[name] = mechanism(LOGINS[name], authenticate);
+  for (const name of offered) {
+    if (name !== "EXTERNAL") out[name] = mechanism(LOGINS[name], authenticate);
+    else if (certificate !== undefined) out[name] = mechanism(externalLogin(certificate), authenticate);
+  }
+  // rhea offers ANONYMOUS when given no mechanism at all: with EXTERNAL alone on a socket
+  // without a certificate, offer EXTERNAL and refuse it instead.
+  if (Object.keys(out).length === 0) out.EXTERNAL = mechanism(externalLogin(undefined), authenticate);
   return out;
 }
