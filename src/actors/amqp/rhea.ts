@@ -55,6 +55,23 @@ interface MessageModule {
 
 interface SessionPrototype {
   on_attach(this: SessionForAttach, frame: AttachFrame): void;
+  on_transfer(this: SessionForTransfer, frame: TransferFrame): void;
+}
+interface SessionForTransfer {
+  connection: { is_server?: boolean; _register(): void };
+  incoming: { next_transfer_id: number; next_delivery_id: number | undefined };
+  _get_link(frame: TransferFrame): ReceiverForTransfer;
+}
+interface ReceiverForTransfer {
+  credit: number;
+  delivery_count: number;
+  issue_flow: boolean;
+  state: { local_open: boolean };
+  is_remote_open(): boolean;
+  _incomplete?: { id: number; frames?: Buffer[]; settled: boolean; remote_settled: boolean } | undefined;
+}
+interface TransferFrame {
+  performative: { delivery_id?: number | null; aborted?: boolean };
 }
 interface SessionForAttach {
   connection: { is_server?: boolean };
@@ -85,6 +102,9 @@ let installed = false;
  *   receiver on one address alike, and rhea would take the second attach for a repeat of
  *   the first. On a server every attach is the client's, so each gets its own link.
  *
+ * - rhea ignores a transfer's `aborted` flag (lib/session.js Incoming.on_transfer) and
+ *   hands the partial message on as a whole one. See `onAbortedTransfer`.
+ *
  * Fine in the gateway, which never uses rhea as a client.
  */
 export function installServerPatches(): void {
@@ -107,6 +127,48 @@ export function installServerPatches(): void {
     link.on_attach(frame);
     link.remote.attach = frame.performative;
   };
+  const onTransfer = session.prototype.on_transfer;
+  session.prototype.on_transfer = function (frame) {
+    if (!this.connection.is_server || frame.performative.aborted !== true || !onAbortedTransfer(this, frame))
+      onTransfer.call(this, frame);
+  };
+}
+
+/**
+ * Part 2, 2.7.5: an aborted delivery is discarded (the aborting frame's payload too) and
+ * is implicitly settled, so it gets no disposition. It still used a delivery-id and the
+ * link credit it was sent on (2.6.7), so the delivery-count moves on; the gateway gives
+ * that credit back at once with a flow, as nothing of it is in flight. False: not an
+ * abort rhea's bookkeeping can take (a transfer after detach, a wrong delivery-id), left
+ * to rhea, which treats it as the protocol error it is.
+ */
+function onAbortedTransfer(session: SessionForTransfer, frame: TransferFrame): boolean {
+  const receiver = session._get_link(frame);
+  if (!receiver.is_remote_open()) return false;
+  const incoming = session.incoming;
+  const id = frame.performative.delivery_id;
+  const partial = receiver._incomplete;
+  if (partial) {
+    if (id !== undefined && id !== null && id !== partial.id) return false;
+    receiver._incomplete = undefined;
+    // Settled on both ends: rhea drops it from the session's window without a disposition.
+    partial.frames = [];
+    partial.settled = true;
+    partial.remote_settled = true;
+  } else {
+    // Aborted in its first frame: only the delivery-id is used up.
+    if (incoming.next_delivery_id === undefined && typeof id === "number") incoming.next_delivery_id = id;
+    if (incoming.next_delivery_id === undefined || id !== incoming.next_delivery_id) return false;
+    incoming.next_delivery_id++;
+  }
+  incoming.next_transfer_id++;
+  if (receiver.credit > 0) {
+    // Used and given back: the credit stays, the count says the delivery happened.
+    receiver.delivery_count++;
+    if (receiver.state.local_open) receiver.issue_flow = true;
+  }
+  session.connection._register();
+  return true;
 }
 
 /** The encoded message of a `message` event (format 0), or a raw payload of another format. */
