@@ -3,9 +3,11 @@
 // username (routing table, logs); its NATS connection has no credentials, as an MQTT
 // client's over the same kind of listener without a username, so the server's
 // no_auth_user is the identity whose permissions apply.
+import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { connect as tcpConnect } from "node:net";
+import { join } from "node:path";
 import { connect as tlsConnect } from "node:tls";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -221,6 +223,42 @@ describe("SASL EXTERNAL: a verified client certificate logs in (issue 4)", () =>
     await Promise.all([other.closed, own.closed]);
   });
 
+  it("Qpid Proton (python3-qpid-proton) with a client certificate and EXTERNAL; without one, refused", async () => {
+    const subject = unique("proton.cert");
+    const sub = nc.subscribe(subject, { max: 1 });
+    await nc.flush();
+    const url = `amqps://localhost:${gw.port("amqp_tls")}`;
+    const tlsArgs = ["--ca", certs.ca, "--mech", "EXTERNAL"];
+    const sent = proton([
+      url,
+      subject,
+      "--data",
+      "from proton",
+      ...tlsArgs,
+      "--cert",
+      certs.clientCert,
+      "--key",
+      certs.clientKey,
+    ]);
+    expect(sent[0]).toEqual({ outcome: "accepted" });
+    for await (const m of sub) expect(m.string()).toBe("from proton");
+    const denied = proton([
+      url,
+      "forbidden.proton",
+      "--data",
+      "x",
+      ...tlsArgs,
+      "--cert",
+      certs.clientCert,
+      "--key",
+      certs.clientKey,
+    ]);
+    expect(denied[0]).toMatchObject({ outcome: "rejected", condition: "amqp:unauthorized-access" });
+    // No certificate: the TLS handshake is refused before any SASL.
+    const refused = proton([url, subject, "--data", "x", ...tlsArgs]);
+    expect(refused[0]).toHaveProperty("transport_error");
+  });
+
   it("EXTERNAL not in amqp.sasl: not offered, even with a verified certificate", async () => {
     const offered = await saslExchange(() =>
       tlsConnect({
@@ -296,4 +334,17 @@ function externalOnly(): unknown {
   ).client_mechanisms();
   sasl.enable_external();
   return sasl;
+}
+
+/** send.py (Debian's Qpid Proton) run to the end; its JSON lines. */
+function proton(args: string[]): Array<Record<string, unknown>> {
+  const out = execFileSync("/usr/bin/python3", [join(import.meta.dirname, "clients/send.py"), ...args], {
+    encoding: "utf8",
+    timeout: 15_000,
+  });
+  return out
+    .trim()
+    .split("\n")
+    .filter((l) => l !== "")
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
 }

@@ -2,13 +2,15 @@
 
 usage: send.py URL ADDRESS [--body TEXT] [--data TEXT] [--count N] [--prop K=V]...
                [--to SUBJECT] [--settled] [--user U --password P]
+               [--ca FILE [--cert FILE --key FILE] [--mech EXTERNAL]]
 ADDRESS "-" opens a link with a null target (the anonymous relay).
+With --ca the URL is amqps://; --cert/--key present a client certificate.
 """
 import argparse
 import json
 import sys
 
-from proton import Message
+from proton import Message, SSLDomain
 from proton.handlers import MessagingHandler
 from proton.reactor import AtMostOnce, Container
 
@@ -25,6 +27,10 @@ def args():
     p.add_argument("--settled", action="store_true")
     p.add_argument("--user")
     p.add_argument("--password")
+    p.add_argument("--ca")
+    p.add_argument("--cert")
+    p.add_argument("--key")
+    p.add_argument("--mech")
     return p.parse_args()
 
 
@@ -40,9 +46,16 @@ class Send(MessagingHandler):
         self.settled = 0
 
     def on_start(self, event):
-        kw = {"allowed_mechs": "PLAIN" if self.a.user else "ANONYMOUS"}
+        kw = {"allowed_mechs": self.a.mech or ("PLAIN" if self.a.user else "ANONYMOUS")}
         if self.a.user:
             kw.update(user=self.a.user, password=self.a.password)
+        if self.a.ca:
+            ssl = SSLDomain(SSLDomain.MODE_CLIENT)
+            ssl.set_trusted_ca_db(self.a.ca)
+            ssl.set_peer_authentication(SSLDomain.VERIFY_PEER_NAME)
+            if self.a.cert:
+                ssl.set_credentials(self.a.cert, self.a.key, None)
+            kw.update(ssl_domain=ssl, sasl_enabled=True)
         conn = event.container.connect(self.a.url, **kw)
         target = None if self.a.address == "-" else self.a.address
         opts = [AtMostOnce()] if self.a.settled else []
