@@ -116,6 +116,8 @@ export interface GatewayConfig {
     readonly routes: readonly Route[];
     readonly max_frame_size: number;
     readonly sasl: readonly SaslMechanism[];
+    /** ms; advertised in the open, a connection silent this long is closed. An addition. */
+    readonly idle_timeout: number;
   };
   readonly bindings: readonly Binding[];
   readonly routing: readonly RoutingRule[];
@@ -324,13 +326,12 @@ const amqp = z
       .min(1, "must offer at least one mechanism")
       .refine((list) => new Set(list).size === list.length, "lists a mechanism twice")
       .default(["PLAIN", "ANONYMOUS"]),
+    // AMQP carries it as a uint of milliseconds.
+    idle_timeout: duration.prefault("60s").pipe(between(1000, 4_294_967_295, seconds)),
   })
   .superRefine(externalNeedsVerifiedTls, always);
 
-/**
- * EXTERNAL is the client certificate TLS verified (docs/decisions/amqp-sasl-external.md):
- * without a listener that verifies one it could never be offered, a config mistake to name now.
- */
+/** EXTERNAL (docs/decisions/amqp-sasl-external.md) is never offered without a listener that verifies certificates. */
 function externalNeedsVerifiedTls(a: unknown, ctx: z.RefinementCtx) {
   const { sasl, tls } = (a ?? {}) as { sasl?: unknown; tls?: unknown };
   if (!Array.isArray(sasl) || !sasl.includes("EXTERNAL")) return;

@@ -56,6 +56,7 @@ describe("defaults", () => {
       routes: [],
       max_frame_size: 65_536,
       sasl: ["PLAIN", "ANONYMOUS"],
+      idle_timeout: 60_000,
     });
     expect(c.bindings).toEqual([]);
     expect(c.routing).toEqual([]);
@@ -340,6 +341,15 @@ limits: { connect_timeout: 0s, max_connections: many }
       ]);
     }
     expect(config(await loadConfig({})).amqp.sasl).toEqual(["PLAIN", "ANONYMOUS"]);
+  });
+
+  it("amqp.idle_timeout: a duration from 1s to AMQP's uint of milliseconds", async () => {
+    expect(
+      config(await loadConfig({ file: await file("idle.yaml", "amqp: { idle_timeout: 15s }\n") })).amqp.idle_timeout,
+    ).toBe(15_000);
+    expect(
+      problems(await loadConfig({ file: await file("idle-short.yaml", "amqp: { idle_timeout: 500ms }\n") })),
+    ).toEqual(["amqp.idle_timeout: must be between 1s and 4294967.295s"]);
   });
 
   it("reports YAML syntax errors and duplicate keys with the file name", async () => {

@@ -38,7 +38,7 @@ export function amqpSettingsOf(config: GatewayConfig): AmqpSettings {
   return {
     maxFrameSize: config.amqp.max_frame_size,
     channelMax: 255,
-    idleTimeoutMs: 60_000,
+    idleTimeoutMs: config.amqp.idle_timeout,
     handshakeTimeoutMs: config.limits.connect_timeout,
     sasl: config.amqp.sasl,
     routes: new Map(routeList.map((r) => [r.subject, r])),
