@@ -1,9 +1,11 @@
 // Issue 4: transfers a sender gives up on (part 2, 2.7.5 `aborted`) and multi-frame
 // messages over max-message-size. The frames are written raw on an rhea client's socket
 // (rhea cannot abort); a NATS subscriber on the subject proves what was published.
+import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import type { Socket } from "node:net";
+import { join } from "node:path";
 import { connect, type NatsConnection, type Subscription } from "@nats-io/transport-node";
 import type { Sender } from "rhea";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -132,6 +134,25 @@ describe("aborted and oversized multi-frame transfers", () => {
     expect(got).toEqual(["after the abort"]);
     expect(raw.dispositions.some((d) => d.first <= id && id <= d.last)).toBe(false);
     await c.close();
+  });
+
+  it("Qpid Proton aborts a delivery whose bytes it had streamed (pn_delivery_abort): nothing published, the next one accepted", async () => {
+    const subject = unique("aborted.proton");
+    const got = collected(nc.subscribe(subject));
+    await nc.flush();
+    const out = execFileSync(
+      "/usr/bin/python3",
+      [join(import.meta.dirname, "clients/abort.py"), `amqp://127.0.0.1:${gw.port("amqp")}`, subject],
+      { encoding: "utf8", timeout: 15_000 },
+    );
+    const lines = out
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(lines).toEqual([{ aborted: true }, { outcome: "accepted" }]);
+    await nc.flush();
+    await eventually(() => (got.length > 0 ? true : undefined));
+    expect(got).toEqual(["after the abort"]);
   });
 
   it("aborted in its first frame, unsettled or presettled: discarded, no disposition", async () => {
