@@ -1,6 +1,7 @@
 // Issue 8, item 3: the limits of the config enforced, on both doors. Packet/frame sizes,
 // CONNECT timeouts and slowloris are tested in test/mqtt/errors.test.ts, hostile.test.ts,
 // test/amqp/hostile.test.ts and amqpHostile.test.ts here; this file has the counts.
+import { type Socket, connect as tcpConnect } from "node:net";
 import type mqtt from "mqtt-packet";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { AmqpClient, send } from "../amqp/rheaClient.js";
@@ -9,6 +10,15 @@ import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js
 import { eventually } from "../helpers/poll.js";
 import { RawMqtt } from "../helpers/rawMqtt.js";
 import { metric } from "./util.js";
+
+/** A client that got in (CONNACK 0), kept open; undefined when refused. */
+async function tryConnectHeld(port: number): Promise<RawMqtt | undefined> {
+  try {
+    return await RawMqtt.connected(port, 5);
+  } catch {
+    return undefined;
+  }
+}
 
 /** A CONNECT on a fresh socket: the CONNACK's code, or "closed" when the gateway shut the socket first. */
 async function tryConnect(port: number, version: 4 | 5): Promise<number | "closed"> {
@@ -72,6 +82,77 @@ describe("limits", () => {
       expect(await send(await amqp.sender("lim.x"), { body: "x" })).toEqual({ state: "accepted" });
       held[1]!.end();
       await amqp.close();
+    });
+  });
+
+  describe("limits.max_connections: 3 counts sockets from accept to close, CONNECT / open finished or not", () => {
+    let gw: GatewayHandle;
+    beforeAll(async () => {
+      gw = await startGateway({
+        nats: nats.url,
+        config: {
+          mqtt: { listen: "127.0.0.1:0", websocket: "127.0.0.1:0" },
+          limits: { max_connections: 3, connect_timeout: "1s" },
+          log: { level: "info", format: "json" },
+        },
+      });
+    });
+    afterAll(async () => {
+      await gw?.stop();
+    });
+    // Every test here starts once the last one's sockets are all closed on the gateway's side.
+    afterEach(async () => {
+      await eventually(async () => ((await tryConnect(gw.port("mqtt"), 5)) === 0 ? true : undefined), 5_000, "places free");
+    });
+
+    /** A TCP socket that sends nothing (an MQTT or AMQP client that never says CONNECT / the AMQP header). */
+    const idle = (port: number) =>
+      new Promise<Socket>((resolve, reject) => {
+        const s = tcpConnect(port, "127.0.0.1", () => resolve(s));
+        s.once("error", reject);
+      });
+    const closedByGateway = (s: Socket) => new Promise<void>((resolve) => (s.closed ? resolve() : s.once("close", () => resolve())));
+
+    it("three silent sockets fill the gateway: a fourth MQTT client is refused; closing one lets a client in", async () => {
+      const silent = [await idle(gw.port("mqtt")), await idle(gw.port("mqtt")), await idle(gw.port("mqtt"))];
+      for (const s of silent) s.on("error", () => {});
+      const before = await metric(gw, "mqgw_refused_total", { protocol: "mqtt", reason: "max_connections" });
+      expect(await tryConnect(gw.port("mqtt"), 5)).toBe("closed");
+      expect((await metric(gw, "mqgw_refused_total", { protocol: "mqtt", reason: "max_connections" })) - before).toBe(1);
+      silent[0]!.destroy();
+      await eventually(async () => ((await tryConnect(gw.port("mqtt"), 4)) === 0 ? true : undefined), 5_000, "the freed place taken");
+      for (const s of silent) s.destroy();
+    });
+
+    it("silent sockets on the AMQP and WebSocket ports count too, for both doors", async () => {
+      const silent = [await idle(gw.port("amqp")), await idle(gw.port("mqtt_ws")), await idle(gw.port("mqtt"))];
+      for (const s of silent) s.on("error", () => {});
+      const before = await metric(gw, "mqgw_refused_total", { reason: "max_connections" });
+      expect(await tryConnect(gw.port("mqtt"), 5)).toBe("closed");
+      await expect(AmqpClient.open(gw.port("amqp"))).rejects.toBeTruthy();
+      expect((await metric(gw, "mqgw_refused_total", { reason: "max_connections" })) - before).toBe(2);
+      for (const s of silent) s.destroy();
+    });
+
+    it("each way a socket ends gives its place back exactly once: connect timeout, reset, protocol error, DISCONNECT", async () => {
+      // 1. Silent sockets closed by the gateway at limits.connect_timeout.
+      const silent = [await idle(gw.port("mqtt")), await idle(gw.port("amqp")), await idle(gw.port("mqtt_ws"))];
+      for (const s of silent) s.on("error", () => {});
+      await Promise.all(silent.map(closedByGateway));
+      // 2. Served clients ending in three ways: a reset from the peer, bytes that are no
+      // MQTT (the gateway closes), a DISCONNECT.
+      const [a, b, c] = [await RawMqtt.connected(gw.port("mqtt"), 5), await RawMqtt.connected(gw.port("mqtt"), 4), await RawMqtt.connected(gw.port("mqtt"), 5)];
+      a.socket.resetAndDestroy();
+      b.sendBytes(Buffer.from([0xf0, 0x00])); // reserved packet type: the gateway closes
+      c.send({ cmd: "disconnect" } as mqtt.Packet);
+      await b.waitClosed();
+      await c.waitClosed();
+      // Counted down once per socket: three places again, not fewer (a missed release) and
+      // not more (a double one).
+      const held = await eventually(() => tryConnectHeld(gw.port("mqtt")), 5_000, "a place again");
+      const more = [await RawMqtt.connected(gw.port("mqtt"), 5), await RawMqtt.connected(gw.port("mqtt"), 5)];
+      expect(await tryConnect(gw.port("mqtt"), 5)).toBe("closed");
+      for (const m of [held, ...more]) m.end();
     });
   });
 
