@@ -1,6 +1,7 @@
 // Issue 8, item 1: the gateway SIGKILLed and started again (a new process, a new id, as a
 // supervisor would). MQTT sessions resume from the KV bucket; stored deliveries the
-// client had not acknowledged come back; what was published meanwhile is delivered.
+// client had not acknowledged come back at once (consumer reset, not ack_wait); what was
+// published meanwhile is delivered.
 import { type JetStreamManager, jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { connect, headers, type NatsConnection } from "@nats-io/transport-node";
@@ -108,9 +109,11 @@ describe("the gateway killed (SIGKILL) and started again", () => {
         const h = headers();
         h.set("Mqgw-QoS", "1");
         await (await import("@nats-io/jetstream")).jetstream(nc).publish(`orders.${tag}.5`, "m5", { headers: h });
-        // A killed gateway cannot hand back what its client held: the stream redelivers it
-        // after ack_wait (30 s in the gateway). The test shortens it, as an operator could.
-        await jsm.consumers.update("ORDERS", consumer.name, { ack_wait: 1_000_000_000 });
+        // A killed gateway cannot hand back what its client held; left to the stream, it
+        // would come back after ack_wait (30 s). The new gateway, finding the owner dead,
+        // resets the consumer so it comes back at once.
+        const ackWaitMs = consumer.config.ack_wait / 1_000_000;
+        expect(ackWaitMs).toBe(30_000);
 
         gw2 = await startGateway({ nats: nats.url, config });
         expect(gw2.id).not.toBe(gw1.id);
@@ -124,13 +127,16 @@ describe("the gateway killed (SIGKILL) and started again", () => {
           ...persistent(`${tag}-sub`, version),
         } as mqtt.Packet);
         const connack = (await back.next("connack", 10_000)) as mqtt.IConnackPacket;
+        const resumedAt = performance.now();
         expect(connack.sessionPresent).toBe(true);
         // No SUBSCRIBE sent: the subscriptions came from the KV bucket.
         await eventually(
           () => (new Set(again.map((g) => g.payload)).size >= 3 ? true : undefined),
-          15_000,
+          ackWaitMs,
           "m3, m4 and m5 delivered after the restart",
         );
+        // Held ones too, long before ack_wait could have brought them back.
+        expect(performance.now() - resumedAt).toBeLessThan(ackWaitMs / 5);
         expect([...new Set(again.map((g) => g.payload))].sort()).toEqual(["m3", "m4", "m5"]);
         expect(again.every((g) => g.qos === 1)).toBe(true);
         // The core subscription is back too.
