@@ -321,8 +321,10 @@ export class ClientSession {
 
   private async probe(subject: string): Promise<boolean | undefined> {
     const { nc } = this.link.lease;
-    const probe = nc.subscribe(subject, { callback: () => {} });
+    let probe: { unsubscribe(): void } | undefined;
     try {
+      // Throws once the connection drains (the client left, its lease let go): unknown.
+      probe = nc.subscribe(subject, { callback: () => {} });
       // A refused subscription is answered with -ERR before the flush's PONG.
       await flushAndSettle(nc);
       return !this.link.denied.subscribe.delete(subject);
@@ -330,7 +332,7 @@ export class ClientSession {
       this.readable.delete(subject);
       return undefined;
     } finally {
-      probe.unsubscribe();
+      probe?.unsubscribe();
     }
   }
 
