@@ -153,7 +153,17 @@ async function startGateway(natsUrl) {
   const inspectPort = GC_EVERY_S > 0 || CENSUS ? await freePort() : undefined;
   const proc = spawn(
     process.execPath,
-    [...(inspectPort ? [`--inspect=${HOST}:${inspectPort}`] : []), join(root, "bin/mq-gateway.js"), "run", "--config", file, "--nats", natsUrl, "--data", join(work, "gw-data")],
+    [
+      ...(inspectPort ? [`--inspect=${HOST}:${inspectPort}`] : []),
+      join(root, "bin/mq-gateway.js"),
+      "run",
+      "--config",
+      file,
+      "--nats",
+      natsUrl,
+      "--data",
+      join(work, "gw-data"),
+    ],
     {
       stdio: ["ignore", "ignore", "pipe"],
       cwd: work,
@@ -179,7 +189,12 @@ async function startGateway(natsUrl) {
     if (Date.now() > until) throw new Error(`gateway did not come up: ${stderr.slice(-3000)}`);
     await sleep(200);
   }
-  return { proc, ports: { mqtt, amqp, http }, stderr: () => stderr, inspector: inspectPort ? await attach(inspectPort) : undefined };
+  return {
+    proc,
+    ports: { mqtt, amqp, http },
+    stderr: () => stderr,
+    inspector: inspectPort ? await attach(inspectPort) : undefined,
+  };
 }
 
 async function metrics() {
@@ -622,7 +637,11 @@ async function main() {
   // Memory verdict over the run's second half (after the warm-up and the NATS restart).
   const half = DURATION_MS / 2000;
   const lateHeap = heap.filter((h) => h.phase === "run" && h.run_s >= half);
-  const lateRss = rss.filter((s) => s.t - Math.round((started - t0) / 1000) >= half && s.t - Math.round((started - t0) / 1000) <= DURATION_MS / 1000 + 1);
+  const lateRss = rss.filter(
+    (s) =>
+      s.t - Math.round((started - t0) / 1000) >= half &&
+      s.t - Math.round((started - t0) / 1000) <= DURATION_MS / 1000 + 1,
+  );
   /** Least-squares slope, per minute, of y over t (seconds). */
   const slopePerMin = (pts) => {
     if (pts.length < 2) return null;
@@ -690,12 +709,15 @@ async function main() {
     refused_by_reason: finalMetrics.refused,
     memory,
     heap_after_gc: heap,
-    ...(census.early && census.end ? { heap_census_growth: censusDiff(census.early, census.end, 2 * CLIENTS, 40).split("\n") } : {}),
+    ...(census.early && census.end
+      ? { heap_census_growth: censusDiff(census.early, census.end, 2 * CLIENTS, 40).split("\n") }
+      : {}),
     samples: rss,
   };
   mkdirSync(join(OUT, ".."), { recursive: true });
   writeFileSync(OUT, `${JSON.stringify(report, null, 2)}\n`);
-  const { samples, lost_examples, acknowledged_not_received_examples, heap_after_gc, heap_census_growth, ...summary } = report;
+  const { samples, lost_examples, acknowledged_not_received_examples, heap_after_gc, heap_census_growth, ...summary } =
+    report;
   console.log(JSON.stringify(summary, null, 2));
   console.log("t(s)  gateway RSS MiB  MQTT up  AMQP up  acked");
   for (const s of samples)
