@@ -11,6 +11,15 @@
 // --disconnects D (SOAK_DISCONNECTS, % of clients dropped per minute, 10),
 // --nats-restart-at F (SOAK_NATS_RESTART_AT, fraction of the run, 0.4; 0 = none),
 // --out FILE (SOAK_OUT, JSON report; default bench/results/soak-latest.json).
+// --gc-every S (SOAK_GC_EVERY, seconds, 60; 0 = off): the gateway runs with --inspect on
+// loopback; every S seconds the script forces a full GC through the inspector and records
+// the V8 heap used after it (plus external and ArrayBuffer memory). The verdict line says
+// whether memory is flat: heap-after-GC grew less than --flat-pct (SOAK_FLAT_PCT, 10) %
+// between the first and last sample of the run's second half; the RSS slope over the
+// second half (MiB/min) is reported beside it. The forced GCs also lower RSS a little.
+// --census (SOAK_CENSUS=1): heap snapshot class counts at minute 3 (or mid-run if shorter)
+// and at the end, and what grew between them, per client (costly: seconds of pause and
+// about 3x the heap in the script's memory; for runs up to a few hundred clients).
 // SOAK_GW_LOG=FILE keeps the gateway's whole log (level warn).
 // Exit 0 when no acknowledged message was lost, 1 otherwise, 2 when it could not run.
 import { spawn } from "node:child_process";
@@ -22,6 +31,7 @@ import { AckPolicy, DeliverPolicy, jetstreamManager } from "@nats-io/jetstream";
 import { connect as natsConnect } from "@nats-io/transport-node";
 import mqttPacket from "mqtt-packet";
 import rhea from "rhea";
+import { attach, censusDiff, heapCensus } from "./lib/inspector.mjs";
 import { freePort, natsServerBinary, rssKiB } from "./lib/procs.mjs";
 
 const root = join(import.meta.dirname, "..");
@@ -38,6 +48,9 @@ const RATE = Math.max(0.1, Number(option("rate", "SOAK_RATE", 12)));
 const DISCONNECTS = Math.max(0, Number(option("disconnects", "SOAK_DISCONNECTS", 10)));
 const RESTART_AT = Math.min(0.9, Math.max(0, Number(option("nats-restart-at", "SOAK_NATS_RESTART_AT", 0.4))));
 const OUT = option("out", "SOAK_OUT", join(root, "bench/results/soak-latest.json"));
+const GC_EVERY_S = Math.max(0, Number(option("gc-every", "SOAK_GC_EVERY", 60)));
+const FLAT_PCT = Number(option("flat-pct", "SOAK_FLAT_PCT", 10));
+const CENSUS = process.argv.includes("--census") || process.env.SOAK_CENSUS === "1";
 const DURATION_MS = MINUTES * 60_000;
 /** After the run: how long acknowledged messages may take to reach their readers. */
 const DRAIN_MS = 90_000;
@@ -137,9 +150,20 @@ async function startGateway(natsUrl) {
   };
   const file = join(work, "gateway.json");
   writeFileSync(file, JSON.stringify(config));
+  const inspectPort = GC_EVERY_S > 0 || CENSUS ? await freePort() : undefined;
   const proc = spawn(
     process.execPath,
-    [join(root, "bin/mq-gateway.js"), "run", "--config", file, "--nats", natsUrl, "--data", join(work, "gw-data")],
+    [
+      ...(inspectPort ? [`--inspect=${HOST}:${inspectPort}`] : []),
+      join(root, "bin/mq-gateway.js"),
+      "run",
+      "--config",
+      file,
+      "--nats",
+      natsUrl,
+      "--data",
+      join(work, "gw-data"),
+    ],
     {
       stdio: ["ignore", "ignore", "pipe"],
       cwd: work,
@@ -165,7 +189,12 @@ async function startGateway(natsUrl) {
     if (Date.now() > until) throw new Error(`gateway did not come up: ${stderr.slice(-3000)}`);
     await sleep(200);
   }
-  return { proc, ports: { mqtt, amqp, http }, stderr: () => stderr };
+  return {
+    proc,
+    ports: { mqtt, amqp, http },
+    stderr: () => stderr,
+    inspector: inspectPort ? await attach(inspectPort) : undefined,
+  };
 }
 
 async function metrics() {
@@ -480,12 +509,57 @@ async function main() {
     log(`rss ${s.rss_mib} MiB, up ${s.mqtt_up}+${s.amqp_up}, sent ${s.sent}, acked ${s.acked}, received ${s.received}`);
   };
 
+  // Heap after a full GC, through the inspector (bench/lib/inspector.mjs).
+  const heap = [];
+  const MiB = (b) => Math.round((b / 1024 / 1024) * 10) / 10;
+  const heapSample = async (phase) => {
+    const insp = gateway.inspector;
+    if (!insp) return;
+    try {
+      await insp.send("HeapProfiler.collectGarbage");
+      const { usedSize, totalSize } = await insp.send("Runtime.getHeapUsage");
+      const { result } = await insp.send("Runtime.evaluate", {
+        expression: "JSON.stringify(process.memoryUsage())",
+        returnByValue: true,
+      });
+      const mu = JSON.parse(result.value);
+      heap.push({
+        t: Math.round((Date.now() - t0) / 1000),
+        run_s: Math.round((Date.now() - started) / 1000),
+        phase,
+        heap_used_mib: MiB(usedSize),
+        heap_total_mib: MiB(totalSize),
+        external_mib: MiB(mu.external),
+        array_buffers_mib: MiB(mu.arrayBuffers),
+        rss_mib: MiB(mu.rss),
+      });
+      const h = heap.at(-1);
+      log(`heap after GC ${h.heap_used_mib} MiB (external ${h.external_mib}, rss ${h.rss_mib})`);
+    } catch (e) {
+      log(`heap sample failed: ${e.message}`);
+    }
+  };
+  const census = {};
+  const takeCensus = async (label) => {
+    if (!CENSUS || !gateway.inspector) return;
+    try {
+      const t = Date.now();
+      census[label] = await heapCensus(gateway.inspector);
+      log(`heap census "${label}" in ${((Date.now() - t) / 1000).toFixed(1)} s`);
+    } catch (e) {
+      log(`heap census failed: ${e.message}`);
+    }
+  };
+
   const started = Date.now();
   const tickMs = 100;
   const perTick = (RATE / 60) * (tickMs / 1000);
   const dropPerTick = (DISCONNECTS / 100 / 60) * (tickMs / 1000);
   let restarted = !RESTART_AT;
   let nextSample = 0;
+  let nextHeap = 0;
+  const censusAt = Math.min(3 * 60_000, DURATION_MS / 2);
+  let censused = false;
   const all = [...mqtt, ...amqp];
   while (Date.now() - started < DURATION_MS) {
     for (const c of all) {
@@ -505,8 +579,19 @@ async function main() {
       nextSample = Date.now() + 10_000;
       await sample();
     }
+    if (GC_EVERY_S > 0 && Date.now() >= nextHeap) {
+      nextHeap = Date.now() + GC_EVERY_S * 1000;
+      await heapSample("run");
+    }
+    if (!censused && Date.now() - started >= censusAt) {
+      censused = true;
+      await takeCensus("early");
+    }
     await sleep(tickMs);
   }
+  // The last sample of the run, before the drain (which has no publishing).
+  if (GC_EVERY_S > 0) await heapSample("run");
+  await takeCensus("end");
 
   log("publishing stopped; waiting for answers and deliveries");
   const answered = Date.now() + 20_000;
@@ -549,6 +634,41 @@ async function main() {
   const window = warm.length >= 5 ? warm : rss;
   const fifth = Math.max(1, Math.floor(window.length / 5));
   const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
+  // Memory verdict over the run's second half (after the warm-up and the NATS restart).
+  const half = DURATION_MS / 2000;
+  const lateHeap = heap.filter((h) => h.phase === "run" && h.run_s >= half);
+  const lateRss = rss.filter(
+    (s) =>
+      s.t - Math.round((started - t0) / 1000) >= half &&
+      s.t - Math.round((started - t0) / 1000) <= DURATION_MS / 1000 + 1,
+  );
+  /** Least-squares slope, per minute, of y over t (seconds). */
+  const slopePerMin = (pts) => {
+    if (pts.length < 2) return null;
+    const n = pts.length;
+    const mt = pts.reduce((a, p) => a + p[0], 0) / n;
+    const my = pts.reduce((a, p) => a + p[1], 0) / n;
+    const num = pts.reduce((a, p) => a + (p[0] - mt) * (p[1] - my), 0);
+    const den = pts.reduce((a, p) => a + (p[0] - mt) ** 2, 0);
+    return den === 0 ? null : Math.round((num / den) * 60 * 10) / 10;
+  };
+  let memory;
+  if (lateHeap.length >= 2) {
+    const first = lateHeap[0].heap_used_mib;
+    const lastH = lateHeap.at(-1).heap_used_mib;
+    const growth = Math.round(((lastH - first) / first) * 1000) / 10;
+    memory = {
+      flat: growth < FLAT_PCT,
+      heap_after_gc_second_half_mib: { first, last: lastH, growth_pct: growth, samples: lateHeap.length },
+      heap_after_gc_slope_mib_per_min: slopePerMin(lateHeap.map((h) => [h.run_s, h.heap_used_mib])),
+      threshold_pct: FLAT_PCT,
+    };
+  } else {
+    memory = { flat: null, reason: `fewer than 2 heap samples in the second half (gc-every ${GC_EVERY_S} s)` };
+  }
+  memory.rss_second_half_slope_mib_per_min = slopePerMin(lateRss.map((s) => [s.t, s.rss_mib]));
+  // A heap snapshot makes the gateway's RSS jump by about the heap's size (serialisation).
+  if (CENSUS) memory.rss_note = "RSS distorted by --census (heap snapshots)";
   const report = {
     clients_per_protocol: CLIENTS,
     minutes: MINUTES,
@@ -587,21 +707,42 @@ async function main() {
     },
     dropped: finalMetrics.dropped,
     refused_by_reason: finalMetrics.refused,
+    memory,
+    heap_after_gc: heap,
+    ...(census.early && census.end
+      ? { heap_census_growth: censusDiff(census.early, census.end, 2 * CLIENTS, 40).split("\n") }
+      : {}),
     samples: rss,
   };
   mkdirSync(join(OUT, ".."), { recursive: true });
   writeFileSync(OUT, `${JSON.stringify(report, null, 2)}\n`);
-  const { samples, lost_examples, acknowledged_not_received_examples, ...summary } = report;
+  const { samples, lost_examples, acknowledged_not_received_examples, heap_after_gc, heap_census_growth, ...summary } =
+    report;
   console.log(JSON.stringify(summary, null, 2));
   console.log("t(s)  gateway RSS MiB  MQTT up  AMQP up  acked");
   for (const s of samples)
     console.log(
       `${String(s.t).padStart(4)}  ${String(s.rss_mib).padStart(15)}  ${String(s.mqtt_up).padStart(7)}  ${String(s.amqp_up).padStart(7)}  ${s.acked}`,
     );
+  if (heap_after_gc.length) {
+    console.log("run(s)  heap after GC MiB  external MiB  RSS MiB");
+    for (const h of heap_after_gc)
+      console.log(
+        `${String(h.run_s).padStart(6)}  ${String(h.heap_used_mib).padStart(17)}  ${String(h.external_mib).padStart(12)}  ${String(h.rss_mib).padStart(7)}`,
+      );
+  }
+  if (heap_census_growth) console.log(heap_census_growth.join("\n"));
   if (lost.length) console.log("LOST acknowledged, e.g.:", lost_examples.join(" "));
+  const hh = memory.heap_after_gc_second_half_mib;
+  console.log(
+    memory.flat === null
+      ? `MEMORY: no verdict (${memory.reason}); RSS second-half slope ${memory.rss_second_half_slope_mib_per_min} MiB/min`
+      : `MEMORY ${memory.flat ? "FLAT" : "NOT FLAT"}: heap after GC ${hh.first} -> ${hh.last} MiB (${hh.growth_pct >= 0 ? "+" : ""}${hh.growth_pct} %, threshold ${FLAT_PCT} %) over the second half, ${hh.samples} samples; heap slope ${memory.heap_after_gc_slope_mib_per_min} MiB/min; RSS second-half slope ${memory.rss_second_half_slope_mib_per_min} MiB/min${CENSUS ? " (distorted by --census)" : ""}`,
+  );
   log(`report written to ${OUT}`);
 
   for (const c of all) c.stop();
+  gateway.inspector?.close();
   await nc.close().catch(() => {});
   await cleanup();
   clearTimeout(deadline);

@@ -20,6 +20,18 @@ export interface TlsFiles {
 
 export type OnConnection = (stream: Duplex, remote: string, peer?: TLSSocket) => void;
 
+/** Called with each accepted raw socket before anything else; false: it was refused (socketGate.ts). */
+export type Admit = (socket: Socket) => boolean;
+
+const admitAll: Admit = () => true;
+
+/**
+ * A TLS handshake or WebSocket upgrade must finish within `limits.connect_timeout` too:
+ * the doors' own CONNECT / open timers start only after it, and Node's defaults (120 s
+ * handshake, 60 s headers) would let a silent socket hold a place that long.
+ */
+const DEFAULT_PRE_TIMEOUT_MS = 10_000;
+
 export class ListenError extends Error {}
 
 /** A listening server owned by the scope: closing the scope stops accepting. */
@@ -41,12 +53,21 @@ export function remoteOf(socket: Socket): string {
   return `${host.includes(":") ? `[${host}]` : host}:${socket.remotePort ?? 0}`;
 }
 
-export const listenTcp = (at: HostPort, what: string, onConnection: OnConnection): Effect.Effect<Server, ListenError, Scope.Scope> => {
-  const server = createTcpServer({ noDelay: true }, (socket) => onConnection(socket, remoteOf(socket)));
+export const listenTcp = (at: HostPort, what: string, onConnection: OnConnection, admit: Admit = admitAll): Effect.Effect<Server, ListenError, Scope.Scope> => {
+  const server = createTcpServer({ noDelay: true }, (socket) => {
+    if (admit(socket)) onConnection(socket, remoteOf(socket));
+  });
   return bound(server, at, what) as Effect.Effect<Server, ListenError, Scope.Scope>;
 };
 
-export const listenTls = (at: HostPort, files: TlsFiles, what: string, onConnection: OnConnection): Effect.Effect<Server, ListenError, Scope.Scope> => {
+export const listenTls = (
+  at: HostPort,
+  files: TlsFiles,
+  what: string,
+  onConnection: OnConnection,
+  admit: Admit = admitAll,
+  handshakeTimeoutMs = DEFAULT_PRE_TIMEOUT_MS,
+): Effect.Effect<Server, ListenError, Scope.Scope> => {
   const server = createTlsServer(
     {
       cert: readFileSync(files.cert_file),
@@ -54,14 +75,24 @@ export const listenTls = (at: HostPort, files: TlsFiles, what: string, onConnect
       ...(files.ca_file ? { ca: readFileSync(files.ca_file) } : {}),
       requestCert: files.verify_clients === true,
       rejectUnauthorized: files.verify_clients === true,
+      handshakeTimeout: handshakeTimeoutMs,
     },
     (socket) => onConnection(socket, remoteOf(socket), socket),
   );
+  // The raw socket, before the handshake: a client stuck in (or never starting) TLS counts.
+  // Destroying it ends the TLS socket wrapped around it, so no secureConnection follows.
+  server.on("connection", (raw: Socket) => void admit(raw));
   return bound(server, at, what) as Effect.Effect<Server, ListenError, Scope.Scope>;
 };
 
 /** MQTT over WebSocket: path /mqtt, subprotocol "mqtt" (what browsers' MQTT clients ask for). */
-export const listenWebSocket = (at: HostPort, path: string, onConnection: OnConnection): Effect.Effect<unknown, ListenError, Scope.Scope> => {
+export const listenWebSocket = (
+  at: HostPort,
+  path: string,
+  onConnection: OnConnection,
+  admit: Admit = admitAll,
+  upgradeTimeoutMs: () => number = () => DEFAULT_PRE_TIMEOUT_MS,
+): Effect.Effect<unknown, ListenError, Scope.Scope> => {
   const http = createHttpServer((_req, res) => {
     res.writeHead(426, { "content-type": "text/plain" }).end("MQTT over WebSocket: connect to /mqtt\n");
   });
@@ -69,6 +100,11 @@ export const listenWebSocket = (at: HostPort, path: string, onConnection: OnConn
     server: http,
     path,
     handleProtocols: (protocols) => (protocols.has("mqtt") ? "mqtt" : protocols.has("mqttv3.1") ? "mqttv3.1" : false),
+  });
+  // Counted from the TCP accept, before the HTTP upgrade, like the other listeners.
+  // Until the upgrade: ws clears the socket's timeout (setTimeout(0)) when it takes it over.
+  http.on("connection", (raw: Socket) => {
+    if (admit(raw)) raw.setTimeout(upgradeTimeoutMs(), () => raw.destroy());
   });
   wss.on("connection", (ws, req) => {
     const stream = createWebSocketStream(ws, {});

@@ -23,6 +23,7 @@ import { findNatsServer } from "../actors/natsServerBinary.js";
 import { ActorRegistry } from "../actors/registry.js";
 import { statechartsRoutes } from "../actors/statechartsPage.js";
 import { Supervisor } from "../actors/supervisor.js";
+import { SocketGate } from "../actors/socketGate.js";
 import type { GatewayConfig } from "../config/schema.js";
 import { createLogger, type Logger } from "../log.js";
 import { gatewayMachine } from "../machines/gateway.js";
@@ -111,13 +112,16 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
     };
 
     const accepting = { open: true };
+    // limits.max_connections counts accepted sockets of both doors, from accept to close
+    // (socketGate.ts), so sockets that never finish CONNECT / open count too.
+    const gate = new SocketGate(
+      () => config.limits.max_connections,
+      (protocol) => metrics.refused(protocol, "max_connections"),
+    );
+    const admitMqtt = (socket: import("node:net").Socket) => gate.admit(socket, "mqtt");
+    const admitAmqp = (socket: import("node:net").Socket) => gate.admit(socket, "amqp");
     const onMqtt = (stream: import("node:stream").Duplex, remote: string) => {
       if (!accepting.open) return stream.destroy();
-      const max = config.limits.max_connections;
-      if (max > 0 && clients.size() >= max) {
-        metrics.refused("mqtt", "max_connections");
-        return stream.destroy();
-      }
       const cid = clients.allocateCid();
       supervisor.spawn(`mqtt:${cid}`, "mqttConnection", mqttConnectionActor(stream, remote, cid, mqttDeps));
     };
@@ -136,10 +140,10 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
           )
         : Effect.void;
 
-    yield* listen("mqtt", config.mqtt.listen, (at) => listenTcp(at, "MQTT", onMqtt));
+    yield* listen("mqtt", config.mqtt.listen, (at) => listenTcp(at, "MQTT", onMqtt, admitMqtt));
     const mqttTls = config.mqtt.tls;
-    if (mqttTls) yield* listen("mqtt_tls", mqttTls.listen, (at) => listenTls(at, mqttTls, "MQTT over TLS", onMqtt));
-    yield* listen("mqtt_ws", config.mqtt.websocket, (at) => listenWebSocket(at, "/mqtt", onMqtt));
+    if (mqttTls) yield* listen("mqtt_tls", mqttTls.listen, (at) => listenTls(at, mqttTls, "MQTT over TLS", onMqtt, admitMqtt, config.limits.connect_timeout));
+    yield* listen("mqtt_ws", config.mqtt.websocket, (at) => listenWebSocket(at, "/mqtt", onMqtt, admitMqtt, () => config.limits.connect_timeout));
 
     // --- AMQP 1.0 door (issue 4; src/actors/amqp) ---------------------------------------
     const onAmqp = amqpDoor({
@@ -155,11 +159,10 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
       gatewayId: config.id,
       version: VERSION,
       accepting: () => accepting.open,
-      maxConnections: () => config.limits.max_connections,
     });
-    yield* listen("amqp", config.amqp.listen, (at) => listenTcp(at, "AMQP", onAmqp));
+    yield* listen("amqp", config.amqp.listen, (at) => listenTcp(at, "AMQP", onAmqp, admitAmqp));
     const amqpTls = config.amqp.tls;
-    if (amqpTls) yield* listen("amqp_tls", amqpTls.listen, (at) => listenTls(at, amqpTls, "AMQP over TLS", onAmqp));
+    if (amqpTls) yield* listen("amqp_tls", amqpTls.listen, (at) => listenTls(at, amqpTls, "AMQP over TLS", onAmqp, admitAmqp, config.limits.connect_timeout));
     // --- end AMQP ---------------------------------------------------------------------------
 
     const gw = yield* startMachine(gatewayMachine, {

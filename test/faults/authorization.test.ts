@@ -413,6 +413,31 @@ describe("authorization cannot be bypassed through the gateway", () => {
     });
   });
 
+  it.each([5, 4] as const)(
+    "MQTT %s: narrow's QoS 1 publish to a stored subject NATS refuses is answered at once, not after the 5 s JetStream timeout (v5 PUBACK 0x87, 3.1.1 closed)",
+    async (version) => {
+      const before = (await jsm.streams.info("SECRET")).state.messages;
+      const c = await RawMqtt.connected(port, version, narrow);
+      const started = performance.now();
+      c.send({
+        cmd: "publish",
+        topic: "secret/denied",
+        payload: Buffer.from("denied"),
+        qos: 1,
+        messageId: 7,
+        retain: false,
+        dup: false,
+      } as mqtt.Packet);
+      if (version === 5) expect(((await c.next("puback")) as mqtt.IPubackPacket).reasonCode).toBe(0x87);
+      else await c.waitClosed();
+      // The stored publisher would give up at 5,000 ms: answered well before, from NATS's -ERR.
+      expect(performance.now() - started).toBeLessThan(2_000);
+      expect(c.packets.filter((p) => p.cmd === "puback" && p.reasonCode !== 0x87)).toEqual([]);
+      expect((await jsm.streams.info("SECRET")).state.messages).toBe(before);
+      c.end();
+    },
+  );
+
   it("narrow cannot write a subject it may not by any MQTT door: QoS 0 dropped, QoS 1 0x87, retained not stored", async () => {
     const watch = nc.subscribe("nope.w2");
     let leaked = 0;

@@ -1,6 +1,7 @@
 // Issue 8, item 1: the gateway SIGKILLed and started again (a new process, a new id, as a
 // supervisor would). MQTT sessions resume from the KV bucket; stored deliveries the
-// client had not acknowledged come back; what was published meanwhile is delivered.
+// client had not acknowledged come back at once (consumer reset, not ack_wait); what was
+// published meanwhile is delivered.
 import { type JetStreamManager, jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { connect, headers, type NatsConnection } from "@nats-io/transport-node";
@@ -108,9 +109,11 @@ describe("the gateway killed (SIGKILL) and started again", () => {
         const h = headers();
         h.set("Mqgw-QoS", "1");
         await (await import("@nats-io/jetstream")).jetstream(nc).publish(`orders.${tag}.5`, "m5", { headers: h });
-        // A killed gateway cannot hand back what its client held: the stream redelivers it
-        // after ack_wait (30 s in the gateway). The test shortens it, as an operator could.
-        await jsm.consumers.update("ORDERS", consumer.name, { ack_wait: 1_000_000_000 });
+        // A killed gateway cannot hand back what its client held; left to the stream, it
+        // would come back after ack_wait (30 s). The new gateway, finding the owner dead,
+        // resets the consumer so it comes back at once.
+        const ackWaitMs = consumer.config.ack_wait / 1_000_000;
+        expect(ackWaitMs).toBe(30_000);
 
         gw2 = await startGateway({ nats: nats.url, config });
         expect(gw2.id).not.toBe(gw1.id);
@@ -124,13 +127,16 @@ describe("the gateway killed (SIGKILL) and started again", () => {
           ...persistent(`${tag}-sub`, version),
         } as mqtt.Packet);
         const connack = (await back.next("connack", 10_000)) as mqtt.IConnackPacket;
+        const resumedAt = performance.now();
         expect(connack.sessionPresent).toBe(true);
         // No SUBSCRIBE sent: the subscriptions came from the KV bucket.
         await eventually(
           () => (new Set(again.map((g) => g.payload)).size >= 3 ? true : undefined),
-          15_000,
+          ackWaitMs,
           "m3, m4 and m5 delivered after the restart",
         );
+        // Held ones too, long before ack_wait could have brought them back.
+        expect(performance.now() - resumedAt).toBeLessThan(ackWaitMs / 5);
         expect([...new Set(again.map((g) => g.payload))].sort()).toEqual(["m3", "m4", "m5"]);
         expect(again.every((g) => g.qos === 1)).toBe(true);
         // The core subscription is back too.
@@ -152,4 +158,66 @@ describe("the gateway killed (SIGKILL) and started again", () => {
       }
     },
   );
+  it("restarted with the same configured id: the session it held before the kill is resumed and its held deliveries come back at once", async () => {
+    const fixed = { ...config, id: "gk-fixed" };
+    const gw1 = await startGateway({ nats: nats.url, config: fixed });
+    let gw2: GatewayHandle | undefined;
+    try {
+      const sub = await RawMqtt.connected(gw1.port("mqtt"), 5, persistent("gkf-sub", 5));
+      sub.send({ cmd: "subscribe", messageId: 1, subscriptions: [{ topic: "orders/gkf/+", qos: 1 }] } as mqtt.Packet);
+      await sub.next("suback");
+      const first = inbox(sub, () => false);
+      const pub = await RawMqtt.connected(gw1.port("mqtt"), 5, { clientId: "gkf-pub" });
+      for (let i = 1; i <= 2; i++) {
+        pub.send({
+          cmd: "publish",
+          topic: `orders/gkf/${i}`,
+          payload: Buffer.from(`f${i}`),
+          qos: 1,
+          messageId: i,
+          retain: false,
+          dup: false,
+        } as mqtt.Packet);
+        await pub.next("puback");
+      }
+      await eventually(() => (first.length >= 2 ? true : undefined), 10_000, "two stored deliveries");
+      const consumer = await eventually(
+        async () => {
+          const c = await consumerFor("orders.gkf.*");
+          return c && c.num_ack_pending === 2 ? c : undefined;
+        },
+        10_000,
+        "both held",
+      );
+      const ackWaitMs = consumer.config.ack_wait / 1_000_000;
+      gw1.process.kill("SIGKILL");
+      await gw1.stop();
+
+      gw2 = await startGateway({ nats: nats.url, config: fixed });
+      expect(gw2.id).toBe(gw1.id);
+      const back = await RawMqtt.open(gw2.port("mqtt"), 5);
+      const again = inbox(back, () => true);
+      back.send({
+        cmd: "connect",
+        protocolId: "MQTT",
+        protocolVersion: 5,
+        keepalive: 60,
+        ...persistent("gkf-sub", 5),
+      } as mqtt.Packet);
+      expect(((await back.next("connack", 10_000)) as mqtt.IConnackPacket).sessionPresent).toBe(true);
+      const resumedAt = performance.now();
+      await eventually(
+        () => (new Set(again.map((g) => g.payload)).size >= 2 ? true : undefined),
+        ackWaitMs,
+        "f1 and f2 again",
+      );
+      expect(performance.now() - resumedAt).toBeLessThan(ackWaitMs / 5);
+      expect([...new Set(again.map((g) => g.payload))].sort()).toEqual(["f1", "f2"]);
+      back.end();
+      pub.end();
+    } finally {
+      await gw1.stop();
+      await gw2?.stop();
+    }
+  });
 });

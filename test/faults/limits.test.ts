@@ -1,6 +1,7 @@
 // Issue 8, item 3: the limits of the config enforced, on both doors. Packet/frame sizes,
 // CONNECT timeouts and slowloris are tested in test/mqtt/errors.test.ts, hostile.test.ts,
 // test/amqp/hostile.test.ts and amqpHostile.test.ts here; this file has the counts.
+import { type Socket, connect as tcpConnect } from "node:net";
 import type mqtt from "mqtt-packet";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { AmqpClient, send } from "../amqp/rheaClient.js";
@@ -9,6 +10,15 @@ import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js
 import { eventually } from "../helpers/poll.js";
 import { RawMqtt } from "../helpers/rawMqtt.js";
 import { metric } from "./util.js";
+
+/** A client that got in (CONNACK 0), kept open; undefined when refused. */
+async function tryConnectHeld(port: number): Promise<RawMqtt | undefined> {
+  try {
+    return await RawMqtt.connected(port, 5);
+  } catch {
+    return undefined;
+  }
+}
 
 /** A CONNECT on a fresh socket: the CONNACK's code, or "closed" when the gateway shut the socket first. */
 async function tryConnect(port: number, version: 4 | 5): Promise<number | "closed"> {
@@ -56,10 +66,18 @@ describe("limits", () => {
     it("counts MQTT and AMQP clients together; the one too many is closed at once, and a freed place is taken again", async () => {
       const held = [await RawMqtt.connected(gw.port("mqtt"), 5), await RawMqtt.connected(gw.port("mqtt"), 4)];
       const amqp = await AmqpClient.open(gw.port("amqp"));
-      const before = await metric(gw, "mqgw_refused_total", { reason: "max_connections" });
-      expect(await tryConnect(gw.port("mqtt"), 5)).toBe("closed");
+      // Sockets on different ports may be accepted in any order: poll until the three are
+      // in (a client that gets in before them leaves at once).
+      await eventually(
+        async () => ((await tryConnect(gw.port("mqtt"), 5)) === "closed" ? true : undefined),
+        5_000,
+        "MQTT refused",
+      );
+      const before = await metric(gw, "mqgw_refused_total", { protocol: "amqp", reason: "max_connections" });
       await expect(AmqpClient.open(gw.port("amqp"))).rejects.toBeTruthy();
-      expect((await metric(gw, "mqgw_refused_total", { reason: "max_connections" })) - before).toBe(2);
+      expect((await metric(gw, "mqgw_refused_total", { protocol: "amqp", reason: "max_connections" })) - before).toBe(
+        1,
+      );
       held[0]!.end();
       await eventually(
         async () => ((await tryConnect(gw.port("mqtt"), 5)) === 0 ? true : undefined),
@@ -72,6 +90,118 @@ describe("limits", () => {
       expect(await send(await amqp.sender("lim.x"), { body: "x" })).toEqual({ state: "accepted" });
       held[1]!.end();
       await amqp.close();
+    });
+  });
+
+  describe("limits.max_connections: 3 counts sockets from accept to close, CONNECT / open finished or not", () => {
+    // A gateway per test: sockets a test ended reach the gateway's count a moment later,
+    // and must not take the next test's places.
+    let gw: GatewayHandle | undefined;
+    const start = async (connectTimeout = "10s") => {
+      gw = await startGateway({
+        nats: nats.url,
+        config: {
+          mqtt: { listen: "127.0.0.1:0", websocket: "127.0.0.1:0" },
+          limits: { max_connections: 3, connect_timeout: connectTimeout },
+          log: { level: "info", format: "json" },
+        },
+      });
+      return gw;
+    };
+    afterEach(async () => {
+      await gw?.stop();
+      gw = undefined;
+    });
+
+    /** Ends a client; the gateway counts its socket out a moment later (fill() waits for that). */
+    const leave = async (c: RawMqtt) => {
+      c.send({ cmd: "disconnect" } as mqtt.Packet);
+      await c.waitClosed();
+    };
+    /** `n` clients in at once (retried while places are still being given back). */
+    const fill = (port: number, n: number) =>
+      eventually(
+        async () => {
+          const got: RawMqtt[] = [];
+          for (let i = 0; i < n; i++) {
+            const c = await tryConnectHeld(port);
+            if (!c) {
+              for (const g of got) await leave(g);
+              return undefined;
+            }
+            got.push(c);
+          }
+          return got;
+        },
+        5_000,
+        `${n} clients in at once`,
+      );
+
+    /** A TCP socket that sends nothing (an MQTT or AMQP client that never says CONNECT / the AMQP header). */
+    const idle = (port: number) =>
+      new Promise<Socket>((resolve, reject) => {
+        const s = tcpConnect(port, "127.0.0.1", () => resolve(s));
+        s.once("error", reject);
+      });
+    const closedByGateway = (s: Socket) =>
+      new Promise<void>((resolve) => (s.closed ? resolve() : s.once("close", () => resolve())));
+
+    it("three silent sockets fill the gateway: a fourth MQTT client is refused; closing one lets a client in", async () => {
+      const gw = await start();
+      const silent = [await idle(gw.port("mqtt")), await idle(gw.port("mqtt")), await idle(gw.port("mqtt"))];
+      for (const s of silent) s.on("error", () => {});
+      const before = await metric(gw, "mqgw_refused_total", { protocol: "mqtt", reason: "max_connections" });
+      expect(await tryConnect(gw.port("mqtt"), 5)).toBe("closed");
+      expect((await metric(gw, "mqgw_refused_total", { protocol: "mqtt", reason: "max_connections" })) - before).toBe(
+        1,
+      );
+      silent[0]!.destroy();
+      await eventually(
+        async () => ((await tryConnect(gw.port("mqtt"), 4)) === 0 ? true : undefined),
+        5_000,
+        "the freed place taken",
+      );
+      for (const s of silent) s.destroy();
+    });
+
+    it("silent sockets on the AMQP and WebSocket ports count too, for both doors", async () => {
+      const gw = await start();
+      const silent = [await idle(gw.port("amqp")), await idle(gw.port("mqtt_ws")), await idle(gw.port("mqtt"))];
+      for (const s of silent) s.on("error", () => {});
+      // Sockets on different ports may be accepted in any order: poll until the three are
+      // in (a client that gets in before them leaves at once).
+      await eventually(
+        async () => ((await tryConnect(gw.port("mqtt"), 5)) === "closed" ? true : undefined),
+        5_000,
+        "MQTT refused",
+      );
+      const before = await metric(gw, "mqgw_refused_total", { protocol: "amqp", reason: "max_connections" });
+      await expect(AmqpClient.open(gw.port("amqp"))).rejects.toBeTruthy();
+      expect((await metric(gw, "mqgw_refused_total", { protocol: "amqp", reason: "max_connections" })) - before).toBe(
+        1,
+      );
+      for (const s of silent) s.destroy();
+    });
+
+    it("each way a socket ends gives its place back exactly once: connect timeout, reset, protocol error, DISCONNECT", async () => {
+      const gw = await start("1s");
+      // 1. Silent sockets closed by the gateway at limits.connect_timeout.
+      const silent = [await idle(gw.port("mqtt")), await idle(gw.port("amqp")), await idle(gw.port("mqtt_ws"))];
+      for (const s of silent) s.on("error", () => {});
+      await Promise.all(silent.map(closedByGateway));
+      // 2. Served clients ending in three ways: a reset from the peer, bytes that are no
+      // MQTT (the gateway closes), a DISCONNECT.
+      const [a, b, c] = (await fill(gw.port("mqtt"), 3)) as [RawMqtt, RawMqtt, RawMqtt];
+      a.socket.resetAndDestroy();
+      b.sendBytes(Buffer.from([0x00, 0x00])); // packet type 0 is reserved: the gateway closes
+      c.send({ cmd: "disconnect" } as mqtt.Packet);
+      await b.waitClosed();
+      await c.waitClosed();
+      // Counted down once per socket: three places again, not fewer (a missed release) and
+      // not more (a double one).
+      const three = await fill(gw.port("mqtt"), 3);
+      expect(await tryConnect(gw.port("mqtt"), 5)).toBe("closed");
+      for (const m of three) await leave(m);
     });
   });
 

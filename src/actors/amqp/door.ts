@@ -8,8 +8,6 @@ export interface AmqpDoorDeps extends AmqpDeps {
   readonly supervisor: Supervisor;
   /** False once the gateway stops accepting (lame duck, shutdown). */
   readonly accepting: () => boolean;
-  /** 0: no limit. Counted over every client, MQTT ones included. */
-  readonly maxConnections: () => number;
 }
 
 /**
@@ -19,12 +17,8 @@ export interface AmqpDoorDeps extends AmqpDeps {
 export function amqpDoor(deps: AmqpDoorDeps): OnConnection {
   installServerPatches();
   return (stream: Duplex, remote: string) => {
+    // limits.max_connections was applied on accept, to the raw socket (socketGate.ts).
     if (!deps.accepting()) return void stream.destroy();
-    const max = deps.maxConnections();
-    if (max > 0 && deps.clients.size() >= max) {
-      deps.metrics.refused("amqp", "max_connections");
-      return void stream.destroy();
-    }
     const cid = deps.clients.allocateCid();
     deps.supervisor.spawn(`amqp:${cid}`, "amqpConnection", amqpConnectionActor(stream, remote, cid, deps));
   };

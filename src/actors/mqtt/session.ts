@@ -66,7 +66,7 @@ export class ClientSession {
   }
 
   /** Reopens the subscriptions of a stored session (before CONNACK, so nothing is missed after it). */
-  async resume(stored: StoredSession): Promise<void> {
+  async resume(stored: StoredSession, ownerGone = false): Promise<void> {
     const opened: Entry[] = [];
     for (const s of stored.subscriptions) {
       const plan = planSubscription(s.subscription, s.subscriptionId);
@@ -79,7 +79,7 @@ export class ClientSession {
       const [main, ...parents] = e.sub.subjects;
       for (const p of parents) if (this.link.denied.subscribe.delete(p)) dropSubject(e.sub, p);
       if (main !== undefined && this.link.denied.subscribe.delete(main)) this.close(e.sub.filter, true);
-      else await this.startStored(e);
+      else await this.startStored(e, ownerGone);
     }
   }
 
@@ -197,7 +197,7 @@ export class ClientSession {
    * The durable consumer of a QoS 1/2 subscription on stored subjects. It reads with the
    * gateway's own user, so it starts only after NATS granted the client's subscription.
    */
-  private async startStored(entry: Entry): Promise<void> {
+  private async startStored(entry: Entry, ownerGone = false): Promise<void> {
     const { link } = this;
     const { sub, stream } = entry;
     if (!stream || this.entries.get(sub.filter) !== entry) return;
@@ -211,6 +211,8 @@ export class ClientSession {
         maxAckPending: Math.min(link.settings.receiveMaximum, 65535),
         inactiveMs: this.expirySec * 1000,
         onMessage: (m, d) => this.deliverStored(sub, m, d),
+        ownerGone,
+        log: link.log,
       });
       // Closed meanwhile (UNSUBSCRIBE, the same filter subscribed again, the connection ending).
       if (this.entries.get(sub.filter) === entry && sub.nats.length > 0) entry.stored = stored;
@@ -319,8 +321,10 @@ export class ClientSession {
 
   private async probe(subject: string): Promise<boolean | undefined> {
     const { nc } = this.link.lease;
-    const probe = nc.subscribe(subject, { callback: () => {} });
+    let probe: { unsubscribe(): void } | undefined;
     try {
+      // Throws once the connection drains (the client left, its lease let go): unknown.
+      probe = nc.subscribe(subject, { callback: () => {} });
       // A refused subscription is answered with -ERR before the flush's PONG.
       await flushAndSettle(nc);
       return !this.link.denied.subscribe.delete(subject);
@@ -328,7 +332,7 @@ export class ClientSession {
       this.readable.delete(subject);
       return undefined;
     } finally {
-      probe.unsubscribe();
+      probe?.unsubscribe();
     }
   }
 

@@ -31,6 +31,8 @@ export function startSessionActor(options: {
   const { account, clientId } = link;
   const { store } = deps;
   let stored: StoredSession | undefined;
+  // The last holder is dead: its unacknowledged stored deliveries are reset (storedDelivery.ts).
+  let ownerGone = false;
   let resolveReady!: (present: boolean) => void;
   let rejectReady!: (e: Error) => void;
   const ready = new Promise<boolean>((resolve, reject) => {
@@ -51,6 +53,9 @@ export function startSessionActor(options: {
         void store.load(account, clientId).then(
           (found) => {
             stored = found;
+            // Marked connected by this gateway's id: held by a process before a restart (or by
+            // a connection here that this one is taking over, which hands its messages back anyway).
+            ownerGone = found?.connected === true && found.owner === deps.gatewayId;
             const heldBy = found?.connected && found.owner && found.owner !== deps.gatewayId ? found.owner : undefined;
             actor.send({
               type: "LOADED",
@@ -60,7 +65,10 @@ export function startSessionActor(options: {
           (e: Error) => actor.send({ type: "LOAD_FAILED", reason: e.message }),
         ),
       ask_owner: ({ owner }) =>
-        settled(options.remoteTakeover(account, clientId, owner), () => actor.send({ type: "OWNER_RELEASED" })),
+        settled(
+          options.remoteTakeover(account, clientId, owner).then((alive) => void (ownerGone = !alive)),
+          () => actor.send({ type: "OWNER_RELEASED" }),
+        ),
       discard: () =>
         settled(
           Promise.all(
@@ -79,7 +87,7 @@ export function startSessionActor(options: {
         ),
       // Subscriptions reopen before CONNACK so nothing published after it is missed;
       // what they receive waits in the session until CONNACK is out.
-      resume: () => settled(session.resume(stored!), () => actor.send({ type: "RESUMED" })),
+      resume: () => settled(session.resume(stored!, ownerGone), () => actor.send({ type: "RESUMED" })),
       ready: ({ sessionPresent }) => void session.save().then(() => resolveReady(sessionPresent)),
       refuse: ({ reason }) => rejectReady(new Error(reason)),
       stop_delivery: () => session.stopDelivery(),

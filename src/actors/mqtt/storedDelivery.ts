@@ -1,5 +1,7 @@
 import { createHash } from "node:crypto";
 import { AckPolicy, type Consumer, type ConsumerMessages, DeliverPolicy, type JsMsg } from "@nats-io/jetstream";
+import type { NatsConnection } from "@nats-io/transport-node";
+import type { Logger } from "../../log.js";
 import type { AccountServices } from "../accountServices.js";
 
 /**
@@ -32,8 +34,15 @@ export class StoredDelivery {
     /** The session's expiry: the server removes the consumer when nobody read it that long. */
     inactiveMs: number;
     onMessage: (m: JsMsg, delivery: StoredDelivery) => void;
+    /**
+     * The session's last holder is known dead (its gateway did not answer, or this
+     * gateway's id held it before a restart): what it held unacknowledged is handed
+     * back now instead of after ack_wait (resetDelivery).
+     */
+    ownerGone?: boolean;
+    log?: Logger;
   }): Promise<StoredDelivery> {
-    const { js, jsm } = await options.services.jetstream(options.account);
+    const { js, jsm, lease } = await options.services.jetstream(options.account);
     const config = {
       durable_name: options.name,
       ack_policy: AckPolicy.Explicit,
@@ -43,8 +52,9 @@ export class StoredDelivery {
       ack_wait: 30_000_000_000,
       inactive_threshold: Math.max(60_000, options.inactiveMs) * 1_000_000,
     };
+    let held = 0;
     try {
-      await jsm.consumers.info(options.stream, options.name);
+      held = (await jsm.consumers.info(options.stream, options.name)).num_ack_pending;
       await jsm.consumers.update(options.stream, options.name, {
         max_ack_pending: config.max_ack_pending,
         inactive_threshold: config.inactive_threshold,
@@ -52,6 +62,7 @@ export class StoredDelivery {
     } catch {
       await jsm.consumers.add(options.stream, config);
     }
+    if (options.ownerGone && held > 0) await resetDelivery(lease.nc, options.stream, options.name, held, options.log);
     const consumer = await js.consumers.get(options.stream, options.name);
     const delivery = new StoredDelivery(options.onMessage);
     void delivery.pull(consumer, Math.min(options.maxAckPending, 256));
@@ -111,5 +122,25 @@ export class StoredDelivery {
   static async remove(services: AccountServices, account: string, stream: string, name: string): Promise<void> {
     const { jsm } = await services.jetstream(account);
     await jsm.consumers.delete(stream, name).catch(() => false);
+  }
+}
+
+/**
+ * `$JS.API.CONSUMER.RESET.<stream>.<consumer>` (nats-server 2.14+, ADR-60), empty body:
+ * the consumer forgets what it delivered and still waits for (pending, redelivery
+ * counts), keeps the stream ack floor, and delivers again from just above it. Only for a
+ * consumer whose reader is dead: a live one would see its in-flight messages delivered
+ * twice. What was acknowledged above the floor (out of order) is delivered again too,
+ * which QoS 1/2 allows. An older server (no responders) or an error leaves the messages
+ * to come back after ack_wait, as before (docs/decisions/faults.md).
+ */
+async function resetDelivery(nc: NatsConnection, stream: string, name: string, held: number, log: Logger | undefined): Promise<void> {
+  try {
+    const r = await nc.request(`$JS.API.CONSUMER.RESET.${stream}.${name}`, undefined, { timeout: 5_000 });
+    const v = r.json<{ error?: { description?: string } }>();
+    if (v.error) throw new Error(v.error.description ?? "JetStream error");
+    log?.info({ stream, consumer: name, held }, "stored deliveries of a dead session holder handed back (consumer reset)");
+  } catch (e) {
+    log?.warn({ stream, consumer: name, held, err: (e as Error).message }, "consumer reset failed; held deliveries come back after ack_wait");
   }
 }

@@ -4,6 +4,7 @@ import {
   type MsgHdrs,
   type NatsConnection,
   headers as natsHeaders,
+  PermissionViolationError,
   type Subscription,
 } from "@nats-io/transport-node";
 
@@ -15,6 +16,7 @@ export interface StoredAck {
 }
 
 interface Waiter {
+  readonly subject: string;
   readonly resolve: (ack: StoredAck) => void;
   readonly reject: (e: Error) => void;
   readonly deadline: number;
@@ -32,6 +34,11 @@ const SWEEP_MS = 250;
  * ack, or fails on a JetStream error, on "no responders" (no stream took the subject) or
  * after the timeout. Shared by every client on the connection (clients with the same
  * credentials), each waiting only for its own acks.
+ *
+ * A publish NATS refuses (the client's user may not publish the subject) gets no reply at
+ * all: the server answers `-ERR 'Permissions Violation for Publish to "<subject>"'`,
+ * which nats.js reports as a status of the connection. The waiters on that subject fail
+ * at once instead of at the timeout (docs/decisions/faults.md).
  */
 export class StoredPublisher {
   private static readonly byConnection = new WeakMap<NatsConnection, StoredPublisher>();
@@ -53,6 +60,33 @@ export class StoredPublisher {
 
   private constructor(private readonly nc: NatsConnection) {
     this.prefix = `${createInbox()}.`;
+    void this.watchDenials();
+  }
+
+  private async watchDenials(): Promise<void> {
+    try {
+      for await (const s of this.nc.status()) {
+        if (s.type !== "error") continue;
+        const e = s.error;
+        if (e instanceof PermissionViolationError && e.operation === "publish" && e.subject) {
+          // After this turn's other status listeners: the connection's one records the
+          // subject as denied (link.denied), which is how the publisher answers "not authorized".
+          setImmediate(() => this.failSubject(e.subject, e));
+        }
+      }
+    } catch {
+      // The connection is gone; its waiters time out or were failed by failAll.
+    }
+  }
+
+  /** Every publish waiting on a subject NATS refused: none of them will be answered. */
+  private failSubject(subject: string, e: Error): void {
+    for (const [token, w] of this.waiting) {
+      if (w.subject === subject) {
+        this.waiting.delete(token);
+        w.reject(e);
+      }
+    }
   }
 
   /** Publishes with `Nats-Msg-Id` set on `headers` (made when absent), as `js.publish` does. */
@@ -68,7 +102,7 @@ export class StoredPublisher {
     h.set(MSG_ID, msgId);
     const token = (this.next++).toString(36);
     return new Promise<StoredAck>((resolve, reject) => {
-      this.waiting.set(token, { resolve, reject, deadline: Date.now() + timeoutMs });
+      this.waiting.set(token, { subject, resolve, reject, deadline: Date.now() + timeoutMs });
       this.sweeper ??= setInterval(() => this.sweep(), SWEEP_MS).unref();
       try {
         this.nc.publish(subject, payload, { headers: h, reply: this.prefix + token });
