@@ -233,7 +233,16 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
       ["SIGHUP", () => reloader.request()],
     ];
     for (const [sig, fn] of signals) process.on(sig, fn);
-    yield* Effect.addFinalizer(() => Effect.sync(() => signals.forEach(([sig, fn]) => process.off(sig, fn))));
+    // A promise one client's work forgot to catch must not take every other client down with the
+    // process (Node's default): it is logged loudly and the gateway keeps serving.
+    const onRejection = (reason: unknown) => log.error({ err: reason }, "unhandled rejection (a bug: please report it)");
+    process.on("unhandledRejection", onRejection);
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        signals.forEach(([sig, fn]) => process.off(sig, fn));
+        process.off("unhandledRejection", onRejection);
+      }),
+    );
 
     gw.send({ type: "STARTED" });
     log.info({ id: config.id, listeners }, "mq-gateway serving");
