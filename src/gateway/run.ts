@@ -156,6 +156,8 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
       version: VERSION,
       accepting: () => accepting.open,
       maxConnections: () => config.limits.max_connections,
+      maxConnectionsPerAccount: () => config.limits.max_connections_per_account,
+      maxTopicLevels: () => config.limits.max_topic_levels,
     });
     yield* listen("amqp", config.amqp.listen, (at) => listenTcp(at, "AMQP", onAmqp));
     const amqpTls = config.amqp.tls;

@@ -72,6 +72,31 @@ describe("amqpConnection", () => {
     expect(c.state()).toBe("closing");
   });
 
+  it("a gateway limit (connections per account) lets SASL succeed, then answers the open with its close", () => {
+    const error = { condition: "amqp:resource-limit-exceeded", description: "account A has 2 connections" };
+    const c = connection();
+    c.send({ type: "HEADER", sasl: true });
+    c.send({ type: "AUTHENTICATE", login: PLAIN });
+    c.send({ type: "LIMIT_REFUSED", error });
+    expect(c.emitted.at(-1)).toEqual({ type: "sasl_outcome", ok: true });
+    expect(c.state()).toBe("loginRefused");
+    c.send({ type: "OPENED", containerId: "x" });
+    expect(c.emitted.at(-1)).toEqual({ type: "close_connection", error });
+    expect(c.state()).toBe("closing");
+    expect(c.types()).not.toContain("serve");
+  });
+
+  it("without SASL, a limit refusal after the open closes at once with the limit's error", () => {
+    const error = { condition: "amqp:resource-limit-exceeded", description: "limit" };
+    const c = connection();
+    c.send({ type: "HEADER", sasl: false });
+    c.send({ type: "OPENED", containerId: "early" });
+    c.send({ type: "LIMIT_REFUSED", error });
+    expect(c.emitted.at(-1)).toEqual({ type: "close_connection", error });
+    expect(c.types()).not.toContain("sasl_outcome");
+    expect(c.state()).toBe("closing");
+  });
+
   it("without SASL, an open before NATS answers is served once it does", () => {
     const c = connection();
     c.send({ type: "HEADER", sasl: false });

@@ -28,6 +28,10 @@ export interface AmqpDeps {
   readonly bindings: Bindings;
   readonly settings: () => AmqpSettings;
   readonly accountOf: (lease: NatsLease, username: string | undefined) => Promise<string>;
+  /** limits.max_connections_per_account (0: none), counted over MQTT and AMQP clients alike. */
+  readonly maxConnectionsPerAccount: () => number;
+  /** limits.max_topic_levels (0: none): tokens of an AMQP address. */
+  readonly maxTopicLevels: () => number;
   /** The gateway's id: its container-id in every open. */
   readonly gatewayId: string;
   readonly version: string;
@@ -228,6 +232,19 @@ class AmqpClientConnection {
       lease.onStatus((s) => sendIfActiveConnection(this.actor, { type: s === "up" ? "NATS_UP" : "NATS_DOWN" })),
     );
     this.account = await this.deps.accountOf(lease, login.username);
+    const perAccount = this.deps.maxConnectionsPerAccount();
+    if (perAccount > 0 && this.deps.clients.countIn(this.account) >= perAccount) {
+      this.deps.metrics.refused("amqp", "max_connections_per_account");
+      this.log.info({ account: this.account, limit: perAccount }, "AMQP client refused: account at its connection limit");
+      sendIfActiveConnection(this.actor, {
+        type: "LIMIT_REFUSED",
+        error: {
+          condition: "amqp:resource-limit-exceeded",
+          description: `account ${this.account || "(none)"} has ${perAccount} connections on this gateway`,
+        },
+      });
+      return;
+    }
     sendIfActiveConnection(this.actor, { type: "NATS_READY", account: this.account });
   }
 
@@ -256,6 +273,7 @@ class AmqpClientConnection {
       account: this.account,
       containerId,
       settings: this.settings,
+      maxTopicLevels: this.deps.maxTopicLevels(),
       bindings: this.deps.bindings,
       metrics: this.deps.metrics,
       registry: this.deps.registry,

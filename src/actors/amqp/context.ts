@@ -15,6 +15,8 @@ export interface LinkContext {
   readonly settings: AmqpSettings;
   /** The largest message a client may send: what NATS takes in one message (max_payload). */
   readonly maxMessageSize: number;
+  /** limits.max_topic_levels: tokens an address may have (0: no limit). */
+  readonly maxTopicLevels: number;
   readonly bindings: Bindings;
   readonly publisher: Publisher;
   /** The JetStream API on the client's own connection (its permissions apply), made on first use. */
@@ -34,6 +36,7 @@ export function linkContext(o: {
   readonly account: string;
   readonly containerId: string;
   readonly settings: AmqpSettings;
+  readonly maxTopicLevels: number;
   readonly bindings: Bindings;
   readonly metrics: Metrics;
   readonly registry: ActorRegistry;

@@ -4,7 +4,7 @@ import { createInbox, nanos } from "@nats-io/transport-node";
 import type { Delivery, EventContext, Sender } from "rhea";
 import type { Actor } from "xstate";
 import type { amqpReceiverLinkMachine, LinkError } from "../../machines/amqpLink.js";
-import { classifySource } from "../../protocol/amqpAddress.js";
+import { classifySource, tooManyTokens } from "../../protocol/amqpAddress.js";
 import type { LinkContext } from "./context.js";
 import { coreFeed } from "./coreFeed.js";
 import type { Feed, FeedSink, Outcome, Pending } from "./feed.js";
@@ -129,6 +129,11 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink {
     const source = this.link.source as { address?: string; dynamic?: boolean } | null | undefined;
     const classified = classifySource(source?.address, source?.dynamic === true);
     if (!classified.ok) return this.refused(classified.error);
+    if (classified.value.kind !== "dynamic") {
+      // Queue addresses too: the part before `::` is the subject the queue reads.
+      const deep = tooManyTokens(classified.value.subject, this.ctx.maxTopicLevels);
+      if (deep) return this.refused(deep);
+    }
     const mode = (this.link.snd_settle_mode ?? 2) as SettleMode;
     let plan: SourcePlan;
     if (classified.value.kind === "dynamic") {
