@@ -114,7 +114,10 @@ describe("limits", () => {
 
     it("limits.max_connections_per_account: 2: a third AMQP client of the account gets its open answered by a close amqp:resource-limit-exceeded (with and without SASL)", async () => {
       const held = [await RawMqtt.connected(gw.port("mqtt"), 5), await RawMqtt.connected(gw.port("mqtt"), 5)];
-      const before = await metric(gw, "mqgw_refused_total", { protocol: "amqp", reason: "max_connections_per_account" });
+      const before = await metric(gw, "mqgw_refused_total", {
+        protocol: "amqp",
+        reason: "max_connections_per_account",
+      });
       try {
         // No SASL layer, then SASL ANONYMOUS (rhea's choice for a username without a password).
         expect(await refusedOpen(gw.port("amqp"), {})).toMatchObject({ condition: "amqp:resource-limit-exceeded" });
@@ -123,7 +126,8 @@ describe("limits", () => {
           description: expect.stringContaining("2 connections"),
         });
         expect(
-          (await metric(gw, "mqgw_refused_total", { protocol: "amqp", reason: "max_connections_per_account" })) - before,
+          (await metric(gw, "mqgw_refused_total", { protocol: "amqp", reason: "max_connections_per_account" })) -
+            before,
         ).toBe(2);
       } finally {
         for (const h of held) h.end();
@@ -246,7 +250,10 @@ describe("limits", () => {
 });
 
 /** Opens an AMQP connection the gateway should refuse: the error of the close that follows its open. */
-function refusedOpen(port: number, options: Record<string, unknown>): Promise<{ condition?: string; description?: string }> {
+function refusedOpen(
+  port: number,
+  options: Record<string, unknown>,
+): Promise<{ condition?: string; description?: string }> {
   const conn = rhea.create_container().connect({ host: "127.0.0.1", port, reconnect: false, ...options } as never);
   conn.on("error", () => {});
   return new Promise((resolve, reject) => {

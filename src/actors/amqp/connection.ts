@@ -15,6 +15,7 @@ import { type LinkContext, linkContext } from "./context.js";
 import { FrameGuard, SASL_HEADER } from "./frameGuard.js";
 import { guarded } from "./guarded.js";
 import { ConnectionLinks, type SpawnLink } from "./links.js";
+import { Outflow } from "./outflow.js";
 import { screenInput, serverContainer } from "./rhea.js";
 import { saslMechanisms } from "./sasl.js";
 import type { AmqpSettings } from "./settings.js";
@@ -123,7 +124,11 @@ class AmqpClientConnection {
     screenInput(
       this.conn,
       (chunk) => this.screen(chunk),
-      () => this.links.checkIncomplete(),
+      () => {
+        this.links.checkIncomplete();
+        // A flow or disposition read may let the receiving links go on.
+        this.ctx?.outflow.check();
+      },
     );
     this.socket.on("error", () => {});
     this.socket.on("close", () => actor.send({ type: "SOCKET_CLOSED" }));
@@ -235,7 +240,10 @@ class AmqpClientConnection {
     const perAccount = this.deps.maxConnectionsPerAccount();
     if (perAccount > 0 && this.deps.clients.countIn(this.account) >= perAccount) {
       this.deps.metrics.refused("amqp", "max_connections_per_account");
-      this.log.info({ account: this.account, limit: perAccount }, "AMQP client refused: account at its connection limit");
+      this.log.info(
+        { account: this.account, limit: perAccount },
+        "AMQP client refused: account at its connection limit",
+      );
       sendIfActiveConnection(this.actor, {
         type: "LIMIT_REFUSED",
         error: {
@@ -277,6 +285,7 @@ class AmqpClientConnection {
       bindings: this.deps.bindings,
       metrics: this.deps.metrics,
       registry: this.deps.registry,
+      outflow: new Outflow(this.socket),
       log: this.log.child({ client_id: containerId }),
       closeConnection: (condition, description) => this.protocolError(condition, description),
     });

@@ -4,6 +4,7 @@ import type { Bindings } from "../bindings.js";
 import type { Metrics } from "../metrics.js";
 import type { NatsLease } from "../natsBridge.js";
 import type { ActorRegistry } from "../registry.js";
+import type { Outflow } from "./outflow.js";
 import { Publisher } from "./publisher.js";
 import type { AmqpSettings } from "./settings.js";
 
@@ -19,6 +20,8 @@ export interface LinkContext {
   readonly maxTopicLevels: number;
   readonly bindings: Bindings;
   readonly publisher: Publisher;
+  /** The bytes on their way to the client, shared by the connection's receiving links. */
+  readonly outflow: Outflow;
   /** The JetStream API on the client's own connection (its permissions apply), made on first use. */
   readonly jsm: () => Promise<JetStreamManager>;
   readonly metrics: Metrics;
@@ -41,6 +44,7 @@ export function linkContext(o: {
   readonly metrics: Metrics;
   readonly registry: ActorRegistry;
   readonly log: Logger;
+  readonly outflow: Outflow;
   readonly closeConnection: (condition: string, description: string) => void;
 }): LinkContext {
   let jsm: Promise<JetStreamManager> | undefined;

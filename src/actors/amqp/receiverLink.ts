@@ -12,6 +12,7 @@ import { jetStreamFeed } from "./jsFeed.js";
 import type { LinkEdge } from "./linkActor.js";
 import { detachedByClient, failLink, sendIfActive } from "./linkActor.js";
 import { natsToAmqp } from "./outbound.js";
+import type { OutflowLink } from "./outflow.js";
 import { completeDrain, creditOf, sendableCount, setLocalAttach, unsentTransfers } from "./rhea.js";
 import { consumerLookupError, planSource, queueProblem, type SettleMode, type SourcePlan } from "./sources.js";
 
@@ -25,19 +26,29 @@ const asLinkError = (e: unknown): LinkError =>
 /** The consumer the gateway makes for a stored source lives as long as the link (and a while longer if the gateway dies). */
 const STREAM_CONSUMER_INACTIVE_MS = 10 * 60_000;
 const DEFAULT_ACK_WAIT_MS = 30_000;
+/** Bytes of core messages a link holds for a client that cannot take them now; the oldest go first. */
+export const MAX_QUEUED_BYTES = 8 * 1024 * 1024;
 
 /**
- * A link the client receives on: NATS (core or JetStream) -> AMQP. Holds at most as many
- * messages as the client has credit for (a core subscription's overflow is dropped and
- * counted), sends them as credit arrives, and passes each disposition to the feed.
+ * A link the client receives on: NATS (core or JetStream) -> AMQP. Sends as far as the
+ * client's credit and its connection's outflow (bytes on their way to the client) allow,
+ * and passes each disposition to the feed. What waits is bounded: a core subscription's
+ * overflow is dropped oldest-first and counted; a stream is pulled no further than
+ * credit and the queue bound allow, and not at all while the outflow is full.
  */
-export class ReceiverLink implements LinkEdge<Machine>, FeedSink {
+export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
   private actor!: Actor<Machine>;
   private feed: Feed | undefined;
   private plan: SourcePlan | undefined;
   private settled = false;
   private readonly queue: Pending[] = [];
-  private readonly unsettled = new Map<Delivery, Pending>();
+  private queuedBytes = 0;
+  /** Sizes of the transfers handed to rhea, oldest first, from `writtenUpTo` on: rhea writes them in order. */
+  private readonly handed: number[] = [];
+  private writtenUpTo = 0;
+  private handedBytes = 0;
+  /** Each unsettled delivery's message and its size on the wire (held in the outflow until settled). */
+  private readonly unsettled = new Map<Delivery, { m: Pending; bytes: number }>();
   private active = false;
   /** NATS is there to ask (what is held still goes out while it is not). */
   private online = true;
@@ -78,6 +89,7 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink {
 
   start(actor: Actor<Machine>): void {
     this.actor = actor;
+    this.ctx.outflow.add(this);
     const l = this.link;
     l.on("sender_flow", () => this.schedulePump());
     l.on("sendable", () => this.schedulePump());
@@ -113,7 +125,12 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink {
     for (const u of this.unlisten.splice(0)) u();
     this.feed?.close();
     this.queue.length = 0;
+    this.queuedBytes = 0;
+    let held = 0;
+    for (const u of this.unsettled.values()) held += u.bytes;
     this.unsettled.clear();
+    this.ctx.outflow.remove(this);
+    this.ctx.outflow.released(held);
     const made = this.createdConsumer;
     if (made)
       void this.ctx
@@ -235,12 +252,17 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink {
 
   offer(m: Pending): void {
     if (this.done) return;
-    if (this.queue.length >= this.ctx.settings.maxQueuedPerLink) {
-      // Only a core subscription outruns credit; JetStream is pulled no further than credit.
-      this.queue.shift();
+    // Only a core subscription outruns the link: a stream is pulled no further than the queue's bound.
+    while (
+      this.queue.length > 0 &&
+      !this.queue[0]!.ack &&
+      (this.queue.length >= this.ctx.settings.maxQueuedPerLink || this.queuedBytes + m.data.length > MAX_QUEUED_BYTES)
+    ) {
+      this.queuedBytes -= this.queue.shift()!.data.length;
       this.ctx.metrics.dropped("amqp", "slow_consumer");
     }
     this.queue.push(m);
+    this.queuedBytes += m.data.length;
     this.schedulePump();
   }
 
@@ -266,9 +288,12 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink {
   private pump(): void {
     if (!this.active || this.done || !this.link.is_open()) return;
     const limit = this.link.max_message_size || Number.POSITIVE_INFINITY;
+    const outflow = this.ctx.outflow;
     let room = sendableCount(this.link);
-    while (room > 0 && this.queue.length > 0) {
+    let bytesRoom = outflow.room();
+    while (room > 0 && this.queue.length > 0 && bytesRoom > 0) {
       const m = this.queue.shift()!;
+      this.queuedBytes -= m.data.length;
       const bytes = natsToAmqp(m.subject, m.headers, m.data, m.reply, m.ack?.redeliveries ?? 0);
       if (bytes.length > limit) {
         // The client said it cannot take this one; a stored copy is not offered to it again.
@@ -278,25 +303,49 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink {
       }
       const d = this.link.send(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength), undefined, 0);
       this.ctx.metrics.messageOut("amqp", "delivered");
+      this.handed.push(bytes.length);
+      this.handedBytes += bytes.length;
+      bytesRoom -= bytes.length;
       if (this.settled) this.feed?.settle(m, "accepted");
-      else this.unsettled.set(d, m);
+      else {
+        this.unsettled.set(d, { m, bytes: bytes.length });
+        outflow.held(bytes.length);
+      }
       room--;
+    }
+    if (bytesRoom <= 0) {
+      // The client is not taking what it was sent: nothing more is asked of a stream until it does.
+      outflow.wait(this);
+      return;
     }
     if (!this.draining && this.online) this.feed?.want(this.uncovered());
   }
 
-  /** Credit the queue does not already cover. */
+  unsentBytes(): number {
+    if (this.handed.length === this.writtenUpTo) return 0;
+    const unsent = this.done ? 0 : unsentTransfers(this.link);
+    while (this.handed.length - this.writtenUpTo > unsent) this.handedBytes -= this.handed[this.writtenUpTo++]!;
+    if (this.writtenUpTo > 1024 && this.writtenUpTo * 2 > this.handed.length) {
+      this.handed.splice(0, this.writtenUpTo);
+      this.writtenUpTo = 0;
+    }
+    return this.handedBytes;
+  }
+
+  /** Credit the queue does not already cover, up to what the queue may hold. */
   private uncovered(): number {
-    return Math.max(0, creditOf(this.link) - unsentTransfers(this.link) - this.queue.length);
+    const credit = creditOf(this.link) - unsentTransfers(this.link);
+    return Math.max(0, Math.min(credit, this.ctx.settings.maxQueuedPerLink) - this.queue.length);
   }
 
   private outcome(c: EventContext, outcome: Outcome): void {
     const d = c.delivery;
     if (!d) return;
-    const m = this.unsettled.get(d);
-    if (!m) return;
+    const u = this.unsettled.get(d);
+    if (!u) return;
     this.unsettled.delete(d);
-    this.feed?.settle(m, outcome);
+    this.ctx.outflow.released(u.bytes);
+    this.feed?.settle(u.m, outcome);
     if (!d.remote_settled) d.update(true);
     this.ctx.metrics.messageOut("amqp", outcome);
   }
