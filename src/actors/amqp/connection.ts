@@ -74,8 +74,14 @@ class AmqpClientConnection {
     spawnLink: SpawnLink,
   ) {
     this.settings = deps.settings();
-    this.links = new ConnectionLinks(spawnLink, deps.registry);
     this.log = deps.log.child({ cid, remote, protocol: "amqp" });
+    this.links = new ConnectionLinks(
+      spawnLink,
+      deps.registry,
+      this.log,
+      this.settings.maxSenderLinks + this.settings.maxReceiverLinks,
+      (condition, description) => this.protocolError(condition, description),
+    );
     this.guard = new FrameGuard({
       maxFrameSize: this.settings.maxFrameSize,
       channelMax: this.settings.channelMax,
@@ -140,6 +146,7 @@ class AmqpClientConnection {
     c.on("error", (e: Error) => this.protocolError("amqp:internal-error", e.message));
     c.on("sender_open", (ctx: EventContext) => this.links.attached(ctx.sender!, "receiver"));
     c.on("receiver_open", (ctx: EventContext) => this.links.attached(ctx.receiver!, "sender"));
+    c.on("session_open", (ctx: EventContext) => this.links.begun(ctx.session!));
     c.on("session_close", (ctx: EventContext) => this.links.sessionEnded(ctx.session));
     c.on("session_error", (ctx: EventContext) => this.links.sessionEnded(ctx.session));
     c.accept(this.socket as Socket);
@@ -152,6 +159,7 @@ class AmqpClientConnection {
 
   cleanup(): void {
     for (const u of this.unlisten.splice(0)) u();
+    this.links.close();
     this.answerSasl?.(false);
     this.ctx?.publisher.close();
     if (this.handle) this.deps.clients.remove(this.handle);
