@@ -14,7 +14,17 @@ import { detachedByClient, failLink, sendIfActive } from "./linkActor.js";
 import { natsToAmqp } from "./outbound.js";
 import type { OutflowLink } from "./outflow.js";
 import { completeDrain, creditOf, sendableCount, setLocalAttach, unsentTransfers } from "./rhea.js";
-import { consumerLookupError, planSource, queueProblem, type SettleMode, type SourcePlan } from "./sources.js";
+import { closedByClient, findDurable, linkNameOf, openDurable } from "./durable.js";
+import {
+  consumerLookupError,
+  durableConsumerName,
+  durableSource,
+  planSource,
+  queueProblem,
+  type SettleMode,
+  type SourcePlan,
+  type SourceTerminus,
+} from "./sources.js";
 
 type Machine = typeof amqpReceiverLinkMachine;
 
@@ -56,6 +66,8 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
   private pumpScheduled = false;
   private attachFault: LinkError | undefined;
   private createdConsumer: { stream: string; name: string } | undefined;
+  /** The durable subscription this link reads: kept unless the client detaches with closed=true. */
+  private durable: { stream: string; name: string } | undefined;
   private readonly unlisten: Array<() => void> = [];
   private done = false;
 
@@ -131,7 +143,7 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
     this.unsettled.clear();
     this.ctx.outflow.remove(this);
     this.ctx.outflow.released(held);
-    const made = this.createdConsumer;
+    const made = this.createdConsumer ?? (this.durable && closedByClient(this.link) ? this.durable : undefined);
     if (made)
       void this.ctx
         .jsm()
@@ -143,8 +155,14 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
 
   private async resolve(): Promise<void> {
     if (this.refusal) return sendIfActive(this.actor, { type: "REFUSED", error: this.refusal });
-    const source = this.link.source as { address?: string; dynamic?: boolean } | null | undefined;
-    const classified = classifySource(source?.address, source?.dynamic === true);
+    const source = this.link.source as SourceTerminus | null | undefined;
+    const name = durableConsumerName(this.ctx.containerId, linkNameOf(this.link));
+    // Qpid JMS unsubscribes by attaching the subscription's link name with no source: the
+    // answer names the subscription's address, then the client detaches with closed=true.
+    const found = !source?.address && !source?.dynamic ? await this.lookUpDurable(name) : undefined;
+    const durable = found !== undefined || durableSource(source) ? name : undefined;
+    const address = found ?? source?.address;
+    const classified = classifySource(address, source?.dynamic === true);
     if (!classified.ok) return this.refused(classified.error);
     if (classified.value.kind !== "dynamic") {
       // Queue addresses too: the part before `::` is the subject the queue reads.
@@ -156,7 +174,12 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
     if (classified.value.kind === "dynamic") {
       plan = { kind: "core", subject: createInbox(), settled: mode === 1 };
     } else {
-      const planned = planSource(classified.value, mode, (s) => this.ctx.bindings.coverage(this.ctx.account, s));
+      const planned = planSource(
+        classified.value,
+        mode,
+        (s) => this.ctx.bindings.coverage(this.ctx.account, s),
+        durable,
+      );
       if (!planned.ok) return this.refused(planned.error);
       plan = planned.value;
     }
@@ -174,11 +197,22 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
     // A refused subscribe is reported before the flush's PONG.
     await this.ctx.lease.nc.flush().catch(() => {});
     if (this.attachFault) return this.refused(this.attachFault);
-    this.settled = plan.kind === "core" ? plan.settled : plan.kind === "queue" ? plan.settled : false;
+    this.settled = plan.kind === "stream" ? false : plan.settled;
     sendIfActive(this.actor, {
       type: "RESOLVED",
-      address: classified.value.kind === "dynamic" ? plan.subject : (source?.address ?? null),
+      address: classified.value.kind === "dynamic" ? plan.subject : (address ?? null),
     });
+  }
+
+  private async lookUpDurable(name: string): Promise<string | undefined> {
+    const account = this.ctx.account;
+    const streams = this.ctx.bindings
+      .all()
+      .filter((b) => b.account === null || b.account === account)
+      .map((b) => b.stream);
+    if (streams.length === 0) return undefined;
+    const jsm = await this.ctx.jsm().catch(() => undefined);
+    return jsm ? findDurable(jsm, streams, name) : undefined;
   }
 
   private refused(error: LinkError): void {
@@ -210,6 +244,9 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
         });
       this.createdConsumer = { stream: plan.stream, name: info.name };
       if (this.done) void jsm.consumers.delete(plan.stream, info.name).catch(() => {});
+    } else if (plan.kind === "durable") {
+      info = await openDurable(jsm, plan.stream, plan.consumer, plan.subject, DEFAULT_ACK_WAIT_MS);
+      this.durable = { stream: plan.stream, name: info.name };
     } else {
       info = await jsm.consumers.info(plan.stream, plan.consumer).catch((e: unknown) => {
         throw consumerLookupError(e, plan.stream, plan.consumer);
@@ -231,7 +268,12 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
   private attach(address: string | null): void {
     const source = this.link.source as { dynamic?: boolean } | null | undefined;
     setLocalAttach(this.link, {
-      source: { address: address ?? undefined, ...(source?.dynamic ? { dynamic: true } : {}) },
+      source: {
+        address: address ?? undefined,
+        ...(source?.dynamic ? { dynamic: true } : {}),
+        // The terminus the gateway keeps: unsettled-state, never expiring (part 3, 3.5.5).
+        ...(this.durable ? { durable: 2, expiry_policy: "never" } : {}),
+      },
       target: (this.link.target as unknown as Record<string, unknown> | null) ?? {},
       // What the gateway will do, which for a mixed request is its own choice.
       sndSettleMode: this.settled ? 1 : 0,
