@@ -53,7 +53,11 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
   private settled = false;
   private readonly queue: Pending[] = [];
   private queuedBytes = 0;
-  /** Sizes of the transfers handed to rhea, oldest first, from `writtenUpTo` on: rhea writes them in order. */
+  /**
+   * The delivery ids and sizes of transfers handed to rhea and not yet seen written,
+   * oldest first from `writtenUpTo` on (rhea writes a session's deliveries in id order).
+   */
+  private readonly handedIds: number[] = [];
   private readonly handed: number[] = [];
   private writtenUpTo = 0;
   private handedBytes = 0;
@@ -344,6 +348,7 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
         continue;
       }
       const d = this.link.send(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength), undefined, 0);
+      this.handedIds.push(d.id);
       this.ctx.metrics.messageOut("amqp", "delivered");
       this.handed.push(bytes.length);
       this.handedBytes += bytes.length;
@@ -364,19 +369,30 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
   }
 
   unsentBytes(): number {
-    if (this.handed.length === this.writtenUpTo) return 0;
-    const unsent = this.done ? 0 : unsentTransfers(this.link);
-    while (this.handed.length - this.writtenUpTo > unsent) this.handedBytes -= this.handed[this.writtenUpTo++]!;
+    this.unsentCount();
+    return this.handedBytes;
+  }
+
+  /**
+   * Transfers handed to rhea and not yet written, in amortized O(1): rhea has written
+   * every delivery of the session below its next pending id (session.js Outgoing.process).
+   * Called per pump, where rhea.ts's unsentTransfers scans the session's pending deliveries.
+   */
+  private unsentCount(): number {
+    const pending = this.done ? Number.POSITIVE_INFINITY : nextPendingDeliveryOf(this.link);
+    while (this.writtenUpTo < this.handedIds.length && this.handedIds[this.writtenUpTo]! < pending)
+      this.handedBytes -= this.handed[this.writtenUpTo++]!;
     if (this.writtenUpTo > 1024 && this.writtenUpTo * 2 > this.handed.length) {
       this.handed.splice(0, this.writtenUpTo);
+      this.handedIds.splice(0, this.writtenUpTo);
       this.writtenUpTo = 0;
     }
-    return this.handedBytes;
+    return this.handedIds.length - this.writtenUpTo;
   }
 
   /** Credit the queue does not already cover, up to what the queue may hold. */
   private uncovered(): number {
-    const credit = creditOf(this.link) - unsentTransfers(this.link);
+    const credit = creditOf(this.link) - this.unsentCount();
     return Math.max(0, Math.min(credit, this.ctx.settings.maxQueuedPerLink) - this.queue.length);
   }
 
@@ -407,4 +423,10 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
       sendIfActive(this.actor, { type: "DRAINED" });
     }
   }
+}
+
+/** The id of the first delivery rhea has not yet written on the link's session (rhea 3.0.x). */
+function nextPendingDeliveryOf(link: Sender): number {
+  return (link as unknown as { session: { outgoing: { next_pending_delivery: number } } }).session.outgoing
+    .next_pending_delivery;
 }
