@@ -23,6 +23,8 @@ export class ConnectionLinks {
   /** Attaches that came before the login completed. */
   private readonly waiting: Array<() => void> = [];
   private readonly sessions = new Map<Session, AmqpSessionActor>();
+  /** Sessions whose actor ended: a late attach on one is not started (nor the session again). */
+  private readonly ended = new WeakSet<Session>();
   private readonly sending = new Set<SenderLink>();
   private receivers = 0;
   private nextId = 1;
@@ -80,7 +82,7 @@ export class ConnectionLinks {
   }
 
   private sessionOf(session: Session): AmqpSessionActor | undefined {
-    if (this.closed) return undefined;
+    if (this.closed || this.ended.has(session)) return undefined;
     let actor = this.sessions.get(session);
     if (!actor) {
       actor = new AmqpSessionActor(
@@ -89,7 +91,10 @@ export class ConnectionLinks {
         this.registry,
         this.log,
         this.closeConnection,
-        () => this.sessions.delete(session),
+        () => {
+          this.sessions.delete(session);
+          this.ended.add(session);
+        },
       );
       this.sessions.set(session, actor);
     }
