@@ -1,7 +1,7 @@
 import { Effect, type Scope } from "effect";
 import type { Receiver, Sender, Session } from "rhea";
-import { amqpReceiverLinkMachine, amqpSenderLinkMachine, type LinkError } from "../../machines/amqpLink.js";
 import type { Logger } from "../../log.js";
+import { amqpReceiverLinkMachine, amqpSenderLinkMachine, type LinkError } from "../../machines/amqpLink.js";
 import type { ActorRegistry } from "../registry.js";
 import type { LinkContext } from "./context.js";
 import { linkActor } from "./linkActor.js";

@@ -7,6 +7,7 @@ import type { amqpReceiverLinkMachine, LinkError } from "../../machines/amqpLink
 import { classifySource, tooManyTokens } from "../../protocol/amqpAddress.js";
 import type { LinkContext } from "./context.js";
 import { coreFeed } from "./coreFeed.js";
+import { closedByClient, findDurable, linkNameOf, openDurable } from "./durable.js";
 import type { Feed, FeedSink, Outcome, Pending } from "./feed.js";
 import { jetStreamFeed } from "./jsFeed.js";
 import type { LinkEdge } from "./linkActor.js";
@@ -14,7 +15,6 @@ import { detachedByClient, failLink, sendIfActive } from "./linkActor.js";
 import { natsToAmqp } from "./outbound.js";
 import type { OutflowLink } from "./outflow.js";
 import { completeDrain, creditOf, sendableCount, setLocalAttach, unsentTransfers } from "./rhea.js";
-import { closedByClient, findDurable, linkNameOf, openDurable } from "./durable.js";
 import {
   consumerLookupError,
   durableConsumerName,
