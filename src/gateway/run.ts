@@ -159,6 +159,8 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
       gatewayId: config.id,
       version: VERSION,
       accepting: () => accepting.open,
+      maxConnectionsPerAccount: () => config.limits.max_connections_per_account,
+      maxTopicLevels: () => config.limits.max_topic_levels,
     });
     yield* listen("amqp", config.amqp.listen, (at) => listenTcp(at, "AMQP", onAmqp, admitAmqp));
     const amqpTls = config.amqp.tls;

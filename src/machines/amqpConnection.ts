@@ -26,6 +26,12 @@ export type AmqpConnectionEvent =
   | { type: "AUTHENTICATE"; login: Login }
   | { type: "NATS_READY"; account: string }
   | { type: "NATS_REFUSED"; auth: boolean; reason: string }
+  /**
+   * NATS took the login, but a gateway limit (limits.max_connections_per_account) does
+   * not let the client in: SASL succeeds and the open is answered with a close carrying
+   * `error`, as RabbitMQ answers its connection limits (docs/decisions/amqp-connections.md).
+   */
+  | { type: "LIMIT_REFUSED"; error: CloseError }
   | { type: "OPENED"; containerId: string }
   | { type: "ACTIVITY" }
   | { type: "REMOTE_CLOSE" }
@@ -55,6 +61,8 @@ export interface AmqpConnectionContext {
   opened: boolean;
   containerId: string;
   closeReason: string;
+  /** What the close says once the open arrives, when the login was refused. */
+  closeError?: CloseError;
 }
 
 const unauthorized = (reason: string): CloseError => ({ condition: "amqp:unauthorized-access", description: reason });
@@ -71,6 +79,11 @@ export const amqpConnectionMachine = setup({
     // AMQP part 2, 2.4.5: a peer that hears nothing for its idle-time-out may close.
     idle: ({ context }) => context.idleTimeoutMs,
     closeGrace: ({ context }) => context.closeGraceMs,
+  },
+  actions: {
+    holdLimitError: assign(({ event }) =>
+      event.type === "LIMIT_REFUSED" ? { closeReason: event.error.description, closeError: event.error } : {},
+    ),
   },
   guards: {
     viaSasl: ({ context }) => context.sasl,
@@ -150,6 +163,23 @@ export const amqpConnectionMachine = setup({
           },
           { target: "loginRefused", actions: assign({ closeReason: ({ event }) => `NATS refused: ${event.reason}` }) },
         ],
+        LIMIT_REFUSED: [
+          {
+            guard: "opened",
+            target: "closing",
+            actions: [
+              emit(({ event }) => ({ type: "close_connection" as const, error: event.error })),
+              assign({ closeReason: ({ event }) => event.error.description }),
+            ],
+          },
+          {
+            // The SASL exchange succeeds (NATS took the login); the close follows the open.
+            guard: "viaSasl",
+            target: "loginRefused",
+            actions: [emit({ type: "sasl_outcome", ok: true }), "holdLimitError"],
+          },
+          { target: "loginRefused", actions: "holdLimitError" },
+        ],
         PROTOCOL_ERROR: { target: "closed", actions: assign({ closeReason: ({ event }) => event.error.description }) },
         SHUTDOWN: { target: "closed", actions: assign({ closeReason: "shutdown" }) },
       },
@@ -165,7 +195,7 @@ export const amqpConnectionMachine = setup({
           target: "closing",
           actions: emit(({ context }) => ({
             type: "close_connection" as const,
-            error: unauthorized(context.closeReason),
+            error: context.closeError ?? unauthorized(context.closeReason),
           })),
         },
         PROTOCOL_ERROR: { target: "closed" },

@@ -1,6 +1,7 @@
 import { adminConnectionMachine } from "./adminConnection.js";
 import { amqpConnectionMachine } from "./amqpConnection.js";
 import { amqpReceiverLinkMachine, amqpSenderLinkMachine } from "./amqpLink.js";
+import { amqpSessionMachine } from "./amqpSession.js";
 import { adminKickMachine } from "./adminKick.js";
 import { adminRebalanceMachine } from "./adminRebalance.js";
 import { lameDuckMachine } from "./adminLameDuck.js";
@@ -15,4 +16,4 @@ import { statechartsViewerMachine } from "./statechartsViewer.js";
  * Every machine of the gateway, in one place: statecharts, metrics and the live page
  * read this list. A new actor type adds its machine here and nothing else changes.
  */
-export const machines = [gatewayMachine, embeddedNatsMachine, natsConnectionMachine, mqttConnectionMachine, mqttSessionMachine, adminConnectionMachine, adminKickMachine, adminRebalanceMachine, lameDuckMachine, amqpConnectionMachine, amqpSenderLinkMachine, amqpReceiverLinkMachine, statechartsViewerMachine] as const;
+export const machines = [gatewayMachine, embeddedNatsMachine, natsConnectionMachine, mqttConnectionMachine, mqttSessionMachine, adminConnectionMachine, adminKickMachine, adminRebalanceMachine, lameDuckMachine, amqpConnectionMachine, amqpSessionMachine, amqpSenderLinkMachine, amqpReceiverLinkMachine, statechartsViewerMachine] as const;

@@ -123,3 +123,20 @@ export function validateRelayTo(to: string | null | undefined): Result<string, A
   const checked = checkSubject(to, "to", false);
   return checked.ok ? ok(to) : checked;
 }
+
+/**
+ * limits.max_topic_levels for AMQP (docs/config.md: "tokens of an AMQP address"): a deep
+ * subject costs every subscription match on the server. `max` 0 is no limit.
+ */
+export function tooManyTokens(subject: string, max: number): AddressRefusal | undefined {
+  if (max <= 0) return undefined;
+  let tokens = 1;
+  for (let i = 0; i < subject.length; i++) {
+    if (subject.charCodeAt(i) === 0x2e && ++tokens > max)
+      return {
+        condition: "amqp:invalid-field",
+        description: `address ${JSON.stringify(subject)} has more than ${max} tokens (limits.max_topic_levels)`,
+      };
+  }
+  return undefined;
+}

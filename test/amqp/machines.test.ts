@@ -6,6 +6,7 @@ import { type AnyStateMachine, createActor, SimulatedClock } from "xstate";
 import { stateName } from "../../src/actors/registry.js";
 import { amqpConnectionMachine } from "../../src/machines/amqpConnection.js";
 import { amqpReceiverLinkMachine, amqpSenderLinkMachine } from "../../src/machines/amqpLink.js";
+import { amqpSessionMachine } from "../../src/machines/amqpSession.js";
 
 function run(machine: AnyStateMachine, input: unknown) {
   const clock = new SimulatedClock();
@@ -69,6 +70,31 @@ describe("amqpConnection", () => {
       type: "close_connection",
       error: { condition: "amqp:unauthorized-access", description: "NATS refused: no" },
     });
+    expect(c.state()).toBe("closing");
+  });
+
+  it("a gateway limit (connections per account) lets SASL succeed, then answers the open with its close", () => {
+    const error = { condition: "amqp:resource-limit-exceeded", description: "account A has 2 connections" };
+    const c = connection();
+    c.send({ type: "HEADER", sasl: true });
+    c.send({ type: "AUTHENTICATE", login: PLAIN });
+    c.send({ type: "LIMIT_REFUSED", error });
+    expect(c.emitted.at(-1)).toEqual({ type: "sasl_outcome", ok: true });
+    expect(c.state()).toBe("loginRefused");
+    c.send({ type: "OPENED", containerId: "x" });
+    expect(c.emitted.at(-1)).toEqual({ type: "close_connection", error });
+    expect(c.state()).toBe("closing");
+    expect(c.types()).not.toContain("serve");
+  });
+
+  it("without SASL, a limit refusal after the open closes at once with the limit's error", () => {
+    const error = { condition: "amqp:resource-limit-exceeded", description: "limit" };
+    const c = connection();
+    c.send({ type: "HEADER", sasl: false });
+    c.send({ type: "OPENED", containerId: "early" });
+    c.send({ type: "LIMIT_REFUSED", error });
+    expect(c.emitted.at(-1)).toEqual({ type: "close_connection", error });
+    expect(c.types()).not.toContain("sasl_outcome");
     expect(c.state()).toBe("closing");
   });
 
@@ -225,5 +251,114 @@ describe("amqpSenderLink and amqpReceiverLink", () => {
     expect(l.actor.getSnapshot().matches({ active: { credit: "draining" } })).toBe(true);
     l.send({ type: "DRAINED" });
     expect(l.actor.getSnapshot().matches({ active: { credit: "flowing" } })).toBe(true);
+  });
+});
+
+describe("amqpSession", () => {
+  const session = (maxLinks = 3) => run(amqpSessionMachine, { channel: 1, maxLinks, endGraceMs: 5_000 });
+  const links = (s: ReturnType<typeof session>) => s.actor.getSnapshot().context.links;
+
+  it("counts the links attached and detached on it", () => {
+    const s = session();
+    s.send({ type: "LINK_ATTACHED", handle: 0 });
+    s.send({ type: "LINK_ATTACHED", handle: 1 });
+    s.send({ type: "LINK_DETACHED" });
+    expect(links(s)).toBe(1);
+    expect(s.state()).toBe("begun");
+    expect(s.emitted).toEqual([]);
+  });
+
+  it("the client's end: its links are told at once; the session is over once they are all gone", () => {
+    const s = session();
+    s.send({ type: "LINK_ATTACHED", handle: 0 });
+    s.send({ type: "LINK_ATTACHED", handle: 1 });
+    s.send({ type: "REMOTE_END" });
+    expect(s.types()).toEqual(["detach_links"]);
+    expect(s.state()).toBe("ending");
+    s.send({ type: "LINK_DETACHED" });
+    expect(s.state()).toBe("ending");
+    s.send({ type: "LINK_DETACHED" });
+    expect(s.state()).toBe("done");
+    expect(s.types()).toEqual(["detach_links", "release"]);
+  });
+
+  it("the client's end on a session without links is over at once", () => {
+    const s = session();
+    s.send({ type: "REMOTE_END" });
+    expect(s.state()).toBe("done");
+    expect(s.types()).toEqual(["detach_links", "release"]);
+  });
+
+  it("one link more than handle-max + 1 ends the session amqp:resource-limit-exceeded and takes its links", () => {
+    const s = session(2);
+    s.send({ type: "LINK_ATTACHED", handle: 0 });
+    s.send({ type: "LINK_ATTACHED", handle: 1 });
+    s.send({ type: "LINK_ATTACHED", handle: 1 });
+    expect(s.emitted).toEqual([
+      {
+        type: "end",
+        error: {
+          condition: "amqp:resource-limit-exceeded",
+          description: "at most 2 links on one session (handle-max 1)",
+        },
+      },
+      { type: "detach_links" },
+    ]);
+    expect(s.state()).toBe("ending");
+    // The client answers the end and its links go: over.
+    s.send({ type: "REMOTE_END" });
+    for (let i = 0; i < 3; i++) s.send({ type: "LINK_DETACHED" });
+    expect(s.state()).toBe("done");
+  });
+
+  it("a handle above handle-max is a framing error of the connection (part 2, 2.7.2)", () => {
+    const s = session(4);
+    s.send({ type: "LINK_ATTACHED", handle: 4 });
+    expect(s.emitted).toEqual([
+      {
+        type: "close_connection",
+        error: {
+          condition: "amqp:connection:framing-error",
+          description: "attach on handle 4, above the session's handle-max 3",
+        },
+      },
+    ]);
+    s.send({ type: "CONNECTION_CLOSED" });
+    expect(s.state()).toBe("done");
+  });
+
+  it("an end the client never answers, or a link that never lets go, is not waited for past the grace", () => {
+    const s = session(1);
+    s.send({ type: "LINK_ATTACHED", handle: 0 });
+    s.send({ type: "LINK_ATTACHED", handle: 0 });
+    s.clock.increment(4_999);
+    expect(s.state()).toBe("ending");
+    s.clock.increment(1);
+    expect(s.state()).toBe("done");
+    expect(s.types().at(-1)).toBe("release");
+  });
+
+  it("an attach that crosses the client's end is told to go too", () => {
+    const s = session();
+    s.send({ type: "REMOTE_END" });
+    expect(s.state()).toBe("done");
+    const t = session();
+    t.send({ type: "LINK_ATTACHED", handle: 0 });
+    t.send({ type: "REMOTE_END" });
+    t.send({ type: "LINK_ATTACHED", handle: 1 });
+    expect(t.types()).toEqual(["detach_links", "detach_links"]);
+    t.send({ type: "LINK_DETACHED" });
+    t.send({ type: "LINK_DETACHED" });
+    expect(t.state()).toBe("done");
+  });
+
+  it("the connection closing ends the session in any state, without a word to the client", () => {
+    for (const before of [[], [{ type: "REMOTE_END" }], [{ type: "LINK_ATTACHED", handle: 0 }]]) {
+      const s = session();
+      for (const e of before) s.send(e);
+      s.send({ type: "CONNECTION_CLOSED" });
+      expect(s.state()).toBe("done");
+      expect(s.types()).not.toContain("end");
+    }
   });
 });

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
 import { collect as collectMqtt, connectMqtt } from "../helpers/mqttClient.js";
 import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
+import { eventually } from "../helpers/poll.js";
 import { AmqpClient, bodyText, collect } from "./rheaClient.js";
 
 type Line = Record<string, unknown>;
@@ -182,6 +183,28 @@ describe("Qpid Proton (Python) clients", () => {
     expect(rest.map((m) => bodyText(m.message)).sort()).toEqual(["job 2", "job 3"]);
     expect(await got.none(300)).toBe(true);
     await amqp.close();
+  });
+
+  it("a durable subscription (Proton's DurableSubscription): kept across a detach, ended by the close", async () => {
+    const durable = ["--durable", "proton-sub", "--container", "proton-durable"];
+    const consumers = async () => {
+      const names: string[] = [];
+      for await (const c of jsm.consumers.list("PROTON")) if (c.name.startsWith("mqgw-amqp-")) names.push(c.name);
+      return names;
+    };
+    const first = python("receive.py", [url, "proton.stored.news", "--count", "1", ...durable, "--keep"]);
+    expect((await first.upTo(1))[0]).toMatchObject({ ready: true, durable: 2, never_expires: true });
+    nc.publish("proton.stored.news", "while here");
+    expect((await first.upTo(2))[1]).toMatchObject({ data: "while here" });
+    expect(await first.exit()).toBe(0);
+    for (const m of ["while away 1", "while away 2"]) nc.publish("proton.stored.news", m);
+    await nc.flush();
+    expect(await consumers()).toHaveLength(1);
+    const second = python("receive.py", [url, "proton.stored.news", "--count", "2", ...durable]);
+    expect((await second.upTo(3)).slice(1).map((l) => l.data)).toEqual(["while away 1", "while away 2"]);
+    expect(await second.exit()).toBe(0);
+    // The close (closed=true) ended the subscription.
+    await eventually(async () => ((await consumers()).length === 0 ? true : undefined), 5_000, "unsubscribed");
   });
 
   it("logged no errors along the way", () => {

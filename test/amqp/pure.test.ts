@@ -9,7 +9,7 @@ import { amqpToNats, type InboundContext } from "../../src/actors/amqp/inbound.j
 import { redeliveriesOf } from "../../src/actors/amqp/jsFeed.js";
 import { natsToAmqp, withDeliveryCount } from "../../src/actors/amqp/outbound.js";
 import { plainLogin } from "../../src/actors/amqp/sasl.js";
-import { planSource, queueProblem } from "../../src/actors/amqp/sources.js";
+import { durableConsumerName, durableSource, planSource, queueProblem } from "../../src/actors/amqp/sources.js";
 import type { Coverage } from "../../src/actors/bindings.js";
 import { parseTemplate } from "../../src/protocol/route.js";
 
@@ -252,6 +252,38 @@ describe("sources", () => {
     const plan = planSource(address as never, mode, () => coverage);
     if (typeof expected === "string") expect(plan).toMatchObject({ ok: false, error: { condition: expected } });
     else expect(plan).toMatchObject({ ok: true, value: expected });
+  });
+
+  it("a durable source: its named consumer on the stream that stores it, in every settle mode; refused elsewhere", () => {
+    for (const mode of [0, 1, 2] as const) {
+      expect(planSource({ kind: "wildcard", subject: "a.*" }, mode, () => stored, "d1")).toMatchObject({
+        ok: true,
+        value: { kind: "durable", stream: "S", consumer: "d1", settled: mode === 1 },
+      });
+      for (const elsewhere of [unstored, mixed])
+        expect(planSource({ kind: "subject", subject: "a.b" }, mode, () => elsewhere, "d1")).toMatchObject({
+          ok: false,
+          error: { condition: "amqp:not-implemented" },
+        });
+    }
+    // An operator queue is durable already.
+    const queue = { kind: "queue", subject: "a.b", queue: "q", wildcard: false } as const;
+    expect(planSource(queue, 2, () => stored, "d1")).toMatchObject({ ok: true, value: { kind: "queue" } });
+  });
+
+  it("durability: only a durable terminus that never expires is kept; its consumer name is per container and link name", () => {
+    expect(durableSource({ durable: 2, expiry_policy: "never" })).toBe(true);
+    expect(durableSource({ durable: 1, expiry_policy: "never" })).toBe(true);
+    expect(durableSource({ durable: 2 })).toBe(false);
+    expect(durableSource({ durable: 2, expiry_policy: "session-end" })).toBe(false);
+    expect(durableSource({ durable: 0, expiry_policy: "never" })).toBe(false);
+    expect(durableSource(null)).toBe(false);
+    const name = durableConsumerName("client", "sub");
+    expect(name).toMatch(/^mqgw-amqp-[0-9a-f]{24}$/);
+    expect(durableConsumerName("client", "sub")).toBe(name);
+    expect(durableConsumerName("client2", "sub")).not.toBe(name);
+    // The separator keeps ("ab", "c") and ("a", "bc") apart.
+    expect(durableConsumerName("ab", "c")).not.toBe(durableConsumerName("a", "bc"));
   });
 
   const info = (config: Record<string, unknown>) =>

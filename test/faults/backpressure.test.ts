@@ -13,7 +13,7 @@ import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
 import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
 import { eventually } from "../helpers/poll.js";
 import { RawMqtt } from "../helpers/rawMqtt.js";
-import { metric, rssOf } from "./util.js";
+import { metric, rssOf, within } from "./util.js";
 
 const MiB = 1024 * 1024;
 
@@ -262,12 +262,14 @@ describe("backpressure and slow consumers", () => {
       await a.close();
     });
 
-    // KNOWN BUG, reported (AMQP door, src/actors/amqp/receiverLink.ts pump()): a receiver's
-    // transfers are bounded by its credit and the session buffer (32,768 deliveries), not by
-    // what its socket has taken, so a client granting much credit and not reading grows the
-    // gateway by about what is published to it (300 MiB published: +460 MiB RSS measured).
-    // Flip to `it` once pump() holds back while the socket's write queue is long.
-    it.fails("a receiver that grants much credit and then stops reading its socket: the gateway's memory stays bounded", async () => {
+    // receiverLink.ts pump() sends no further than the connection's outflow allows (4 MiB in
+    // the socket's write queue and in rhea); a core subscription's overflow waits in a bounded
+    // queue (1,000 messages, 8 MiB) and its oldest are dropped and counted. Before, 300 MiB
+    // published to such a receiver grew the gateway by 460 MiB. The bound is the MQTT QoS 0
+    // test's: passing 96 or 256 MiB through to a client that *does* read grows the gateway's
+    // RSS by about 90 MiB too (garbage V8 has not collected yet; measured), so what is checked
+    // is that the growth does not follow the flood.
+    it("a receiver that grants much credit and then stops reading its socket: the gateway's memory stays bounded, the overflow is dropped and counted", async () => {
       const a = await AmqpClient.open(gw.port("amqp"));
       const r: Receiver = await a.receiver({ source: "amqp.slow", credit_window: 0 });
       r.add_credit(1_000_000);
@@ -276,21 +278,67 @@ describe("backpressure and slow consumers", () => {
       await got.next();
       const socket = (a.conn as unknown as { socket: Socket }).socket;
       socket.pause();
+      const drops = () => metric(gw, "mqgw_dropped_total", { protocol: "amqp", reason: "slow_consumer" });
+      const before = await drops();
       const base = rssOf(gw.process.pid!);
+      const total = 256 * MiB;
       try {
-        const growth = await peakGrowth(gw.process.pid!, base, () =>
-          flood(nc, "amqp.slow", 96 * MiB, 32 * 1024).then(() => {}),
-        );
-        expect(growth).toBeLessThan(48 * MiB);
+        const growth = await peakGrowth(gw.process.pid!, base, async () => {
+          const n = await flood(nc, "amqp.slow", total, 32 * 1024);
+          // At most the outflow and the queue are held; everything else is dropped.
+          await eventually(
+            async () => ((await drops()) - before >= n - 1_000 - (16 * MiB) / (32 * 1024) ? true : undefined),
+            20_000,
+            "the overflow dropped",
+          );
+        });
+        expect(growth).toBeLessThan(120 * MiB);
       } finally {
         socket.destroy();
       }
     });
 
-    // The gateway stalls for seconds while it writes the held transfers (about 5 s after
-    // 96 MiB here; part of the bug above), so this waits for it with a bound.
-    it("after a slow AMQP receiver, others' traffic flows again", async () => {
-      await eventually(() => othersFlow().then(() => true), 30_000, "others' traffic");
+    it("a stored source to a receiver that stops reading: nothing is dropped, the rest stays in the stream, all arrive once it reads", async () => {
+      const a = await AmqpClient.open(gw.port("amqp"));
+      const r: Receiver = await a.receiver({ source: "stored.amqpslow.x", credit_window: 0 });
+      r.add_credit(1_000_000);
+      const got = collect(r);
+      const js = jetstream(nc);
+      await js.publish("stored.amqpslow.x", "first");
+      await got.next();
+      const socket = (a.conn as unknown as { socket: Socket }).socket;
+      socket.pause();
+      const before = await metric(gw, "mqgw_dropped_total", { protocol: "amqp" });
+      const N = 3_000;
+      const payload = Buffer.alloc(16 * 1024, 0x63);
+      for (let i = 0; i < N; i += 100)
+        await Promise.all(Array.from({ length: 100 }, () => js.publish("stored.amqpslow.x", payload)));
+      // The gateway pulled what fits its outflow and queue; the rest waits in the stream.
+      const consumer = await eventually(
+        async () => {
+          for await (const c of jsm.consumers.list("SLOW"))
+            if (c.config.filter_subject === "stored.amqpslow.x" && c.num_pending > 0) return c;
+          return undefined;
+        },
+        10_000,
+        "messages left in the stream",
+      );
+      expect(consumer.num_pending + consumer.num_ack_pending).toBeGreaterThan(1_000);
+      socket.resume();
+      await eventually(() => (got.seen.length >= N + 1 ? true : undefined), 30_000, `all ${N} stored messages`);
+      expect((await metric(gw, "mqgw_dropped_total", { protocol: "amqp" })) - before).toBe(0);
+      await a.close();
+    });
+
+    // The gateway held no backlog for the slow receiver, so there is none to write out first.
+    it("after a slow AMQP receiver, others' traffic flows again at once", async () => {
+      expect(
+        await within(
+          othersFlow().then(() => "flowed"),
+          5_000,
+          "hung",
+        ),
+      ).toBe("flowed");
     });
   });
 });

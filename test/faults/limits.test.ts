@@ -4,7 +4,7 @@
 import { type Socket, connect as tcpConnect } from "node:net";
 import type mqtt from "mqtt-packet";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { AmqpClient, send } from "../amqp/rheaClient.js";
+import { AmqpClient, rhea, send } from "../amqp/rheaClient.js";
 import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
 import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
 import { eventually } from "../helpers/poll.js";
@@ -242,15 +242,37 @@ describe("limits", () => {
       await amqp.close();
     });
 
-    // KNOWN BUG, reported: the AMQP door (src/actors/amqp/connection.ts acquireNats) does not
-    // check limits.max_connections_per_account. Flip to `it` once it refuses the open
-    // (amqp:resource-limit-exceeded, as RabbitMQ does for its connection limits).
-    it.fails("limits.max_connections_per_account: 2: a third AMQP client of the account is refused", async () => {
+    it("limits.max_connections_per_account: 2: a third AMQP client of the account gets its open answered by a close amqp:resource-limit-exceeded (with and without SASL)", async () => {
       const held = [await RawMqtt.connected(gw.port("mqtt"), 5), await RawMqtt.connected(gw.port("mqtt"), 5)];
-      const third = await AmqpClient.open(gw.port("amqp")).catch(() => undefined);
-      for (const h of held) h.end();
-      await third?.close();
-      expect(third).toBeUndefined();
+      const before = await metric(gw, "mqgw_refused_total", {
+        protocol: "amqp",
+        reason: "max_connections_per_account",
+      });
+      try {
+        // No SASL layer, then SASL ANONYMOUS (rhea's choice for a username without a password).
+        expect(await refusedOpen(gw.port("amqp"), {})).toMatchObject({ condition: "amqp:resource-limit-exceeded" });
+        expect(await refusedOpen(gw.port("amqp"), { username: "trace" })).toMatchObject({
+          condition: "amqp:resource-limit-exceeded",
+          description: expect.stringContaining("2 connections"),
+        });
+        expect(
+          (await metric(gw, "mqgw_refused_total", { protocol: "amqp", reason: "max_connections_per_account" })) -
+            before,
+        ).toBe(2);
+      } finally {
+        for (const h of held) h.end();
+      }
+      // A place again: an AMQP client is served.
+      const ok = await eventually(
+        async () => {
+          if ((await metric(gw, "mqgw_connections")) > 0) return undefined;
+          return AmqpClient.open(gw.port("amqp"));
+        },
+        5_000,
+        "a place again",
+      );
+      expect(await send(await ok.sender("lim.after"), { body: "x" })).toEqual({ state: "accepted" });
+      await ok.close();
     });
 
     it("limits.max_subscriptions_per_client: 3: MQTT SUBACK 0x97 (v5) / 0x80 (3.1.1) past it; re-subscribing a held filter is no new one", async () => {
@@ -333,15 +355,45 @@ describe("limits", () => {
       expect(c4.packets.filter((p) => p.cmd === "puback")).toEqual([]);
     });
 
-    // KNOWN BUG, reported: the AMQP door does not apply limits.max_topic_levels (docs/config.md:
-    // "levels of an MQTT topic or filter, tokens of an AMQP address"). Flip to `it` when it does.
-    it.fails("limits.max_topic_levels: 4: an AMQP address of five tokens is refused (amqp:invalid-field)", async () => {
+    it("limits.max_topic_levels: 4: AMQP addresses of five tokens are refused amqp:invalid-field (targets, sources, queues, the relay's to)", async () => {
       const c = await AmqpClient.open(gw.port("amqp"));
       try {
         await expect(c.sender("a.b.c.d.e")).rejects.toMatchObject({ condition: "amqp:invalid-field" });
+        expect(await c.refused("receiver", "a.b.c.d.e")).toMatchObject({ condition: "amqp:invalid-field" });
+        expect(await c.refused("receiver", "a.b.c.*.>")).toMatchObject({ condition: "amqp:invalid-field" });
+        expect(await c.refused("receiver", "a.b.c.d.e::q")).toMatchObject({ condition: "amqp:invalid-field" });
+        // Four tokens are fine, as is a wildcard source of four.
+        const four = await c.sender("a.b.c.d");
+        expect(await send(four, { body: "x" })).toEqual({ state: "accepted" });
+        await c.receiver("a.b.*.>");
+        const relay = await c.sender({ target: {} });
+        expect(await send(relay, { to: "a.b.c.d.e", body: "x" })).toMatchObject({
+          state: "rejected",
+          error: { condition: "amqp:invalid-field" },
+        });
+        expect(await send(relay, { to: "a.b.c.d", body: "x" })).toEqual({ state: "accepted" });
       } finally {
         await c.close();
       }
     });
   });
 });
+
+/** Opens an AMQP connection the gateway should refuse: the error of the close that follows its open. */
+function refusedOpen(
+  port: number,
+  options: Record<string, unknown>,
+): Promise<{ condition?: string; description?: string }> {
+  const conn = rhea.create_container().connect({ host: "127.0.0.1", port, reconnect: false, ...options } as never);
+  conn.on("error", () => {});
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error("no close within 10 s")), 10_000);
+    const done = () => {
+      clearTimeout(timer);
+      resolve((conn.error as { condition?: string; description?: string } | undefined) ?? { condition: "none" });
+    };
+    conn.once("connection_error", done);
+    conn.once("connection_close", done);
+    conn.once("disconnected", done);
+  });
+}

@@ -161,10 +161,8 @@ describe("nats-server restarted mid-traffic", () => {
     expect(amqp.conn.is_open()).toBe(true);
     // CONTRACT: a refusal is 0x80 with a reason string (v5), rejected amqp:internal-error (AMQP).
     for (const code of p5.answers.values()) expect([0, 0x80]).toContain(code);
-    // KNOWN BUG (see "an AMQP stored publish while NATS is down" below): a refusal whose flush
-    // failed is reported as amqp:unauthorized-access; the CONTRACT asks for amqp:internal-error.
-    for (const s of pa.outcome.values())
-      expect(["accepted", "rejected amqp:internal-error", "rejected amqp:unauthorized-access"]).toContain(s);
+    // A flush that failed with NATS is the gateway's trouble, never the client's permissions.
+    for (const s of pa.outcome.values()) expect(["accepted", "rejected amqp:internal-error"]).toContain(s);
 
     const lost = async (prefix: string, acked: number[]) => {
       const stored = await storedUnder(prefix);
@@ -266,9 +264,9 @@ describe("nats-server restarted mid-traffic", () => {
     v4.end();
   });
 
-  // KNOWN BUG, reported: src/actors/amqp/publisher.ts store() answers every failed flush as a
-  // permissions refusal (`if (!settled.ok || ...) return denied(...)`). Flip to `it` when fixed.
-  it.fails("an AMQP stored publish while NATS is down is rejected amqp:internal-error (CONTRACT), not unauthorized-access", async () => {
+  // publisher.ts store(): only a refusal NATS reported for the client's permissions is
+  // unauthorized-access (test/amqp/storedAuth.test.ts); a failed flush is internal-error.
+  it("an AMQP stored publish while NATS is down is rejected amqp:internal-error (CONTRACT), not unauthorized-access", async () => {
     const amqp = await AmqpClient.open(gw.port("amqp"), { container_id: "down-amqp" });
     const sender = await amqp.sender("orders.amqpdown.1");
     await new Promise<void>((r) => (sender.sendable() ? r() : sender.once("sendable", () => r())));

@@ -5,6 +5,7 @@ import {
   classifyTarget,
   patternMayMatchAdmin,
   subjectIsAdmin,
+  tooManyTokens,
   validateRelayTo,
 } from "../../src/protocol/amqpAddress.js";
 
@@ -204,6 +205,27 @@ describe("properties", () => {
         expect(classifyTarget(`$MQG.${rest}`, false)).toEqual(refusal(UNAUTHORIZED));
         expect(classifySource(`$MQG.${rest}`, false)).toEqual(refusal(UNAUTHORIZED));
       }),
+      RUNS,
+    );
+  });
+});
+
+describe("limits.max_topic_levels on AMQP addresses", () => {
+  it("refuses an address of more tokens than the limit (invalid-field); 0 is no limit", () => {
+    expect(tooManyTokens("a.b.c.d", 4)).toBeUndefined();
+    expect(tooManyTokens("a.b.c.d.e", 4)).toMatchObject({ condition: INVALID });
+    expect(tooManyTokens("a.b.c.d.e", 0)).toBeUndefined();
+  });
+  it("counts tokens as the subject's dots plus one, whatever the tokens are", () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.stringMatching(/^[a-z*>]{1,3}$/), { minLength: 1, maxLength: 12 }),
+        fc.nat(12),
+        (tokens, max) => {
+          const refused = tooManyTokens(tokens.join("."), max) !== undefined;
+          expect(refused).toBe(max > 0 && tokens.length > max);
+        },
+      ),
       RUNS,
     );
   });

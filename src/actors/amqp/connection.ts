@@ -15,6 +15,7 @@ import { type LinkContext, linkContext } from "./context.js";
 import { FrameGuard, SASL_HEADER } from "./frameGuard.js";
 import { guarded } from "./guarded.js";
 import { ConnectionLinks, type SpawnLink } from "./links.js";
+import { Outflow } from "./outflow.js";
 import { screenInput, serverContainer } from "./rhea.js";
 import { saslMechanisms, verifiedCertificateName } from "./sasl.js";
 import type { AmqpSettings } from "./settings.js";
@@ -28,6 +29,10 @@ export interface AmqpDeps {
   readonly bindings: Bindings;
   readonly settings: () => AmqpSettings;
   readonly accountOf: (lease: NatsLease, username: string | undefined) => Promise<string>;
+  /** limits.max_connections_per_account (0: none), counted over MQTT and AMQP clients alike. */
+  readonly maxConnectionsPerAccount: () => number;
+  /** limits.max_topic_levels (0: none): tokens of an AMQP address. */
+  readonly maxTopicLevels: () => number;
   /** The gateway's id: its container-id in every open. */
   readonly gatewayId: string;
   readonly version: string;
@@ -69,8 +74,14 @@ class AmqpClientConnection {
     spawnLink: SpawnLink,
   ) {
     this.settings = deps.settings();
-    this.links = new ConnectionLinks(spawnLink, deps.registry);
     this.log = deps.log.child({ cid, remote, protocol: "amqp" });
+    this.links = new ConnectionLinks(
+      spawnLink,
+      deps.registry,
+      this.log,
+      this.settings.maxSenderLinks + this.settings.maxReceiverLinks,
+      (condition, description) => this.protocolError(condition, description),
+    );
     this.guard = new FrameGuard({
       maxFrameSize: this.settings.maxFrameSize,
       channelMax: this.settings.channelMax,
@@ -119,7 +130,11 @@ class AmqpClientConnection {
     screenInput(
       this.conn,
       (chunk) => this.screen(chunk),
-      () => this.links.checkIncomplete(),
+      () => {
+        this.links.checkIncomplete();
+        // A flow or disposition read may let the receiving links go on.
+        this.ctx?.outflow.check();
+      },
     );
     this.socket.on("error", () => {});
     this.socket.on("close", () => actor.send({ type: "SOCKET_CLOSED" }));
@@ -131,6 +146,7 @@ class AmqpClientConnection {
     c.on("error", (e: Error) => this.protocolError("amqp:internal-error", e.message));
     c.on("sender_open", (ctx: EventContext) => this.links.attached(ctx.sender!, "receiver"));
     c.on("receiver_open", (ctx: EventContext) => this.links.attached(ctx.receiver!, "sender"));
+    c.on("session_open", (ctx: EventContext) => this.links.begun(ctx.session!));
     c.on("session_close", (ctx: EventContext) => this.links.sessionEnded(ctx.session));
     c.on("session_error", (ctx: EventContext) => this.links.sessionEnded(ctx.session));
     c.accept(this.socket as Socket);
@@ -143,6 +159,7 @@ class AmqpClientConnection {
 
   cleanup(): void {
     for (const u of this.unlisten.splice(0)) u();
+    this.links.close();
     this.answerSasl?.(false);
     this.ctx?.publisher.close();
     if (this.handle) this.deps.clients.remove(this.handle);
@@ -228,6 +245,22 @@ class AmqpClientConnection {
       lease.onStatus((s) => sendIfActiveConnection(this.actor, { type: s === "up" ? "NATS_UP" : "NATS_DOWN" })),
     );
     this.account = await this.deps.accountOf(lease, login.username);
+    const perAccount = this.deps.maxConnectionsPerAccount();
+    if (perAccount > 0 && this.deps.clients.countIn(this.account) >= perAccount) {
+      this.deps.metrics.refused("amqp", "max_connections_per_account");
+      this.log.info(
+        { account: this.account, limit: perAccount },
+        "AMQP client refused: account at its connection limit",
+      );
+      sendIfActiveConnection(this.actor, {
+        type: "LIMIT_REFUSED",
+        error: {
+          condition: "amqp:resource-limit-exceeded",
+          description: `account ${this.account || "(none)"} has ${perAccount} connections on this gateway`,
+        },
+      });
+      return;
+    }
     sendIfActiveConnection(this.actor, { type: "NATS_READY", account: this.account });
   }
 
@@ -256,9 +289,11 @@ class AmqpClientConnection {
       account: this.account,
       containerId,
       settings: this.settings,
+      maxTopicLevels: this.deps.maxTopicLevels(),
       bindings: this.deps.bindings,
       metrics: this.deps.metrics,
       registry: this.deps.registry,
+      outflow: new Outflow(this.socket),
       log: this.log.child({ client_id: containerId }),
       closeConnection: (condition, description) => this.protocolError(condition, description),
     });

@@ -4,6 +4,7 @@ import type { Bindings } from "../bindings.js";
 import type { Metrics } from "../metrics.js";
 import type { NatsLease } from "../natsBridge.js";
 import type { ActorRegistry } from "../registry.js";
+import type { Outflow } from "./outflow.js";
 import { Publisher } from "./publisher.js";
 import type { AmqpSettings } from "./settings.js";
 
@@ -15,8 +16,12 @@ export interface LinkContext {
   readonly settings: AmqpSettings;
   /** The largest message a client may send: what NATS takes in one message (max_payload). */
   readonly maxMessageSize: number;
+  /** limits.max_topic_levels: tokens an address may have (0: no limit). */
+  readonly maxTopicLevels: number;
   readonly bindings: Bindings;
   readonly publisher: Publisher;
+  /** The bytes on their way to the client, shared by the connection's receiving links. */
+  readonly outflow: Outflow;
   /** The JetStream API on the client's own connection (its permissions apply), made on first use. */
   readonly jsm: () => Promise<JetStreamManager>;
   readonly metrics: Metrics;
@@ -34,10 +39,12 @@ export function linkContext(o: {
   readonly account: string;
   readonly containerId: string;
   readonly settings: AmqpSettings;
+  readonly maxTopicLevels: number;
   readonly bindings: Bindings;
   readonly metrics: Metrics;
   readonly registry: ActorRegistry;
   readonly log: Logger;
+  readonly outflow: Outflow;
   readonly closeConnection: (condition: string, description: string) => void;
 }): LinkContext {
   let jsm: Promise<JetStreamManager> | undefined;

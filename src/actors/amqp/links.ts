@@ -1,5 +1,6 @@
 import { Effect, type Scope } from "effect";
 import type { Receiver, Sender, Session } from "rhea";
+import type { Logger } from "../../log.js";
 import { amqpReceiverLinkMachine, amqpSenderLinkMachine, type LinkError } from "../../machines/amqpLink.js";
 import type { ActorRegistry } from "../registry.js";
 import type { LinkContext } from "./context.js";
@@ -7,33 +8,58 @@ import { linkActor } from "./linkActor.js";
 import { ReceiverLink } from "./receiverLink.js";
 import { holdAttach } from "./rhea.js";
 import { SenderLink } from "./senderLink.js";
+import { AmqpSessionActor, advertiseHandleMax } from "./sessionActor.js";
 
 export type SpawnLink = (id: number, link: Effect.Effect<void, never, Scope.Scope>) => void;
 
 /**
- * The links of one connection: each attach held until the client is served, counted
- * against the per-connection limits, started as an actor in the connection's scope, and
- * told when its session ends (rhea tells only the session).
+ * The sessions and links of one connection: each session an actor (sessionActor.ts) that
+ * knows its links; each attach held until the client is served, counted against the
+ * per-connection limits, started as an actor in the connection's scope, and known to its
+ * session from start to end (rhea tells only the session when it ends).
  */
 export class ConnectionLinks {
   private ctx: LinkContext | undefined;
   /** Attaches that came before the login completed. */
   private readonly waiting: Array<() => void> = [];
-  private readonly live = new Map<number, { session: Session; edge: SenderLink | ReceiverLink }>();
+  private readonly sessions = new Map<Session, AmqpSessionActor>();
+  /** Sessions whose actor ended: a late attach on one is not started (nor the session again). */
+  private readonly ended = new WeakSet<Session>();
   private readonly sending = new Set<SenderLink>();
   private receivers = 0;
   private nextId = 1;
+  private closed = false;
 
   constructor(
     private readonly spawn: SpawnLink,
     private readonly registry: ActorRegistry,
+    private readonly log: Logger,
+    /**
+     * Links one session may hold at once, advertised as its handle-max + 1: as many as the
+     * connection allows in both directions, so the per-connection limits refuse a link
+     * politely first, and only a client using handles it was not offered loses the session.
+     */
+    private readonly maxLinksPerSession: number,
+    private readonly closeConnection: (condition: string, description: string) => void,
   ) {}
+
+  /** The client's begin: rhea answers it on the next tick, with the session's handle-max. */
+  begun(session: Session): void {
+    advertiseHandleMax(session, this.maxLinksPerSession);
+    this.sessionOf(session);
+  }
 
   /** `role` is the client's: it sends on a link whose gateway end is an rhea Receiver. */
   attached(link: Sender | Receiver, role: "sender" | "receiver"): void {
     // Synchronously, before rhea answers the attach on the next tick.
     holdAttach(link);
-    const start = () => (role === "sender" ? this.startSending(link as Receiver) : this.startReceiving(link as Sender));
+    const start = () => {
+      const session = this.sessionOf(link.session);
+      // The session ended (or broke its handle-max) while this attach waited.
+      if (!session?.open()) return;
+      if (role === "sender") this.startSending(link as Receiver, session);
+      else this.startReceiving(link as Sender, session);
+    };
     if (this.ctx) start();
     else this.waiting.push(start);
   }
@@ -43,8 +69,36 @@ export class ConnectionLinks {
     for (const start of this.waiting.splice(0)) start();
   }
 
+  /** The client ended a session (rhea answers the end). */
   sessionEnded(session: Session | undefined): void {
-    for (const l of this.live.values()) if (l.session === session) l.edge.detachedByClient();
+    if (session) this.sessions.get(session)?.remoteEnded();
+  }
+
+  /** The connection is going: every session goes with it. */
+  close(): void {
+    this.closed = true;
+    for (const s of [...this.sessions.values()]) s.connectionClosed();
+    this.sessions.clear();
+  }
+
+  private sessionOf(session: Session): AmqpSessionActor | undefined {
+    if (this.closed || this.ended.has(session)) return undefined;
+    let actor = this.sessions.get(session);
+    if (!actor) {
+      actor = new AmqpSessionActor(
+        session,
+        this.maxLinksPerSession,
+        this.registry,
+        this.log,
+        this.closeConnection,
+        () => {
+          this.sessions.delete(session);
+          this.ended.add(session);
+        },
+      );
+      this.sessions.set(session, actor);
+    }
+    return actor;
   }
 
   /** After rhea read a chunk: deliveries still arriving in frames must stay under the size limit. */
@@ -52,39 +106,41 @@ export class ConnectionLinks {
     for (const s of this.sending) s.checkIncomplete();
   }
 
-  private startSending(link: Receiver): void {
+  private startSending(link: Receiver, session: AmqpSessionActor): void {
     const ctx = this.ctx!;
     const max = ctx.settings.maxSenderLinks;
     const edge = new SenderLink(link, ctx, this.sending.size >= max ? tooMany("sending", max) : undefined);
     this.sending.add(edge);
-    this.run(link, amqpSenderLinkMachine, edge, () => this.sending.delete(edge));
+    this.run(link, session, amqpSenderLinkMachine, edge, () => this.sending.delete(edge));
   }
 
-  private startReceiving(link: Sender): void {
+  private startReceiving(link: Sender, session: AmqpSessionActor): void {
     const ctx = this.ctx!;
     const max = ctx.settings.maxReceiverLinks;
     const edge = new ReceiverLink(link, ctx, this.receivers >= max ? tooMany("receiving", max) : undefined);
     this.receivers++;
-    this.run(link, amqpReceiverLinkMachine, edge, () => this.receivers--);
+    this.run(link, session, amqpReceiverLinkMachine, edge, () => this.receivers--);
   }
 
   private run(
     link: Sender | Receiver,
+    session: AmqpSessionActor,
     machine: typeof amqpSenderLinkMachine | typeof amqpReceiverLinkMachine,
     edge: SenderLink | ReceiverLink,
     ended: () => void,
   ): void {
     const id = this.nextId++;
-    this.live.set(id, { session: link.session, edge });
     const actor = linkActor(machine, edge as never, this.registry).pipe(
       Effect.ensuring(
         Effect.sync(() => {
-          this.live.delete(id);
+          session.linkEnded(id);
           ended();
         }),
       ),
     );
     this.spawn(id, actor);
+    // After the spawn: a session that ends on this attach (handle-max) tells this link too.
+    session.linkStarted(id, remoteHandleOf(link), edge);
   }
 }
 
@@ -92,3 +148,8 @@ const tooMany = (what: string, max: number): LinkError => ({
   condition: "amqp:resource-limit-exceeded",
   description: `at most ${max} ${what} links per connection`,
 });
+
+/** The handle of the client's attach (rhea keeps the attach performative in `remote.attach`). */
+function remoteHandleOf(link: Sender | Receiver): number {
+  return (link as unknown as { remote?: { attach?: { handle?: number } } }).remote?.attach?.handle ?? 0;
+}

@@ -84,7 +84,10 @@ export class Publisher {
       return ACCEPTED;
     } catch (e) {
       const settled = await confirmed;
-      if (!settled.ok || isPermissionError(e)) return denied(m.subject);
+      // Only a refusal NATS itself reported is the client's fault. A flush that failed
+      // (NATS down, reconnecting, closed) or a publish that timed out or found no
+      // responders is the gateway's trouble: amqp:internal-error (CONTRACT error table).
+      if (isPermissionError(e) || (!settled.ok && settled.reason === "not_authorized")) return denied(m.subject);
       if (isTooLarge(e)) return unpublishable(e);
       return {
         ok: false,

@@ -4,16 +4,27 @@ import { createInbox, nanos } from "@nats-io/transport-node";
 import type { Delivery, EventContext, Sender } from "rhea";
 import type { Actor } from "xstate";
 import type { amqpReceiverLinkMachine, LinkError } from "../../machines/amqpLink.js";
-import { classifySource } from "../../protocol/amqpAddress.js";
+import { classifySource, tooManyTokens } from "../../protocol/amqpAddress.js";
 import type { LinkContext } from "./context.js";
 import { coreFeed } from "./coreFeed.js";
+import { closedByClient, findDurable, linkNameOf, openDurable } from "./durable.js";
 import type { Feed, FeedSink, Outcome, Pending } from "./feed.js";
 import { jetStreamFeed } from "./jsFeed.js";
 import type { LinkEdge } from "./linkActor.js";
 import { detachedByClient, failLink, sendIfActive } from "./linkActor.js";
 import { natsToAmqp } from "./outbound.js";
+import type { OutflowLink } from "./outflow.js";
 import { completeDrain, creditOf, sendableCount, setLocalAttach, unsentTransfers } from "./rhea.js";
-import { consumerLookupError, planSource, queueProblem, type SettleMode, type SourcePlan } from "./sources.js";
+import {
+  consumerLookupError,
+  durableConsumerName,
+  durableSource,
+  planSource,
+  queueProblem,
+  type SettleMode,
+  type SourcePlan,
+  type SourceTerminus,
+} from "./sources.js";
 
 type Machine = typeof amqpReceiverLinkMachine;
 
@@ -25,19 +36,33 @@ const asLinkError = (e: unknown): LinkError =>
 /** The consumer the gateway makes for a stored source lives as long as the link (and a while longer if the gateway dies). */
 const STREAM_CONSUMER_INACTIVE_MS = 10 * 60_000;
 const DEFAULT_ACK_WAIT_MS = 30_000;
+/** Bytes of core messages a link holds for a client that cannot take them now; the oldest go first. */
+export const MAX_QUEUED_BYTES = 8 * 1024 * 1024;
 
 /**
- * A link the client receives on: NATS (core or JetStream) -> AMQP. Holds at most as many
- * messages as the client has credit for (a core subscription's overflow is dropped and
- * counted), sends them as credit arrives, and passes each disposition to the feed.
+ * A link the client receives on: NATS (core or JetStream) -> AMQP. Sends as far as the
+ * client's credit and its connection's outflow (bytes on their way to the client) allow,
+ * and passes each disposition to the feed. What waits is bounded: a core subscription's
+ * overflow is dropped oldest-first and counted; a stream is pulled no further than
+ * credit and the queue bound allow, and not at all while the outflow is full.
  */
-export class ReceiverLink implements LinkEdge<Machine>, FeedSink {
+export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
   private actor!: Actor<Machine>;
   private feed: Feed | undefined;
   private plan: SourcePlan | undefined;
   private settled = false;
   private readonly queue: Pending[] = [];
-  private readonly unsettled = new Map<Delivery, Pending>();
+  private queuedBytes = 0;
+  /**
+   * The delivery ids and sizes of transfers handed to rhea and not yet seen written,
+   * oldest first from `writtenUpTo` on (rhea writes a session's deliveries in id order).
+   */
+  private readonly handedIds: number[] = [];
+  private readonly handed: number[] = [];
+  private writtenUpTo = 0;
+  private handedBytes = 0;
+  /** Each unsettled delivery's message and its size on the wire (held in the outflow until settled). */
+  private readonly unsettled = new Map<Delivery, { m: Pending; bytes: number }>();
   private active = false;
   /** NATS is there to ask (what is held still goes out while it is not). */
   private online = true;
@@ -45,6 +70,8 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink {
   private pumpScheduled = false;
   private attachFault: LinkError | undefined;
   private createdConsumer: { stream: string; name: string } | undefined;
+  /** The durable subscription this link reads: kept unless the client detaches with closed=true. */
+  private durable: { stream: string; name: string } | undefined;
   private readonly unlisten: Array<() => void> = [];
   private done = false;
 
@@ -78,6 +105,7 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink {
 
   start(actor: Actor<Machine>): void {
     this.actor = actor;
+    this.ctx.outflow.add(this);
     const l = this.link;
     l.on("sender_flow", () => this.schedulePump());
     l.on("sendable", () => this.schedulePump());
@@ -113,8 +141,13 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink {
     for (const u of this.unlisten.splice(0)) u();
     this.feed?.close();
     this.queue.length = 0;
+    this.queuedBytes = 0;
+    let held = 0;
+    for (const u of this.unsettled.values()) held += u.bytes;
     this.unsettled.clear();
-    const made = this.createdConsumer;
+    this.ctx.outflow.remove(this);
+    this.ctx.outflow.released(held);
+    const made = this.createdConsumer ?? (this.durable && closedByClient(this.link) ? this.durable : undefined);
     if (made)
       void this.ctx
         .jsm()
@@ -126,15 +159,31 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink {
 
   private async resolve(): Promise<void> {
     if (this.refusal) return sendIfActive(this.actor, { type: "REFUSED", error: this.refusal });
-    const source = this.link.source as { address?: string; dynamic?: boolean } | null | undefined;
-    const classified = classifySource(source?.address, source?.dynamic === true);
+    const source = this.link.source as SourceTerminus | null | undefined;
+    const name = durableConsumerName(this.ctx.containerId, linkNameOf(this.link));
+    // Qpid JMS unsubscribes by attaching the subscription's link name with no source: the
+    // answer names the subscription's address, then the client detaches with closed=true.
+    const found = !source?.address && !source?.dynamic ? await this.lookUpDurable(name) : undefined;
+    const durable = found !== undefined || durableSource(source) ? name : undefined;
+    const address = found ?? source?.address;
+    const classified = classifySource(address, source?.dynamic === true);
     if (!classified.ok) return this.refused(classified.error);
+    if (classified.value.kind !== "dynamic") {
+      // Queue addresses too: the part before `::` is the subject the queue reads.
+      const deep = tooManyTokens(classified.value.subject, this.ctx.maxTopicLevels);
+      if (deep) return this.refused(deep);
+    }
     const mode = (this.link.snd_settle_mode ?? 2) as SettleMode;
     let plan: SourcePlan;
     if (classified.value.kind === "dynamic") {
       plan = { kind: "core", subject: createInbox(), settled: mode === 1 };
     } else {
-      const planned = planSource(classified.value, mode, (s) => this.ctx.bindings.coverage(this.ctx.account, s));
+      const planned = planSource(
+        classified.value,
+        mode,
+        (s) => this.ctx.bindings.coverage(this.ctx.account, s),
+        durable,
+      );
       if (!planned.ok) return this.refused(planned.error);
       plan = planned.value;
     }
@@ -152,11 +201,22 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink {
     // A refused subscribe is reported before the flush's PONG.
     await this.ctx.lease.nc.flush().catch(() => {});
     if (this.attachFault) return this.refused(this.attachFault);
-    this.settled = plan.kind === "core" ? plan.settled : plan.kind === "queue" ? plan.settled : false;
+    this.settled = plan.kind === "stream" ? false : plan.settled;
     sendIfActive(this.actor, {
       type: "RESOLVED",
-      address: classified.value.kind === "dynamic" ? plan.subject : (source?.address ?? null),
+      address: classified.value.kind === "dynamic" ? plan.subject : (address ?? null),
     });
+  }
+
+  private async lookUpDurable(name: string): Promise<string | undefined> {
+    const account = this.ctx.account;
+    const streams = this.ctx.bindings
+      .all()
+      .filter((b) => b.account === null || b.account === account)
+      .map((b) => b.stream);
+    if (streams.length === 0) return undefined;
+    const jsm = await this.ctx.jsm().catch(() => undefined);
+    return jsm ? findDurable(jsm, streams, name) : undefined;
   }
 
   private refused(error: LinkError): void {
@@ -188,6 +248,9 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink {
         });
       this.createdConsumer = { stream: plan.stream, name: info.name };
       if (this.done) void jsm.consumers.delete(plan.stream, info.name).catch(() => {});
+    } else if (plan.kind === "durable") {
+      info = await openDurable(jsm, plan.stream, plan.consumer, plan.subject, DEFAULT_ACK_WAIT_MS);
+      this.durable = { stream: plan.stream, name: info.name };
     } else {
       info = await jsm.consumers.info(plan.stream, plan.consumer).catch((e: unknown) => {
         throw consumerLookupError(e, plan.stream, plan.consumer);
@@ -209,7 +272,12 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink {
   private attach(address: string | null): void {
     const source = this.link.source as { dynamic?: boolean } | null | undefined;
     setLocalAttach(this.link, {
-      source: { address: address ?? undefined, ...(source?.dynamic ? { dynamic: true } : {}) },
+      source: {
+        address: address ?? undefined,
+        ...(source?.dynamic ? { dynamic: true } : {}),
+        // The terminus the gateway keeps: unsettled-state, never expiring (part 3, 3.5.5).
+        ...(this.durable ? { durable: 2, expiry_policy: "never" } : {}),
+      },
       target: (this.link.target as unknown as Record<string, unknown> | null) ?? {},
       // What the gateway will do, which for a mixed request is its own choice.
       sndSettleMode: this.settled ? 1 : 0,
@@ -230,12 +298,17 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink {
 
   offer(m: Pending): void {
     if (this.done) return;
-    if (this.queue.length >= this.ctx.settings.maxQueuedPerLink) {
-      // Only a core subscription outruns credit; JetStream is pulled no further than credit.
-      this.queue.shift();
+    // Only a core subscription outruns the link: a stream is pulled no further than the queue's bound.
+    while (
+      this.queue.length > 0 &&
+      !this.queue[0]!.ack &&
+      (this.queue.length >= this.ctx.settings.maxQueuedPerLink || this.queuedBytes + m.data.length > MAX_QUEUED_BYTES)
+    ) {
+      this.queuedBytes -= this.queue.shift()!.data.length;
       this.ctx.metrics.dropped("amqp", "slow_consumer");
     }
     this.queue.push(m);
+    this.queuedBytes += m.data.length;
     this.schedulePump();
   }
 
@@ -261,9 +334,12 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink {
   private pump(): void {
     if (!this.active || this.done || !this.link.is_open()) return;
     const limit = this.link.max_message_size || Number.POSITIVE_INFINITY;
+    const outflow = this.ctx.outflow;
     let room = sendableCount(this.link);
-    while (room > 0 && this.queue.length > 0) {
+    let bytesRoom = outflow.room();
+    while (room > 0 && this.queue.length > 0 && bytesRoom > 0) {
       const m = this.queue.shift()!;
+      this.queuedBytes -= m.data.length;
       const bytes = natsToAmqp(m.subject, m.headers, m.data, m.reply, m.ack?.redeliveries ?? 0);
       if (bytes.length > limit) {
         // The client said it cannot take this one; a stored copy is not offered to it again.
@@ -272,26 +348,62 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink {
         continue;
       }
       const d = this.link.send(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength), undefined, 0);
+      this.handedIds.push(d.id);
       this.ctx.metrics.messageOut("amqp", "delivered");
+      this.handed.push(bytes.length);
+      this.handedBytes += bytes.length;
+      bytesRoom -= bytes.length;
       if (this.settled) this.feed?.settle(m, "accepted");
-      else this.unsettled.set(d, m);
+      else {
+        this.unsettled.set(d, { m, bytes: bytes.length });
+        outflow.held(bytes.length);
+      }
       room--;
+    }
+    if (bytesRoom <= 0) {
+      // The client is not taking what it was sent: nothing more is asked of a stream until it does.
+      outflow.wait(this);
+      return;
     }
     if (!this.draining && this.online) this.feed?.want(this.uncovered());
   }
 
-  /** Credit the queue does not already cover. */
+  unsentBytes(): number {
+    this.unsentCount();
+    return this.handedBytes;
+  }
+
+  /**
+   * Transfers handed to rhea and not yet written, in amortized O(1): rhea has written
+   * every delivery of the session below its next pending id (session.js Outgoing.process).
+   * Called per pump, where rhea.ts's unsentTransfers scans the session's pending deliveries.
+   */
+  private unsentCount(): number {
+    const pending = this.done ? Number.POSITIVE_INFINITY : nextPendingDeliveryOf(this.link);
+    while (this.writtenUpTo < this.handedIds.length && this.handedIds[this.writtenUpTo]! < pending)
+      this.handedBytes -= this.handed[this.writtenUpTo++]!;
+    if (this.writtenUpTo > 1024 && this.writtenUpTo * 2 > this.handed.length) {
+      this.handed.splice(0, this.writtenUpTo);
+      this.handedIds.splice(0, this.writtenUpTo);
+      this.writtenUpTo = 0;
+    }
+    return this.handedIds.length - this.writtenUpTo;
+  }
+
+  /** Credit the queue does not already cover, up to what the queue may hold. */
   private uncovered(): number {
-    return Math.max(0, creditOf(this.link) - unsentTransfers(this.link) - this.queue.length);
+    const credit = creditOf(this.link) - this.unsentCount();
+    return Math.max(0, Math.min(credit, this.ctx.settings.maxQueuedPerLink) - this.queue.length);
   }
 
   private outcome(c: EventContext, outcome: Outcome): void {
     const d = c.delivery;
     if (!d) return;
-    const m = this.unsettled.get(d);
-    if (!m) return;
+    const u = this.unsettled.get(d);
+    if (!u) return;
     this.unsettled.delete(d);
-    this.feed?.settle(m, outcome);
+    this.ctx.outflow.released(u.bytes);
+    this.feed?.settle(u.m, outcome);
     if (!d.remote_settled) d.update(true);
     this.ctx.metrics.messageOut("amqp", outcome);
   }
@@ -311,4 +423,10 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink {
       sendIfActive(this.actor, { type: "DRAINED" });
     }
   }
+}
+
+/** The id of the first delivery rhea has not yet written on the link's session (rhea 3.0.x). */
+function nextPendingDeliveryOf(link: Sender): number {
+  return (link as unknown as { session: { outgoing: { next_pending_delivery: number } } }).session.outgoing
+    .next_pending_delivery;
 }

@@ -3,7 +3,7 @@ import { createInbox } from "@nats-io/transport-node";
 import type { Delivery, EventContext, Receiver } from "rhea";
 import type { Actor } from "xstate";
 import type { amqpSenderLinkMachine, LinkError } from "../../machines/amqpLink.js";
-import { classifyTarget } from "../../protocol/amqpAddress.js";
+import { classifyTarget, tooManyTokens } from "../../protocol/amqpAddress.js";
 import type { LinkContext } from "./context.js";
 import { amqpToNats, type Refusal } from "./inbound.js";
 import type { LinkEdge } from "./linkActor.js";
@@ -127,14 +127,17 @@ export class SenderLink implements LinkEdge<Machine> {
     }
     const t = this.link.target as { address?: string; dynamic?: boolean } | null | undefined;
     const classified = classifyTarget(t?.address, t?.dynamic === true);
-    if (!classified.ok) {
-      this.ctx.metrics.refused("amqp", classified.error.condition.replace(/^amqp:/, ""));
-      sendIfActive(this.actor, { type: "REFUSED", error: classified.error });
-      return;
-    }
+    if (!classified.ok) return this.refuseAttach(classified.error);
     const target = classified.value;
+    const deep = target.kind === "subject" ? tooManyTokens(target.subject, this.ctx.maxTopicLevels) : undefined;
+    if (deep) return this.refuseAttach(deep);
     this.target = target.kind === "subject" ? target.subject : target.kind === "dynamic" ? createInbox() : null;
     sendIfActive(this.actor, { type: "RESOLVED", address: this.target });
+  }
+
+  private refuseAttach(error: LinkError): void {
+    this.ctx.metrics.refused("amqp", error.condition.replace(/^amqp:/, ""));
+    sendIfActive(this.actor, { type: "REFUSED", error });
   }
 
   private attach(address: string | null): void {
@@ -225,6 +228,12 @@ export class SenderLink implements LinkEdge<Machine> {
       return;
     }
     const m = mapped.value;
+    // The relay's subject is the message's `to` (after its route): the same limit as a target's.
+    const deep = this.target === null ? tooManyTokens(m.subject, this.ctx.maxTopicLevels) : undefined;
+    if (deep) {
+      this.refuse(d, settled, { ...deep, reason: "too_many_levels" });
+      return;
+    }
     const stored = !settled && this.ctx.bindings.storedIn(this.ctx.account, m.subject) !== undefined;
     this.inflight++;
     const result = stored

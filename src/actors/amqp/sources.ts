@@ -4,6 +4,7 @@
  * consumer the gateway makes on the stream that stores the source, or an operator's
  * queue. Pure rules; docs/decisions/amqp-links.md has the reasoning.
  */
+import { createHash } from "node:crypto";
 import type { ConsumerInfo } from "@nats-io/jetstream";
 import type { LinkError } from "../../machines/amqpLink.js";
 import type { SourceAddress } from "../../protocol/amqpAddress.js";
@@ -19,6 +20,14 @@ export type SourcePlan =
   | { readonly kind: "core"; readonly subject: string; readonly settled: boolean }
   /** A consumer the gateway creates on the stream and deletes when the link goes. */
   | { readonly kind: "stream"; readonly subject: string; readonly stream: string }
+  /** A durable subscription (docs/decisions/amqp-durable.md): a named consumer kept across detaches. */
+  | {
+      readonly kind: "durable";
+      readonly subject: string;
+      readonly stream: string;
+      readonly consumer: string;
+      readonly settled: boolean;
+    }
   | {
       readonly kind: "queue";
       readonly subject: string;
@@ -39,8 +48,27 @@ export function planSource(
   address: Exclude<SourceAddress, { kind: "dynamic" }>,
   mode: SettleMode,
   coverage: (source: string) => Coverage,
+  /** The consumer name when the source asks for a durable terminus (durableSource). */
+  durable?: string,
 ): Result<SourcePlan, LinkError> {
   const where = coverage(address.subject);
+  // An operator queue is durable already: it is read as a queue.
+  if (durable !== undefined && address.kind !== "queue") {
+    if (where.kind === "stored")
+      return ok({
+        kind: "durable",
+        subject: address.subject,
+        stream: where.stream.stream,
+        consumer: durable,
+        settled: mode === 1,
+      });
+    const why = where.kind === "mixed" ? where.reason : `no binding stores the whole source ${address.subject}`;
+    return err(
+      notImplemented(
+        `${why}; a durable subscription is kept in a stream, so it needs a stored address (or drop durable / expiry-policy never)`,
+      ),
+    );
+  }
   if (address.kind === "queue") {
     if (where.kind === "unstored")
       return err(notFound(`no bound stream stores ${address.subject}, so it has no queue ${address.queue}`));
@@ -106,4 +134,31 @@ export function consumerLookupError(e: unknown, stream: string, consumer: string
       description: `not authorized to read queue ${consumer}: ${message}`,
     };
   return { condition: "amqp:internal-error", description: `could not look up queue ${consumer}: ${message}` };
+}
+
+/** A source terminus as rhea reads it from the client's attach. */
+export interface SourceTerminus {
+  readonly address?: string | null;
+  readonly dynamic?: boolean;
+  readonly durable?: number;
+  readonly expiry_policy?: string;
+}
+
+/**
+ * A durable subscription (JMS durable subscriber, Qpid Proton DurableSubscription): a
+ * source that is durable (configuration or unsettled-state) and never expires. A durable
+ * terminus with another expiry policy ends with the link, the session or the connection
+ * at the latest, so the gateway serves it as an ordinary source and answers durable none.
+ */
+export function durableSource(source: SourceTerminus | null | undefined): boolean {
+  return (source?.durable ?? 0) > 0 && source?.expiry_policy === "never";
+}
+
+/**
+ * The JetStream consumer of a durable subscription: one per client container-id and link
+ * name (JMS: client id and subscription name), hashed into a valid consumer name.
+ */
+export function durableConsumerName(containerId: string, linkName: string): string {
+  const h = createHash("sha256").update(containerId).update("\u0000").update(linkName).digest("hex");
+  return `mqgw-amqp-${h.slice(0, 24)}`;
 }

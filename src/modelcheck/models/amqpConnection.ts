@@ -25,7 +25,7 @@ export const amqpConnectionModel = (machine: AnyStateMachine = amqpConnectionMac
   machine,
   input: { handshakeTimeoutMs: 10_000, idleTimeoutMs: 60_000, closeGraceMs: 2_000 },
   bound:
-    "protocol header with and without SASL or mismatched, one PLAIN login, NATS accept/refuse (auth or not), open, close, 7 other events; every order, timers fire at any point",
+    "protocol header with and without SASL or mismatched, one PLAIN login, NATS accept/refuse (auth or not), a limit refusal, open, close, 7 other events; every order, timers fire at any point",
   events: [
     { type: "HEADER", sasl: true },
     { type: "HEADER", sasl: false },
@@ -34,6 +34,7 @@ export const amqpConnectionModel = (machine: AnyStateMachine = amqpConnectionMac
     { type: "NATS_READY", account: "A" },
     { type: "NATS_REFUSED", auth: true, reason: "bad password" },
     { type: "NATS_REFUSED", auth: false, reason: "no servers" },
+    { type: "LIMIT_REFUSED", error: { condition: "amqp:resource-limit-exceeded", description: "account full" } },
     { type: "OPENED", containerId: "c1" },
     { type: "ACTIVITY" },
     { type: "REMOTE_CLOSE" },
@@ -54,6 +55,12 @@ export const amqpConnectionModel = (machine: AnyStateMachine = amqpConnectionMac
       "a refused login is never served",
       "NATS refused the login",
       (step) => step.event.type === "NATS_REFUSED" && inState(step.before, "authenticating"),
+      ["serve"],
+    ),
+    neverAfter(
+      "a login over a limit is never served",
+      "a limit refused the login",
+      (step) => step.event.type === "LIMIT_REFUSED" && inState(step.before, "authenticating"),
       ["serve"],
     ),
     invariant("a lost socket ends the connection at once", null, (_: null, step) =>
@@ -85,7 +92,7 @@ export const amqpConnectionModel = (machine: AnyStateMachine = amqpConnectionMac
     {
       name: "never waits on the client without a timer",
       after: () => true,
-      using: (e) => ["NATS_READY", "NATS_REFUSED"].includes(e.type),
+      using: (e) => ["NATS_READY", "NATS_REFUSED", "LIMIT_REFUSED"].includes(e.type),
       reach: (s) => s.status === "done" || s.matches("serving"),
     },
   ],

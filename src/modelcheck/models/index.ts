@@ -3,6 +3,7 @@ import { adminConnectionModel } from "./adminConnection.js";
 import { adminKickModel } from "./adminKick.js";
 import { amqpConnectionModel } from "./amqpConnection.js";
 import { amqpReceiverLinkModel, amqpSenderLinkModel } from "./amqpLink.js";
+import { amqpSessionModel } from "./amqpSession.js";
 import { embeddedNatsModel } from "./embeddedNats.js";
 import { gatewayModel } from "./gateway.js";
 import { lameDuckModels } from "./lameDuck.js";
@@ -22,6 +23,7 @@ export const models: readonly Model[] = [
   adminKickModel(),
   ...lameDuckModels(),
   amqpConnectionModel(),
+  amqpSessionModel(),
   amqpSenderLinkModel(),
   amqpReceiverLinkModel(),
   statechartsViewerModel(),

@@ -1,8 +1,10 @@
 """Receives messages with Qpid Proton and prints each as one JSON line.
 
-usage: receive.py URL SOURCE --count N [--accept K] [--credit C]
+usage: receive.py URL SOURCE --count N [--accept K] [--credit C] [--durable NAME --container ID [--keep]]
 The first K messages (all when K is absent) are accepted; the rest are left unsettled
 when the link detaches. Prints {"ready": true} once the link is attached.
+--durable: a durable subscription (Proton's DurableSubscription) on link NAME of container
+ID; --keep ends with a detach that keeps it (closed=false), else the close ends it.
 """
 import argparse
 import base64
@@ -10,7 +12,7 @@ import json
 
 from proton import Message
 from proton.handlers import MessagingHandler
-from proton.reactor import Container
+from proton.reactor import Container, DurableSubscription
 
 
 def args():
@@ -20,6 +22,9 @@ def args():
     p.add_argument("--count", type=int, default=1)
     p.add_argument("--accept", type=int)
     p.add_argument("--credit", type=int, default=10)
+    p.add_argument("--durable")
+    p.add_argument("--container")
+    p.add_argument("--keep", action="store_true")
     return p.parse_args()
 
 
@@ -41,12 +46,18 @@ class Receive(MessagingHandler):
         self.got = 0
 
     def on_start(self, event):
+        if self.a.container:
+            event.container.container_id = self.a.container
         conn = event.container.connect(self.a.url, allowed_mechs="ANONYMOUS")
-        event.container.create_receiver(conn, self.a.source)
+        if self.a.durable:
+            event.container.create_receiver(conn, self.a.source, name=self.a.durable, options=DurableSubscription())
+        else:
+            event.container.create_receiver(conn, self.a.source)
 
     def on_link_opened(self, event):
         if event.receiver and event.receiver.remote_source.address:
-            say(ready=True, address=event.receiver.remote_source.address)
+            src = event.receiver.remote_source
+            say(ready=True, address=src.address, durable=src.durability, never_expires=src.expiry_policy == src.EXPIRE_NEVER)
 
     def on_message(self, event):
         m = event.message
@@ -55,7 +66,10 @@ class Receive(MessagingHandler):
         if self.a.accept is None or self.got <= self.a.accept:
             self.accept(event.delivery)
         if self.got == self.a.count:
-            event.receiver.close()
+            if self.a.keep:
+                event.receiver.detach()
+            else:
+                event.receiver.close()
             event.connection.close()
 
     def on_link_error(self, event):

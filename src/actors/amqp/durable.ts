@@ -1,0 +1,73 @@
+/**
+ * Durable subscriptions on stored addresses (docs/decisions/amqp-durable.md): a named
+ * JetStream consumer per client container-id and link name, kept while the client is
+ * away and deleted when it detaches with closed=true (JMS unsubscribe).
+ */
+import { AckPolicy, type ConsumerInfo, DeliverPolicy, type JetStreamManager } from "@nats-io/jetstream";
+import { nanos } from "@nats-io/transport-node";
+import type { Sender } from "rhea";
+import type { LinkError } from "../../machines/amqpLink.js";
+import { consumerLookupError } from "./sources.js";
+
+/** The durable consumer of `name` on `stream`, made (or remade, for another address) as needed. */
+export async function openDurable(
+  jsm: JetStreamManager,
+  stream: string,
+  name: string,
+  subject: string,
+  ackWaitMs: number,
+): Promise<ConsumerInfo> {
+  let info = await existing(jsm, stream, name);
+  if (info && (info.config.filter_subject !== subject || info.config.deliver_subject)) {
+    // JMS: a durable subscription asked for on another topic is a new subscription.
+    await jsm.consumers.delete(stream, name).catch(() => {});
+    info = undefined;
+  }
+  return (
+    info ??
+    (await jsm.consumers
+      .add(stream, {
+        durable_name: name,
+        ack_policy: AckPolicy.Explicit,
+        deliver_policy: DeliverPolicy.New,
+        filter_subject: subject,
+        ack_wait: nanos(ackWaitMs),
+      })
+      .catch((e: unknown) => {
+        throw consumerLookupError(e, stream, name);
+      }))
+  );
+}
+
+/** The address of an existing durable subscription of this name on one of `streams`, if any. */
+export async function findDurable(
+  jsm: JetStreamManager,
+  streams: readonly string[],
+  name: string,
+): Promise<string | undefined> {
+  for (const stream of streams) {
+    const info = await existing(jsm, stream, name).catch(() => undefined);
+    if (info?.config.filter_subject) return info.config.filter_subject;
+  }
+  return undefined;
+}
+
+async function existing(jsm: JetStreamManager, stream: string, name: string): Promise<ConsumerInfo | undefined> {
+  try {
+    return await jsm.consumers.info(stream, name);
+  } catch (e) {
+    const error: LinkError = consumerLookupError(e, stream, name);
+    if (error.condition === "amqp:not-found") return undefined;
+    throw error;
+  }
+}
+
+/** The client's detach said closed=true: it ends the subscription (a detach with closed=false keeps it). */
+export function closedByClient(link: Sender): boolean {
+  return (link as unknown as { remote?: { detach?: { closed?: boolean } } }).remote?.detach?.closed === true;
+}
+
+/** The link name of the client's attach (rhea's own name for the link carries the direction too, rhea.ts). */
+export function linkNameOf(link: Sender): string {
+  return (link as unknown as { remote?: { attach?: { name?: string } } }).remote?.attach?.name ?? link.name;
+}

@@ -1,0 +1,109 @@
+import type { Session } from "rhea";
+import type { Actor } from "xstate";
+import type { Logger } from "../../log.js";
+import { amqpSessionMachine } from "../../machines/amqpSession.js";
+import { startChildMachine } from "../machineActor.js";
+import type { ActorRegistry } from "../registry.js";
+
+const END_GRACE_MS = 5_000;
+
+/** What a session needs of each link attached on it. */
+export interface SessionLink {
+  /** The link's session ended: the link actor lets go of what it holds. */
+  detachedByClient(): void;
+}
+
+/**
+ * The actor of one rhea session: its machine (amqpSession.ts) counts the session's links
+ * and decides when it ends; this edge carries the machine's commands out on rhea and tells
+ * the session's links when they go with it.
+ */
+export class AmqpSessionActor {
+  private readonly actor: Actor<typeof amqpSessionMachine>;
+  private readonly stopActor: () => void;
+  private readonly links = new Map<number, SessionLink>();
+  private released = false;
+
+  constructor(
+    private readonly session: Session,
+    /** Links the session may hold at once (its handle-max + 1). */
+    maxLinks: number,
+    registry: ActorRegistry,
+    private readonly log: Logger,
+    /** Closes the whole connection (a framing error the session found). */
+    private readonly closeConnection: (condition: string, description: string) => void,
+    private readonly onReleased: () => void,
+  ) {
+    const channel = remoteChannelOf(session);
+    const { actor, stop } = startChildMachine(amqpSessionMachine, {
+      input: { channel, maxLinks, endGraceMs: END_GRACE_MS },
+      registry,
+      on: {
+        end: ({ error }) => {
+          this.log.info({ channel, reason: error.description }, "AMQP session ended by the gateway");
+          this.session.close(error);
+        },
+        close_connection: ({ error }) => this.closeConnection(error.condition, error.description),
+        detach_links: () => {
+          for (const l of this.links.values()) l.detachedByClient();
+        },
+        // Emitted as the machine reaches its final state: let it finish that step first.
+        release: () => queueMicrotask(() => this.release()),
+      },
+    });
+    this.actor = actor;
+    this.stopActor = stop;
+  }
+
+  /** False once the session is ending: an attach held until now is not started. */
+  open(): boolean {
+    const s = this.actor.getSnapshot();
+    return s.status === "active" && s.matches("begun");
+  }
+
+  /** `handle`: the client's handle in its attach. */
+  linkStarted(id: number, handle: number, link: SessionLink): void {
+    this.links.set(id, link);
+    this.send({ type: "LINK_ATTACHED", handle });
+  }
+
+  linkEnded(id: number): void {
+    if (this.links.delete(id)) this.send({ type: "LINK_DETACHED" });
+  }
+
+  remoteEnded(): void {
+    this.send({ type: "REMOTE_END" });
+  }
+
+  /** The connection is going (its scope ends every link actor). */
+  connectionClosed(): void {
+    this.send({ type: "CONNECTION_CLOSED" });
+    this.release();
+  }
+
+  private send(e: Parameters<typeof this.actor.send>[0]): void {
+    if (this.actor.getSnapshot().status === "active") this.actor.send(e);
+  }
+
+  private release(): void {
+    if (this.released) return;
+    this.released = true;
+    this.links.clear();
+    this.stopActor();
+    this.onReleased();
+  }
+}
+
+/**
+ * The gateway's begin answers the client's on the next tick (rhea writes it in
+ * Session._process); setting `local.begin.handle_max` (rhea 3.0.x internal) in the
+ * `session_open` event puts the session's link limit in that begin (part 2, 2.5.6).
+ */
+export function advertiseHandleMax(session: Session, maxLinks: number): void {
+  const local = (session as unknown as { local?: { begin?: { handle_max?: number } } }).local;
+  if (local?.begin) local.begin.handle_max = maxLinks - 1;
+}
+
+function remoteChannelOf(session: Session): number {
+  return (session as unknown as { remote?: { channel?: number } }).remote?.channel ?? -1;
+}
