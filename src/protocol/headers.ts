@@ -65,7 +65,8 @@ const SPACE = 0x20;
 const HEX = "0123456789ABCDEF";
 
 const utf8Encoder = new TextEncoder();
-const utf8Decoder = new TextDecoder();
+// ignoreBOM: a value that starts with U+FEFF is a value like any other, not a byte-order mark to strip.
+const utf8Decoder = new TextDecoder("utf-8", { ignoreBOM: true });
 
 function keyByteIsLiteral(b: number): boolean {
   return b > SPACE && b < 0x7f && b !== COLON && b !== PERCENT && b !== COMMA;

@@ -293,7 +293,8 @@ describe("properties", () => {
         const rebuilt = headersToMeta(interleaved ? shuffled : viaNats(headers)).userProps ?? [];
         expect(sequence(rebuilt)).toEqual(sequence(props));
       }),
-      RUNS,
+      // A value that is a lone U+FEFF once lost it to the decoder's BOM stripping (found by fast-check).
+      { ...RUNS, examples: [[[["k", "\ufeff"], ["k", "a"]], 1]] },
     );
   });
 });
