@@ -7,6 +7,7 @@ import { type ConnectRequest, mqttConnectionMachine, type WillMessage } from "..
 import type { mqttSessionMachine } from "../../machines/mqttSession.js";
 import { encodePubackFast, encodePublishFast, parsePubackFast, parsePublishFast } from "../../protocol/mqttFastPath.js";
 import { badPublishTopic, splitFrames } from "../../protocol/mqttFrame.js";
+import { beforeConnect, type ParserSettings, parsePacket, settingsAfterConnect } from "../../protocol/mqttParse.js";
 import { ConnackV4, Reason } from "../../protocol/mqttReasons.js";
 import type { PublishProperties } from "../../protocol/mqttToNats.js";
 import type { ClientHandle } from "../clients.js";
@@ -17,34 +18,11 @@ import type { MqttDeps } from "./deps.js";
 import { InboundPublisher } from "./inbound.js";
 import type { ClientLink } from "./link.js";
 import { ClientSession } from "./session.js";
+import { scheduleReads } from "./readBatch.js";
 import { startSessionActor } from "./sessionActor.js";
 import type { MqttSettings } from "./settings.js";
 
 type Machine = Actor<typeof mqttConnectionMachine>;
-
-/**
- * Socket reads of all MQTT clients in one event-loop turn are handled in one callback
- * (docs/performance.md). nats.js sends what one callback published in one write, so the
- * NATS connection then carries many clients' publishes per write instead of one socket
- * read's worth, which roughly halves nats-server's CPU per message.
- */
-const pendingReads: MqttClientConnection[] = [];
-let readsScheduled = false;
-
-function handlePendingReads(): void {
-  readsScheduled = false;
-  const batch = pendingReads.splice(0, pendingReads.length);
-  for (const c of batch) {
-    try {
-      c.takeReads();
-    } catch (e) {
-      // Thrown as a socket's own 'data' handler would have thrown it, without starving the others.
-      queueMicrotask(() => {
-        throw e;
-      });
-    }
-  }
-}
 
 /**
  * The actor behind one MQTT socket. The machine decides the connection's life; this
@@ -53,7 +31,8 @@ function handlePendingReads(): void {
  */
 class MqttClientConnection {
   private actor!: Machine;
-  private readonly parser = mqtt.parser({ protocolVersion: 4 });
+  /** The packets the fast path leaves go to one shared mqtt-packet parser (mqttParse.ts). */
+  private parserSettings: ParserSettings = beforeConnect;
   private buffered: Buffer = Buffer.alloc(0);
   private version: 4 | 5 = 4;
   private assignedId: string | undefined;
@@ -65,7 +44,7 @@ class MqttClientConnection {
   private sessionMachine: { actor: Actor<typeof mqttSessionMachine>; stop: () => void } | undefined;
   private clientMaxPacket = Number.POSITIVE_INFINITY;
   private clientReceiveMax = 65535;
-  private readonly topicAliases = new Map<number, string>();
+  private topicAliases: Map<number, string> | undefined;
   private readonly denied = { publish: new Set<string>(), subscribe: new Set<string>() };
   private readonly unlisten: Array<() => void> = [];
   private lastActivity = 0;
@@ -74,7 +53,11 @@ class MqttClientConnection {
   private paused = false;
   private natsUp = true;
   private readonly settings: MqttSettings;
-  private readonly log: Logger;
+  private childLog: Logger | undefined;
+  /** Made on first use: most connections never log between their open and close lines. */
+  private get log(): Logger {
+    return (this.childLog ??= this.deps.log.child({ cid: this.cid, remote: this.remote }));
+  }
 
   constructor(
     private readonly socket: Duplex,
@@ -83,7 +66,6 @@ class MqttClientConnection {
     private readonly deps: MqttDeps,
   ) {
     this.settings = deps.settings();
-    this.log = deps.log.child({ cid, remote });
   }
 
   commands(): Parameters<typeof startMachine<typeof mqttConnectionMachine>>[1]["on"] {
@@ -103,8 +85,6 @@ class MqttClientConnection {
 
   start(actor: Machine): void {
     this.actor = actor;
-    this.parser.on("packet", (p: Packet) => this.onPacket(p));
-    this.parser.on("error", (e: Error) => this.protocolError(Reason.malformedPacket, e.message));
     this.socket.on("data", (chunk: Buffer) => this.queueRead(chunk));
     this.socket.on("error", () => {});
     this.socket.on("close", () => {
@@ -122,11 +102,7 @@ class MqttClientConnection {
       return;
     }
     this.readQueue = [chunk];
-    pendingReads.push(this);
-    if (!readsScheduled) {
-      readsScheduled = true;
-      setImmediate(handlePendingReads);
-    }
+    scheduleReads(this);
   }
 
   /**
@@ -210,7 +186,9 @@ class MqttClientConnection {
       }
       const bad = badPublishTopic(p);
       if (bad) return this.protocolError(Reason.malformedPacket, bad);
-      this.parser.parse(p);
+      const parsed = parsePacket(p, this.parserSettings);
+      if (parsed instanceof Error) return this.protocolError(Reason.malformedPacket, parsed.message);
+      this.onPacket(parsed);
     }
     this.flow();
   }
@@ -301,7 +279,7 @@ class MqttClientConnection {
       return this.protocolError(outcome.reasonCode, outcome.reason);
     }
     this.version = outcome.request.protocolVersion;
-    (this.parser as unknown as { settings: { protocolVersion: number } }).settings.protocolVersion = this.version;
+    this.parserSettings = settingsAfterConnect(this.version, (p as { bridgeMode?: boolean }).bridgeMode);
     this.assignedId = outcome.assignedId;
     this.clientMaxPacket = outcome.clientMaxPacket;
     this.clientReceiveMax = outcome.clientReceiveMax;
@@ -359,6 +337,7 @@ class MqttClientConnection {
    */
   private openSession(account: string, request: ConnectRequest): Promise<boolean> {
     const lease = this.lease!;
+    const self = this;
     const previous = this.register(account, request);
     previous?.takeOver();
     const link: ClientLink = {
@@ -368,7 +347,9 @@ class MqttClientConnection {
       lease,
       settings: this.settings,
       metrics: this.deps.metrics,
-      log: this.log,
+      get log() {
+        return self.log;
+      },
       write: (p) => this.write(p),
       queuedBytes: () => this.socket.writableLength,
       protocolError: (code, reason) => this.protocolError(code, reason),
@@ -438,9 +419,9 @@ class MqttClientConnection {
     if (this.version === 5 && alias !== undefined) {
       if (alias === 0 || alias > this.settings.topicAliasMaximum)
         return this.protocolError(Reason.topicAliasInvalid, `topic alias ${alias} out of range`);
-      if (topic) this.topicAliases.set(alias, topic);
+      if (topic) (this.topicAliases ??= new Map()).set(alias, topic);
       else {
-        const known = this.topicAliases.get(alias);
+        const known = this.topicAliases?.get(alias);
         if (!known) return this.protocolError(Reason.protocolError, `unknown topic alias ${alias}`);
         topic = known;
       }
@@ -523,6 +504,7 @@ export const mqttConnectionActor = (
       input: { connectTimeoutMs: settings.connectTimeoutMs, maxKeepaliveSec: settings.maxKeepaliveSec },
       registry: deps.registry,
       on: client.commands(),
+      shared: true,
     });
     client.start(actor);
     yield* awaitDone(actor);

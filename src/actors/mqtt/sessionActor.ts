@@ -46,6 +46,7 @@ export function startSessionActor(options: {
   const { actor, stop } = startChildMachine(mqttSessionMachine, {
     input: { cleanStart: options.cleanStart, expirySec: options.expirySec },
     registry: options.registry,
+    shared: true,
     on: {
       load: () =>
         void store.load(account, clientId).then(
@@ -87,5 +88,8 @@ export function startSessionActor(options: {
       remove: () => settled(session.removeConsumers(), () => actor.send({ type: "REMOVED" })),
     },
   });
+  // A machine error no longer reaches the process (a child's errors go to its host): the
+  // connection waiting for the session hears it as a refusal.
+  actor.subscribe({ error: (e) => rejectReady(e instanceof Error ? e : new Error(String(e))) });
   return { actor, stop, ready };
 }
