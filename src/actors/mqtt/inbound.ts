@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { headers as natsHeaders, type MsgHdrs, type NatsConnection } from "@nats-io/transport-node";
 import type { Packet } from "mqtt-packet";
 import { Reason } from "../../protocol/mqttReasons.js";
-import { type InboundPublish, mqttPublishToNats } from "../../protocol/mqttToNats.js";
+import { type InboundPublish, mqttPublishToNats, type PublishContext } from "../../protocol/mqttToNats.js";
 import type { Bindings } from "../bindings.js";
 import { flushAndSettle } from "../natsBridge.js";
 import type { ClientLink } from "./link.js";
@@ -44,6 +44,8 @@ export class InboundPublisher {
     if (inbound.qos > 0 && ++this.pending > this.link.settings.receiveMaximum && this.link.version === 5) {
       return this.link.protocolError(Reason.receiveMaximumExceeded, "receive maximum exceeded");
     }
+    // QoS 0 without RETAIN settles when handed to nats.js: no promise, no async frame.
+    if (inbound.qos === 0 && !inbound.retain) return this.publishQos0(inbound);
     void this.publish(inbound, messageId, dup, false);
   }
 
@@ -66,28 +68,66 @@ export class InboundPublisher {
     return this.publish(inbound, undefined, false, true);
   }
 
-  private async publish(inbound: InboundPublish, messageId: number | undefined, dup: boolean, isWill: boolean): Promise<void> {
+  /** The mapping's context, one per client: only `now` and `markClientId` change between messages. */
+  private ctx: { -readonly [K in keyof PublishContext]: PublishContext[K] } | undefined;
+
+  /** The NATS subject, reply and headers of a publish, or undefined when it was refused (and answered). */
+  private map(inbound: InboundPublish, messageId: number | undefined, isWill: boolean): { subject: string; reply: string | undefined; headers: MsgHdrs | undefined } | undefined {
     const { link } = this;
     if (tooManyLevels(inbound.topic, link.settings.maxTopicLevels)) {
       link.metrics.refused("mqtt", "too_many_levels");
       if (!isWill) this.refuse(inbound, messageId, Reason.topicNameInvalid, `topic has more than ${link.settings.maxTopicLevels} levels`);
-      return;
+      return undefined;
     }
-    const mapped = mqttPublishToNats(inbound, {
+    const ctx = (this.ctx ??= {
       protocolVersion: link.version,
       clientId: link.clientId,
       routes: link.settings.routes,
       routeList: link.settings.routeList,
-      now: Date.now(),
-      markClientId: link.settings.clientIdHeaderAlways || link.noLocal.count > 0,
+      now: 0,
+      markClientId: true,
     });
+    ctx.now = Date.now();
+    ctx.markClientId = link.settings.clientIdHeaderAlways || link.noLocal.count > 0;
+    const mapped = mqttPublishToNats(inbound, ctx);
     if (!mapped.ok) {
       link.metrics.refused("mqtt", reasonLabel(mapped.error.reasonCode));
       if (!isWill) this.refuse(inbound, messageId, mapped.error.reasonCode, mapped.error.reason);
-      return;
+      return undefined;
     }
     const { subject, reply } = mapped.value;
-    const headers = mapped.value.headers ? toNatsHeaders(mapped.value.headers) : undefined;
+    return { subject, reply, headers: mapped.value.headers ? toNatsHeaders(mapped.value.headers) : undefined };
+  }
+
+  /** `publish` for QoS 0 without RETAIN, synchronous: nothing waits for NATS (the same steps, in the same order). */
+  private publishQos0(inbound: InboundPublish): void {
+    const { link } = this;
+    const mapped = this.map(inbound, undefined, false);
+    if (!mapped) return;
+    const { subject, reply, headers } = mapped;
+    const nc = link.lease.nc;
+    if (!link.lease.connected()) {
+      this.dropOnce(inbound.topic, "NATS is unreachable", "nats_unavailable");
+      return;
+    }
+    try {
+      if (headers || reply) nc.publish(subject, inbound.payload, { ...(headers ? { headers } : {}), ...(reply ? { reply } : {}) });
+      else nc.publish(subject, inbound.payload);
+    } catch (e) {
+      if (link.denied.publish.delete(subject)) return this.notAuthorized(inbound, undefined, subject, false);
+      link.metrics.refused("mqtt", "nats_error");
+      this.refuse(inbound, undefined, Reason.unspecified, `NATS: ${(e as Error).message}`);
+      return;
+    }
+    link.metrics.messageIn("mqtt", "published");
+    this.countUnflushed(nc, inbound.payload.byteLength);
+  }
+
+  private async publish(inbound: InboundPublish, messageId: number | undefined, dup: boolean, isWill: boolean): Promise<void> {
+    const { link } = this;
+    const mapped = this.map(inbound, messageId, isWill);
+    if (!mapped) return;
+    const { subject, reply, headers } = mapped;
     const nc = link.lease.nc;
     if (inbound.qos === 0 && !isWill && !link.lease.connected()) {
       // nats.js would buffer it and discard it at the next reconnect attempt: drop it here, counted.
