@@ -48,7 +48,13 @@ export function startSessionActor(options: {
     registry: options.registry,
     shared: true,
     on: {
-      load: () =>
+      load: () => {
+        // A clean start only needs to know of an old session to clear it: none is known (docs/decisions/mqtt-sessions.md).
+        if (options.cleanStart && store.mayHold?.(account, clientId) === false) {
+          // (After start returns: `actor` is not assigned yet while its entry runs.)
+          queueMicrotask(() => actor.send({ type: "LOADED", found: { exists: false, expired: false, heldBy: undefined } }));
+          return;
+        }
         void store.load(account, clientId).then(
           (found) => {
             stored = found;
@@ -59,7 +65,8 @@ export function startSessionActor(options: {
             });
           },
           (e: Error) => actor.send({ type: "LOAD_FAILED", reason: e.message }),
-        ),
+        );
+      },
       ask_owner: ({ owner }) =>
         settled(options.remoteTakeover(account, clientId, owner), () => actor.send({ type: "OWNER_RELEASED" })),
       discard: () =>
