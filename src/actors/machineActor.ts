@@ -19,6 +19,8 @@ interface StartOptions<M extends AnyStateMachine> {
   readonly id?: string;
   readonly registry?: ActorRegistry;
   readonly on?: EmitHandlers<M>;
+  /** Or one handler for every command (one function per actor instead of one per command). */
+  readonly onEmit?: (event: EmittedFrom<M>) => void;
   /**
    * Run inside a shared actor system (see `takeHost`) instead of building one of its own.
    * For actors there are many of (one or two per client connection): a root actor's own
@@ -64,7 +66,8 @@ function create<M extends AnyStateMachine>(machine: M, options: StartOptions<M>)
   });
   const handlers = options.on as Record<string, ((e: unknown) => void) | undefined> | undefined;
   // One listener for all commands: xstate keeps a Set per event type listened to.
-  if (handlers) actor.on("*", (e: { type: string }) => handlers[e.type]?.(e));
+  if (options.onEmit) actor.on("*", options.onEmit as (e: unknown) => void);
+  else if (handlers) actor.on("*", (e: { type: string }) => handlers[e.type]?.(e));
   const untrack = options.registry?.track(machine.id, actor);
   actor.start();
   let stopped = false;

@@ -20,9 +20,10 @@ const QOS0_FLUSH_BYTES = 1024 * 1024;
  */
 export class InboundPublisher {
   private pending = 0;
-  private readonly qos2 = new Set<number>();
-  private readonly droppedLogged = new Set<string>();
-  private readonly lastStoredId = new Map<number, string>();
+  // Made on first use: an idle client needs none of them (docs/performance.md).
+  private qos2: Set<number> | undefined;
+  private droppedLogged: Set<string> | undefined;
+  private lastStoredId: Map<number, string> | undefined;
   /** QoS 0 bytes handed to NATS since the last flush, and whether a flush is under way. */
   private unflushed = 0;
   private flushing = false;
@@ -36,7 +37,7 @@ export class InboundPublisher {
   ) {}
 
   onPublish(inbound: InboundPublish, messageId: number | undefined, dup: boolean): void {
-    if (inbound.qos === 2 && messageId !== undefined && this.qos2.has(messageId)) {
+    if (inbound.qos === 2 && messageId !== undefined && this.qos2?.has(messageId) === true) {
       // A resent QoS 2 publish already passed on: answer again, publish nothing [MQTT-4.3.3-9].
       this.link.write({ cmd: "pubrec", messageId } as Packet);
       return;
@@ -61,7 +62,7 @@ export class InboundPublisher {
 
   /** PUBREL: the QoS 2 exchange ends; true when the id was known. */
   release(messageId: number): boolean {
-    return this.qos2.delete(messageId);
+    return this.qos2?.delete(messageId) === true;
   }
 
   will(inbound: InboundPublish): Promise<void> {
@@ -186,7 +187,8 @@ export class InboundPublisher {
     const digest = createHash("sha256").update(subject).update("\u0000").update(payload).digest("base64url").slice(0, 22);
     const base = `${this.link.clientId}:${messageId ?? 0}:${digest}`;
     const id = messageId ?? 0;
-    const last = this.lastStoredId.get(id);
+    const lastIds = (this.lastStoredId ??= new Map());
+    const last = lastIds.get(id);
     let msgId = base;
     if (!dup && last !== undefined && last.startsWith(base)) {
       const n = Number(last.slice(base.length + 1) || "0") + 1;
@@ -194,7 +196,7 @@ export class InboundPublisher {
     } else if (dup && last?.startsWith(base)) {
       msgId = last;
     }
-    this.lastStoredId.set(id, msgId);
+    lastIds.set(id, msgId);
     return msgId;
   }
 
@@ -219,7 +221,7 @@ export class InboundPublisher {
     this.onSettled?.();
     if (qos === 1) this.link.write({ cmd: "puback", messageId } as Packet);
     else {
-      this.qos2.add(messageId ?? 0);
+      (this.qos2 ??= new Set()).add(messageId ?? 0);
       this.link.write({ cmd: "pubrec", messageId } as Packet);
     }
   }
@@ -249,8 +251,9 @@ export class InboundPublisher {
 
   private dropOnce(topic: string, reason: string, label = "refused_qos0"): void {
     this.link.metrics.dropped("mqtt", label);
-    if (this.droppedLogged.size < 100 && !this.droppedLogged.has(topic)) {
-      this.droppedLogged.add(topic);
+    const logged = (this.droppedLogged ??= new Set());
+    if (logged.size < 100 && !logged.has(topic)) {
+      logged.add(topic);
       this.link.log.info({ client_id: this.link.clientId, topic, reason }, "QoS 0 publish dropped");
     }
   }
