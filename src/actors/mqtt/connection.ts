@@ -3,9 +3,9 @@ import { Effect, type Scope } from "effect";
 import mqtt, { type IConnectPacket, type IPublishPacket, type Packet } from "mqtt-packet";
 import { type Actor, toPromise } from "xstate";
 import type { Logger } from "../../log.js";
-import { type ConnectRequest, mqttConnectionMachine, type WillMessage } from "../../machines/mqttConnection.js";
+import { type ConnectRequest, type MqttConnectionEmitted, mqttConnectionMachine, type WillMessage } from "../../machines/mqttConnection.js";
 import type { mqttSessionMachine } from "../../machines/mqttSession.js";
-import { encodePubackFast, encodePublishFast, parsePubackFast, parsePublishFast } from "../../protocol/mqttFastPath.js";
+import { encodePubackFast, parsePubackFast, parsePublishFast } from "../../protocol/mqttFastPath.js";
 import { badPublishTopic, splitFrames } from "../../protocol/mqttFrame.js";
 import { beforeConnect, type ParserSettings, parsePacket, settingsAfterConnect } from "../../protocol/mqttParse.js";
 import { ConnackV4, Reason } from "../../protocol/mqttReasons.js";
@@ -16,8 +16,10 @@ import type { NatsLease } from "../natsBridge.js";
 import { connackPacket, credentialsOf, readConnect } from "./connect.js";
 import type { MqttDeps } from "./deps.js";
 import { InboundPublisher } from "./inbound.js";
-import type { ClientLink } from "./link.js";
+import { MqttClientHandle } from "./handle.js";
+import { type ClientLink, DeniedSubjects } from "./link.js";
 import { ClientSession } from "./session.js";
+import { Outbox } from "./outbox.js";
 import { scheduleReads } from "./readBatch.js";
 import { startSessionActor } from "./sessionActor.js";
 import type { MqttSettings } from "./settings.js";
@@ -45,7 +47,7 @@ class MqttClientConnection {
   private clientMaxPacket = Number.POSITIVE_INFINITY;
   private clientReceiveMax = 65535;
   private topicAliases: Map<number, string> | undefined;
-  private readonly denied = { publish: new Set<string>(), subscribe: new Set<string>() };
+  private readonly denied = new DeniedSubjects();
   private readonly unlisten: Array<() => void> = [];
   private lastActivity = 0;
   private keepaliveMs = 0;
@@ -66,21 +68,28 @@ class MqttClientConnection {
     private readonly deps: MqttDeps,
   ) {
     this.settings = deps.settings();
+    this.outbox = new Outbox(socket);
   }
 
-  commands(): Parameters<typeof startMachine<typeof mqttConnectionMachine>>[1]["on"] {
-    return {
-      acquire_nats: ({ request }) => void this.acquireNats(request),
-      connack: ({ returnCode, sessionPresent }) => this.sendConnack(returnCode, sessionPresent),
-      serve: () => this.serve(),
-      disconnect: ({ reasonCode, reason }) => {
+  /** The machine's commands (one dispatcher: a closure per command per connection adds up). */
+  command(e: MqttConnectionEmitted): void {
+    switch (e.type) {
+      case "acquire_nats":
+        return void this.acquireNats(e.request);
+      case "connack":
+        return this.sendConnack(e.returnCode, e.sessionPresent);
+      case "serve":
+        return this.serve();
+      case "disconnect":
         if (this.version === 5)
-          this.write({ cmd: "disconnect", reasonCode, properties: reason ? { reasonString: reason } : {} } as Packet);
-      },
-      publish_will: ({ will }) => void this.publishWill(will),
-      end_socket: () => this.endSocket(),
-      close: () => this.endSocket(),
-    };
+          this.write({ cmd: "disconnect", reasonCode: e.reasonCode, properties: e.reason ? { reasonString: e.reason } : {} } as Packet);
+        return;
+      case "publish_will":
+        return void this.publishWill(e.will);
+      case "end_socket":
+      case "close":
+        return this.endSocket();
+    }
   }
 
   start(actor: Machine): void {
@@ -351,7 +360,7 @@ class MqttClientConnection {
         return self.log;
       },
       write: (p) => this.write(p),
-      queuedBytes: () => this.socket.writableLength,
+      queuedBytes: () => this.socket.writableLength + this.outbox.pending(),
       protocolError: (code, reason) => this.protocolError(code, reason),
       denied: this.denied,
       noLocal: { count: 0 },
@@ -378,20 +387,7 @@ class MqttClientConnection {
   }
 
   private register(account: string, request: ConnectRequest): ClientHandle | undefined {
-    const lease = this.lease!;
-    this.handle = {
-      cid: this.cid,
-      protocol: "mqtt",
-      clientId: request.clientId,
-      remote: this.remote,
-      since: new Date(),
-      account,
-      natsServer: () => lease.server(),
-      natsConnection: () => lease.nc,
-      kick: () => this.actor.send({ type: "KICK" }),
-      shutdown: () => this.actor.send({ type: "SHUTDOWN" }),
-      takeOver: () => this.actor.send({ type: "TAKEN_OVER" }),
-    };
+    this.handle = new MqttClientHandle(this.cid, request.clientId, this.remote, account, this.lease!, this.actor);
     return this.deps.clients.add(this.handle);
   }
 
@@ -452,31 +448,24 @@ class MqttClientConnection {
     this.actor.send({ type: "WILL_DONE" });
   }
 
+  /** What this tick writes leaves in one buffer and one write when the tick ends (outbox.ts). */
+  private readonly outbox: Outbox;
+
   private write(packet: Packet): void {
     if (this.socket.destroyed) return;
-    if (!this.corked) {
-      // What one tick writes leaves in one writev, not a syscall per packet (docs/performance.md).
-      this.corked = true;
-      this.socket.cork();
-      process.nextTick(this.uncork);
-    }
     const p = packet as Omit<IPublishPacket, "cmd"> & { cmd: string; reasonCode?: number };
-    this.socket.write(
-      p.cmd === "publish" && p.properties === undefined && typeof p.payload !== "string"
-        ? encodePublishFast(this.version, p.topic, p.payload, p.qos, p.retain, p.dup, p.messageId)
-        : p.cmd === "puback" && p.reasonCode === undefined && p.properties === undefined && p.messageId !== undefined
+    if (p.cmd === "publish" && p.properties === undefined && typeof p.payload !== "string")
+      this.outbox.publish(this.version, p.topic, p.payload, p.qos, p.retain, p.dup, p.messageId);
+    else
+      this.outbox.bytes(
+        p.cmd === "puback" && p.reasonCode === undefined && p.properties === undefined && p.messageId !== undefined
           ? encodePubackFast(this.version, p.messageId)
           : mqtt.generate(packet, { protocolVersion: this.version }),
-    );
+      );
   }
 
-  private corked = false;
-  private readonly uncork = (): void => {
-    this.corked = false;
-    this.socket.uncork();
-  };
-
   private endSocket(): void {
+    this.outbox.flush();
     if (!this.socket.destroyed) this.socket.end();
     // A peer that never reads must not keep the socket (and its buffers) alive.
     setTimeout(() => this.socket.destroy(), 2_000).unref();
@@ -490,24 +479,33 @@ export const mqttConnectionActor = (
   cid: number,
   deps: MqttDeps,
 ): Effect.Effect<void, never, Scope.Scope> =>
-  Effect.gen(function* () {
+  // Combinators, not Effect.gen: a suspended generator and its frame stay alive for the
+  // connection's whole life (docs/performance.md).
+  Effect.suspend(() => {
     const client = new MqttClientConnection(socket, remote, cid, deps);
     const settings = deps.settings();
-    yield* Effect.addFinalizer(() =>
+    return Effect.addFinalizer(() =>
       Effect.promise(async () => {
         if (client.wasServing()) deps.metrics.connected("mqtt", client.account(), -1);
         await client.cleanup().catch(() => {});
       }),
+    ).pipe(
+      Effect.andThen(
+        startMachine(mqttConnectionMachine, {
+          id: `mqtt-${cid}`,
+          input: { connectTimeoutMs: settings.connectTimeoutMs, maxKeepaliveSec: settings.maxKeepaliveSec },
+          registry: deps.registry,
+          onEmit: (e) => client.command(e),
+          shared: true,
+        }),
+      ),
+      Effect.flatMap((actor) => {
+        client.start(actor);
+        return Effect.as(awaitDone(actor), actor);
+      }),
+      Effect.map((actor) => {
+        const { closeReason, request } = actor.getSnapshot().context;
+        deps.log.info({ cid, client_id: request?.clientId, reason: closeReason }, "MQTT connection closed");
+      }),
     );
-    const actor = yield* startMachine(mqttConnectionMachine, {
-      id: `mqtt-${cid}`,
-      input: { connectTimeoutMs: settings.connectTimeoutMs, maxKeepaliveSec: settings.maxKeepaliveSec },
-      registry: deps.registry,
-      on: client.commands(),
-      shared: true,
-    });
-    client.start(actor);
-    yield* awaitDone(actor);
-    const { closeReason, request } = actor.getSnapshot().context;
-    deps.log.info({ cid, client_id: request?.clientId, reason: closeReason }, "MQTT connection closed");
   });

@@ -27,6 +27,11 @@ export class OutboundFlow {
   ) {}
 
   send(msg: OutboundPublish, onAcked?: () => void): void {
+    if (msg.qos === 0 && !msg.properties) {
+      // Encoded straight from the NATS message's bytes (a Uint8Array is all the encoder needs).
+      this.write({ cmd: "publish", topic: msg.topic, payload: msg.payload as Buffer, qos: 0, retain: msg.retain, dup: false });
+      return;
+    }
     const packet: IPublishPacket = {
       cmd: "publish",
       topic: msg.topic,
