@@ -31,7 +31,9 @@ export class Supervisor {
           : Effect.void,
       ),
     );
-    Effect.runFork(FiberMap.run(this.fibers, id)(supervised));
+    // One fiber, registered under its id (what FiberMap.run does, without the short-lived
+    // fiber that forks it: a connection actor is spawned per CONNECT, docs/performance.md).
+    FiberMap.setUnsafe(this.fibers, id, Effect.runFork(supervised));
   }
 
   /** Interrupts one actor and waits for its finalizers. */
