@@ -99,14 +99,18 @@ export const startMachine = <M extends AnyStateMachine>(
     ({ stop }) => Effect.sync(stop),
   ).pipe(Effect.map(({ actor }) => actor));
 
-/** Waits until the actor reaches a final state (or stops); a machine error becomes a defect. */
-export const awaitDone = (actor: Actor<AnyStateMachine>): Effect.Effect<void> =>
+/**
+ * Waits until the actor reaches a final state (or stops); a machine error becomes a
+ * defect. `onDone` runs then (no continuation is held for it while the actor lives).
+ */
+export const awaitDone = (actor: Actor<AnyStateMachine>, onDone?: () => void): Effect.Effect<void> =>
   Effect.callback<void>((resume) => {
+    const done = () => resume(onDone ? Effect.sync(onDone) : Effect.void);
     const sub = actor.subscribe({
-      complete: () => resume(Effect.void),
+      complete: done,
       error: (e) => resume(Effect.die(e)),
     });
-    if (actor.getSnapshot().status !== "active") resume(Effect.void);
+    if (actor.getSnapshot().status !== "active") done();
     return Effect.sync(() => sub.unsubscribe());
   });
 

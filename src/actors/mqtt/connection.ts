@@ -17,7 +17,7 @@ import { connackPacket, credentialsOf, readConnect } from "./connect.js";
 import type { MqttDeps } from "./deps.js";
 import { InboundPublisher } from "./inbound.js";
 import { MqttClientHandle } from "./handle.js";
-import { type ClientLink, DeniedSubjects } from "./link.js";
+import { type ClientLink, ConnectionLink, DeniedSubjects } from "./link.js";
 import { ClientSession } from "./session.js";
 import { Outbox } from "./outbox.js";
 import { scheduleReads } from "./readBatch.js";
@@ -57,7 +57,7 @@ class MqttClientConnection {
   private readonly settings: MqttSettings;
   private childLog: Logger | undefined;
   /** Made on first use: most connections never log between their open and close lines. */
-  private get log(): Logger {
+  get log(): Logger {
     return (this.childLog ??= this.deps.log.child({ cid: this.cid, remote: this.remote }));
   }
 
@@ -274,7 +274,7 @@ class MqttClientConnection {
     }
   }
 
-  private protocolError(reasonCode: number, reason: string): void {
+  protocolError(reasonCode: number, reason: string): void {
     this.log.info({ reason }, "closing MQTT client: protocol error");
     this.actor.send({ type: "PROTOCOL_ERROR", reasonCode, reason });
   }
@@ -345,26 +345,9 @@ class MqttClientConnection {
    * machine until the session is ready (resolves with session present) or refused.
    */
   private openSession(account: string, request: ConnectRequest): Promise<boolean> {
-    const lease = this.lease!;
-    const self = this;
     const previous = this.register(account, request);
     previous?.takeOver();
-    const link: ClientLink = {
-      version: this.version,
-      clientId: request.clientId,
-      account,
-      lease,
-      settings: this.settings,
-      metrics: this.deps.metrics,
-      get log() {
-        return self.log;
-      },
-      write: (p) => this.write(p),
-      queuedBytes: () => this.socket.writableLength + this.outbox.pending(),
-      protocolError: (code, reason) => this.protocolError(code, reason),
-      denied: this.denied,
-      noLocal: { count: 0 },
-    };
+    const link = new ConnectionLink(this.version, request.clientId, account, this.lease!, this.settings, this.deps.metrics, this.denied, this);
     this.link = link;
     const deps = this.deps.session;
     this.inbound = new InboundPublisher(link, deps.bindings, deps.retained);
@@ -448,10 +431,15 @@ class MqttClientConnection {
     this.actor.send({ type: "WILL_DONE" });
   }
 
+  /** Bytes written and not yet taken by the peer, and bytes still gathered for this tick. */
+  queuedBytes(): number {
+    return this.socket.writableLength + this.outbox.pending();
+  }
+
   /** What this tick writes leaves in one buffer and one write when the tick ends (outbox.ts). */
   private readonly outbox: Outbox;
 
-  private write(packet: Packet): void {
+  write(packet: Packet): void {
     if (this.socket.destroyed) return;
     const p = packet as Omit<IPublishPacket, "cmd"> & { cmd: string; reasonCode?: number };
     if (p.cmd === "publish" && p.properties === undefined && typeof p.payload !== "string")
@@ -501,11 +489,10 @@ export const mqttConnectionActor = (
       ),
       Effect.flatMap((actor) => {
         client.start(actor);
-        return Effect.as(awaitDone(actor), actor);
-      }),
-      Effect.map((actor) => {
-        const { closeReason, request } = actor.getSnapshot().context;
-        deps.log.info({ cid, client_id: request?.clientId, reason: closeReason }, "MQTT connection closed");
+        return awaitDone(actor, () => {
+          const { closeReason, request } = actor.getSnapshot().context;
+          deps.log.info({ cid, client_id: request?.clientId, reason: closeReason }, "MQTT connection closed");
+        });
       }),
     );
   });
