@@ -1,10 +1,89 @@
 import { Effect, type Scope } from "effect";
-import { type AnyStateMachine, type Actor, createActor, type EmittedFrom, type InputFrom } from "xstate";
+import {
+  type AnyActorRef,
+  type AnyStateMachine,
+  type Actor,
+  createActor,
+  type EmittedFrom,
+  fromCallback,
+  type InputFrom,
+} from "xstate";
 import type { ActorRegistry } from "./registry.js";
 
 type EmitHandlers<M extends AnyStateMachine> = {
   [K in EmittedFrom<M>["type"]]?: (event: Extract<EmittedFrom<M>, { type: K }>) => void;
 };
+
+interface StartOptions<M extends AnyStateMachine> {
+  readonly input: InputFrom<M>;
+  readonly id?: string;
+  readonly registry?: ActorRegistry;
+  readonly on?: EmitHandlers<M>;
+  /** Or one handler for every command (one function per actor instead of one per command). */
+  readonly onEmit?: (event: EmittedFrom<M>) => void;
+  /**
+   * Run inside a shared actor system (see `takeHost`) instead of building one of its own.
+   * For actors there are many of (one or two per client connection): a root actor's own
+   * system costs about 2 KiB of closures, Maps and Sets (docs/performance.md).
+   */
+  readonly shared?: boolean;
+}
+
+/**
+ * Hosts of shared actor systems. An xstate actor created with a `parent` joins the
+ * parent's system; a host is a do-nothing callback actor that only exists to be that
+ * parent (it ignores what its children tell it: done and error events; each child's
+ * owner follows it with `subscribe`, as for a root actor). A system keeps every delayed
+ * event of its actors in one table that is scanned when one of them stops, so a host
+ * takes at most HOST_CAPACITY live actors; hosts are reused once they have room again.
+ */
+const HOST_CAPACITY = 64;
+interface Host {
+  readonly ref: AnyActorRef;
+  live: number;
+}
+const hosts: Host[] = [];
+let current: Host | undefined;
+
+function takeHost(): Host {
+  if (!current || current.live >= HOST_CAPACITY) {
+    current = hosts.find((h) => h.live < HOST_CAPACITY);
+    if (!current) {
+      current = { ref: createActor(fromCallback(() => {})).start(), live: 0 };
+      hosts.push(current);
+    }
+  }
+  current.live++;
+  return current;
+}
+
+function create<M extends AnyStateMachine>(machine: M, options: StartOptions<M>): { actor: Actor<M>; stop: () => void } {
+  const host = options.shared ? takeHost() : undefined;
+  const actor = createActor(machine, {
+    input: options.input,
+    ...(options.id ? { id: options.id } : {}),
+    ...(host ? { parent: host.ref } : {}),
+  });
+  const handlers = options.on as Record<string, ((e: unknown) => void) | undefined> | undefined;
+  // One listener for all commands: xstate keeps a Set per event type listened to.
+  if (options.onEmit) actor.on("*", options.onEmit as (e: unknown) => void);
+  else if (handlers) actor.on("*", (e: { type: string }) => handlers[e.type]?.(e));
+  const untrack = options.registry?.track(machine.id, actor);
+  actor.start();
+  let stopped = false;
+  return {
+    actor: actor as Actor<M>,
+    stop: () => {
+      if (stopped) return;
+      stopped = true;
+      // `stop()` is for root actors; `_stop` is what it calls (and what a parent calls for a child).
+      if (host) (actor as unknown as { _stop(): void })._stop();
+      else actor.stop();
+      untrack?.();
+      if (host) host.live--;
+    },
+  };
+}
 
 /**
  * Starts a machine as an actor owned by the current Scope: when the scope closes, for
@@ -13,38 +92,25 @@ type EmitHandlers<M extends AnyStateMachine> = {
  */
 export const startMachine = <M extends AnyStateMachine>(
   machine: M,
-  options: {
-    readonly input: InputFrom<M>;
-    readonly id?: string;
-    readonly registry?: ActorRegistry;
-    readonly on?: EmitHandlers<M>;
-  },
+  options: StartOptions<M>,
 ): Effect.Effect<Actor<M>, never, Scope.Scope> =>
   Effect.acquireRelease(
-    Effect.sync(() => {
-      const actor = createActor(machine, { input: options.input, ...(options.id ? { id: options.id } : {}) });
-      for (const [type, handler] of Object.entries(options.on ?? {})) {
-        if (handler) actor.on(type, handler as (e: unknown) => void);
-      }
-      const untrack = options.registry?.track(machine.id, actor);
-      actor.start();
-      return { actor, untrack };
-    }),
-    ({ actor, untrack }) =>
-      Effect.sync(() => {
-        actor.stop();
-        untrack?.();
-      }),
-  ).pipe(Effect.map(({ actor }) => actor as Actor<M>));
+    Effect.sync(() => create(machine, options)),
+    ({ stop }) => Effect.sync(stop),
+  ).pipe(Effect.map(({ actor }) => actor));
 
-/** Waits until the actor reaches a final state (or stops); a machine error becomes a defect. */
-export const awaitDone = (actor: Actor<AnyStateMachine>): Effect.Effect<void> =>
+/**
+ * Waits until the actor reaches a final state (or stops); a machine error becomes a
+ * defect. `onDone` runs then (no continuation is held for it while the actor lives).
+ */
+export const awaitDone = (actor: Actor<AnyStateMachine>, onDone?: () => void): Effect.Effect<void> =>
   Effect.callback<void>((resume) => {
+    const done = () => resume(onDone ? Effect.sync(onDone) : Effect.void);
     const sub = actor.subscribe({
-      complete: () => resume(Effect.void),
+      complete: done,
       error: (e) => resume(Effect.die(e)),
     });
-    if (actor.getSnapshot().status !== "active") resume(Effect.void);
+    if (actor.getSnapshot().status !== "active") done();
     return Effect.sync(() => sub.unsubscribe());
   });
 
@@ -54,19 +120,7 @@ export const awaitDone = (actor: Actor<AnyStateMachine>): Effect.Effect<void> =>
  */
 export function startChildMachine<M extends AnyStateMachine>(
   machine: M,
-  options: { readonly input: InputFrom<M>; readonly registry?: ActorRegistry; readonly on?: EmitHandlers<M> },
+  options: Omit<StartOptions<M>, "id">,
 ): { actor: Actor<M>; stop: () => void } {
-  const actor = createActor(machine, { input: options.input });
-  for (const [type, handler] of Object.entries(options.on ?? {})) {
-    if (handler) actor.on(type, handler as (e: unknown) => void);
-  }
-  const untrack = options.registry?.track(machine.id, actor);
-  actor.start();
-  return {
-    actor: actor as Actor<M>,
-    stop: () => {
-      actor.stop();
-      untrack?.();
-    },
-  };
+  return create(machine, options);
 }

@@ -13,24 +13,22 @@ export interface Transition {
  * connections cost ten thousand small arrays however long they live.
  */
 export class RecentTransitions {
-  private readonly slots: Array<Transition | undefined>;
+  /** Grows as transitions come (most actors make a handful), then turns into a ring. */
+  private readonly slots: Transition[] = [];
   private next = 0;
-  private count = 0;
 
-  constructor(readonly capacity: number) {
-    this.slots = new Array(capacity);
-  }
+  constructor(readonly capacity: number) {}
 
   push(t: Transition): void {
+    if (this.slots.length < this.capacity) {
+      this.slots.push(t);
+      return;
+    }
     this.slots[this.next] = t;
     this.next = (this.next + 1) % this.capacity;
-    this.count = Math.min(this.count + 1, this.capacity);
   }
 
   toArray(): Transition[] {
-    const out: Transition[] = [];
-    const start = (this.next - this.count + this.capacity) % this.capacity;
-    for (let i = 0; i < this.count; i++) out.push(this.slots[(start + i) % this.capacity]!);
-    return out;
+    return [...this.slots.slice(this.next), ...this.slots.slice(0, this.next)];
   }
 }

@@ -17,7 +17,13 @@ const RECENT = 16;
 export class ActorRegistry {
   private readonly byMachine = new Map<string, Set<AnyActorRef>>();
   private readonly listeners = new Set<(t: ActorTransition) => void>();
-  private readonly history = new Map<AnyActorRef, { state: string; readonly recent: RecentTransitions }>();
+  private readonly history = new Map<AnyActorRef, Entry>();
+  /**
+   * One inspection observer per actor system, dispatching to the tracked actors in it:
+   * actors sharing a system (machineActor's hosts) would otherwise each hear every event
+   * of all the others.
+   */
+  private readonly systems = new WeakMap<object, { readonly entries: Map<AnyActorRef, Entry>; unsubscribe(): void }>();
 
   track(machineId: string, actor: AnyActorRef): () => void {
     let set = this.byMachine.get(machineId);
@@ -26,32 +32,49 @@ export class ActorRegistry {
       this.byMachine.set(machineId, set);
     }
     set.add(actor);
-    const entry = { state: "", recent: new RecentTransitions(RECENT) };
+    const entry: Entry = { machine: machineId, state: "", recent: undefined };
     this.history.set(actor, entry);
     // Watched from its start, whether or not anyone listens yet, so a page opened later
     // still shows how an actor got where it is. Machines hear lifecycle events only (the
     // per-message work is plain functions in the actors), so this is off the hot path.
-    const sub = actor.system.inspect((ev) => {
-      if (ev.type !== "@xstate.snapshot" || ev.actorRef !== actor) return;
-      const to = configuration(ev.snapshot as { status: string; value?: unknown });
-      // Re-entering the same state (keep-alive activity) is not news.
-      if (to !== entry.state) this.record(machineId, actor, entry, ev.event.type, to);
-    });
+    const system = actor.system as { inspect: AnyActorRef["system"]["inspect"] };
+    let watch = this.systems.get(system);
+    if (!watch) {
+      const entries = new Map<AnyActorRef, Entry>();
+      const sub = system.inspect((ev) => {
+        if (ev.type !== "@xstate.snapshot") return;
+        const ref = ev.actorRef as AnyActorRef;
+        const e = entries.get(ref);
+        if (!e) return;
+        const to = configuration(ev.snapshot as { status: string; value?: unknown });
+        // Re-entering the same state (keep-alive activity) is not news.
+        if (to !== e.state) this.record(ref, e, ev.event.type, to);
+      });
+      watch = { entries, unsubscribe: () => sub.unsubscribe() };
+      this.systems.set(system, watch);
+    }
+    const { entries } = watch;
+    entries.set(actor, entry);
     return () => {
       set.delete(actor);
       this.history.delete(actor);
       // xstate announces a final snapshot only after completing the actor, and completing
       // it is what ends its scope and calls this: let that announcement arrive first.
       queueMicrotask(() => {
-        sub.unsubscribe();
-        this.record(machineId, actor, entry, "left", "");
+        entries.delete(actor);
+        // A root actor's own system ends with it; a shared one keeps its observer.
+        if (entries.size === 0 && actor.system !== undefined && (actor as { _parent?: unknown })._parent === undefined) {
+          watch.unsubscribe();
+          this.systems.delete(system);
+        }
+        this.record(actor, entry, "left", "");
       });
     };
   }
 
   /** The remembered transitions of a tracked actor, oldest first. */
   recent(actor: AnyActorRef): Transition[] {
-    return this.history.get(actor)?.recent.toArray() ?? [];
+    return this.history.get(actor)?.recent?.toArray() ?? [];
   }
 
   /** The tracked actor with this id (the id given to startMachine), and its machine. */
@@ -104,20 +127,30 @@ export class ActorRegistry {
     return () => this.listeners.delete(listener);
   }
 
-  private record(
-    machine: string,
-    actor: AnyActorRef,
-    entry: { state: string; recent: RecentTransitions },
-    event: string,
-    to: string,
-  ): void {
-    const t: Transition = { at: Date.now(), event, from: entry.state, to };
-    entry.state = to;
-    entry.recent.push(t);
+  private record(actor: AnyActorRef, entry: Entry, event: string, to: string): void {
+    const t: Transition = { at: Date.now(), event, from: entry.state, to: intern(to) };
+    entry.state = t.to;
+    // Most actors make a handful of transitions: the ring grows as they come, up to RECENT.
+    (entry.recent ??= new RecentTransitions(RECENT)).push(t);
     if (this.listeners.size === 0) return;
-    const change: ActorTransition = { ...t, machine, actor };
+    const change: ActorTransition = { ...t, machine: entry.machine, actor };
     for (const l of this.listeners) l(change);
   }
+}
+
+interface Entry {
+  readonly machine: string;
+  state: string;
+  recent: RecentTransitions | undefined;
+}
+
+/** Configuration names are few; thousands of actors in the same state share one string. */
+const names = new Map<string, string>();
+function intern(name: string): string {
+  const known = names.get(name);
+  if (known !== undefined) return known;
+  if (names.size < 4096) names.set(name, name);
+  return name;
 }
 
 /** `{ serving: { nats: "online", keepalive: "waiting" } }` -> `serving.nats.online | serving.keepalive.waiting`. */

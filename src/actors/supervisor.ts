@@ -1,4 +1,4 @@
-import { Cause, Effect, Exit, FiberMap, Schedule, type Scope } from "effect";
+import { Cause, Effect, FiberMap, Schedule, type Scope } from "effect";
 import type { Logger } from "../log.js";
 
 /**
@@ -23,15 +23,17 @@ export class Supervisor {
    */
   spawn(id: string, kind: string, actor: Effect.Effect<void, unknown, Scope.Scope>): void {
     const log = this.log;
+    // One continuation, not two (exit + flatMap): it is held for the actor's whole life.
     const supervised = Effect.scoped(actor).pipe(
-      Effect.exit,
-      Effect.flatMap((exit) =>
-        Exit.isFailure(exit) && !Cause.hasInterruptsOnly(exit.cause)
-          ? Effect.sync(() => log.error({ actor: kind, id, cause: Cause.pretty(exit.cause) }, "actor failed; its resources were released"))
-          : Effect.void,
+      Effect.catchCause((cause) =>
+        Cause.hasInterruptsOnly(cause)
+          ? Effect.void
+          : Effect.sync(() => log.error({ actor: kind, id, cause: Cause.pretty(cause) }, "actor failed; its resources were released")),
       ),
     );
-    Effect.runFork(FiberMap.run(this.fibers, id)(supervised));
+    // One fiber, registered under its id (what FiberMap.run does, without the short-lived
+    // fiber that forks it: a connection actor is spawned per CONNECT, docs/performance.md).
+    FiberMap.setUnsafe(this.fibers, id, Effect.runFork(supervised));
   }
 
   /** Interrupts one actor and waits for its finalizers. */

@@ -63,25 +63,32 @@ export function parsePublishFast(packet: Buffer, version: 4 | 5): FastPublish | 
   };
 }
 
+/** The bytes of a PUBLISH without properties (`encodePublishInto`), its topic `topicBytes` long in UTF-8. */
+export function publishLength(version: 4 | 5, topicBytes: number, payloadBytes: number, qos: 0 | 1 | 2): number {
+  const remaining = 2 + topicBytes + (qos > 0 ? 2 : 0) + (version === 5 ? 1 : 0) + payloadBytes;
+  return 1 + (remaining < 128 ? 1 : remaining < 16_384 ? 2 : remaining < 2_097_152 ? 3 : 4) + remaining;
+}
+
 /**
  * A PUBLISH without properties, as mqtt-packet's `generate` writes it (for MQTT 5 with a
- * property length of 0). `messageId` is required for QoS 1/2.
+ * property length of 0), written into `out` at `at` (`publishLength` bytes).
+ * `messageId` is required for QoS 1/2.
  */
-export function encodePublishFast(
+export function encodePublishInto(
+  out: Buffer,
+  at: number,
   version: 4 | 5,
   topic: string,
+  topicBytes: number,
   payload: Uint8Array,
   qos: 0 | 1 | 2,
   retain: boolean,
   dup: boolean,
   messageId: number | undefined,
-): Buffer {
-  const topicBytes = Buffer.byteLength(topic, "utf8");
+): void {
   const remaining = 2 + topicBytes + (qos > 0 ? 2 : 0) + (version === 5 ? 1 : 0) + payload.byteLength;
-  const lengthBytes = remaining < 128 ? 1 : remaining < 16_384 ? 2 : remaining < 2_097_152 ? 3 : 4;
-  const out = Buffer.allocUnsafe(1 + lengthBytes + remaining);
-  out[0] = 0x30 | (dup ? 8 : 0) | (qos << 1) | (retain ? 1 : 0);
-  let pos = 1;
+  out[at] = 0x30 | (dup ? 8 : 0) | (qos << 1) | (retain ? 1 : 0);
+  let pos = at + 1;
   let n = remaining;
   do {
     let b = n % 128;
@@ -99,6 +106,21 @@ export function encodePublishFast(
   }
   if (version === 5) out[pos++] = 0;
   out.set(payload, pos);
+}
+
+/** `encodePublishInto` a Buffer of its own. */
+export function encodePublishFast(
+  version: 4 | 5,
+  topic: string,
+  payload: Uint8Array,
+  qos: 0 | 1 | 2,
+  retain: boolean,
+  dup: boolean,
+  messageId: number | undefined,
+): Buffer {
+  const topicBytes = Buffer.byteLength(topic, "utf8");
+  const out = Buffer.allocUnsafe(publishLength(version, topicBytes, payload.byteLength, qos));
+  encodePublishInto(out, 0, version, topic, topicBytes, payload, qos, retain, dup, messageId);
   return out;
 }
 

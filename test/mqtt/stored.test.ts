@@ -118,6 +118,23 @@ describe("stored subjects (bindings) over MQTT", () => {
     }
   });
 
+  it("a clean start takes over a session another gateway holds, known from the bucket's writes, not a read", async () => {
+    const other = await startGateway({ nats: nats.url, config });
+    try {
+      // The first connect makes `other` follow the sessions bucket; after that it reads the
+      // bucket for a clean start only when it has seen a session of that client written.
+      const warm = await connectMqtt(other.port("mqtt"), { protocolVersion: 5, clean: true });
+      await warm.endAsync();
+      const held = await RawMqtt.connected(gw.port("mqtt"), 5, { clientId: "roamer", clean: false, properties: { sessionExpiryInterval: 600 } });
+      const clean = await connectMqtt(other.port("mqtt"), { protocolVersion: 5, clientId: "roamer", clean: true });
+      expect(clean.connack.sessionPresent).toBe(false);
+      expect(((await held.next("disconnect")) as mqttPacket.IDisconnectPacket).reasonCode).toBe(0x8e);
+      await clean.endAsync();
+    } finally {
+      await other.stop();
+    }
+  });
+
   it("a gateway killed with SIGKILL mid-traffic: every PUBACKed message is in the stream", async () => {
     const victim = await startGateway({ nats: nats.url, config });
     const c = await RawMqtt.connected(victim.port("mqtt"), 5, { clientId: "sigkill" });

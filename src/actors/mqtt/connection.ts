@@ -3,10 +3,11 @@ import { Effect, type Scope } from "effect";
 import mqtt, { type IConnectPacket, type IPublishPacket, type Packet } from "mqtt-packet";
 import { type Actor, toPromise } from "xstate";
 import type { Logger } from "../../log.js";
-import { type ConnectRequest, mqttConnectionMachine, type WillMessage } from "../../machines/mqttConnection.js";
+import { type ConnectRequest, type MqttConnectionEmitted, mqttConnectionMachine, type WillMessage } from "../../machines/mqttConnection.js";
 import type { mqttSessionMachine } from "../../machines/mqttSession.js";
-import { encodePubackFast, encodePublishFast, parsePubackFast, parsePublishFast } from "../../protocol/mqttFastPath.js";
+import { encodePubackFast, parsePubackFast, parsePublishFast } from "../../protocol/mqttFastPath.js";
 import { badPublishTopic, splitFrames } from "../../protocol/mqttFrame.js";
+import { beforeConnect, type ParserSettings, parsePacket, settingsAfterConnect } from "../../protocol/mqttParse.js";
 import { ConnackV4, Reason } from "../../protocol/mqttReasons.js";
 import type { PublishProperties } from "../../protocol/mqttToNats.js";
 import type { ClientHandle } from "../clients.js";
@@ -15,36 +16,15 @@ import type { NatsLease } from "../natsBridge.js";
 import { connackPacket, credentialsOf, readConnect } from "./connect.js";
 import type { MqttDeps } from "./deps.js";
 import { InboundPublisher } from "./inbound.js";
-import type { ClientLink } from "./link.js";
+import { MqttClientHandle } from "./handle.js";
+import { type ClientLink, ConnectionLink, DeniedSubjects } from "./link.js";
 import { ClientSession } from "./session.js";
+import { Outbox } from "./outbox.js";
+import { scheduleReads } from "./readBatch.js";
 import { startSessionActor } from "./sessionActor.js";
 import type { MqttSettings } from "./settings.js";
 
 type Machine = Actor<typeof mqttConnectionMachine>;
-
-/**
- * Socket reads of all MQTT clients in one event-loop turn are handled in one callback
- * (docs/performance.md). nats.js sends what one callback published in one write, so the
- * NATS connection then carries many clients' publishes per write instead of one socket
- * read's worth, which roughly halves nats-server's CPU per message.
- */
-const pendingReads: MqttClientConnection[] = [];
-let readsScheduled = false;
-
-function handlePendingReads(): void {
-  readsScheduled = false;
-  const batch = pendingReads.splice(0, pendingReads.length);
-  for (const c of batch) {
-    try {
-      c.takeReads();
-    } catch (e) {
-      // Thrown as a socket's own 'data' handler would have thrown it, without starving the others.
-      queueMicrotask(() => {
-        throw e;
-      });
-    }
-  }
-}
 
 /**
  * The actor behind one MQTT socket. The machine decides the connection's life; this
@@ -53,7 +33,8 @@ function handlePendingReads(): void {
  */
 class MqttClientConnection {
   private actor!: Machine;
-  private readonly parser = mqtt.parser({ protocolVersion: 4 });
+  /** The packets the fast path leaves go to one shared mqtt-packet parser (mqttParse.ts). */
+  private parserSettings: ParserSettings = beforeConnect;
   private buffered: Buffer = Buffer.alloc(0);
   private version: 4 | 5 = 4;
   private assignedId: string | undefined;
@@ -65,8 +46,8 @@ class MqttClientConnection {
   private sessionMachine: { actor: Actor<typeof mqttSessionMachine>; stop: () => void } | undefined;
   private clientMaxPacket = Number.POSITIVE_INFINITY;
   private clientReceiveMax = 65535;
-  private readonly topicAliases = new Map<number, string>();
-  private readonly denied = { publish: new Set<string>(), subscribe: new Set<string>() };
+  private topicAliases: Map<number, string> | undefined;
+  private readonly denied = new DeniedSubjects();
   private readonly unlisten: Array<() => void> = [];
   private lastActivity = 0;
   private keepaliveMs = 0;
@@ -74,7 +55,11 @@ class MqttClientConnection {
   private paused = false;
   private natsUp = true;
   private readonly settings: MqttSettings;
-  private readonly log: Logger;
+  private childLog: Logger | undefined;
+  /** Made on first use: most connections never log between their open and close lines. */
+  get log(): Logger {
+    return (this.childLog ??= this.deps.log.child({ cid: this.cid, remote: this.remote }));
+  }
 
   constructor(
     private readonly socket: Duplex,
@@ -83,28 +68,32 @@ class MqttClientConnection {
     private readonly deps: MqttDeps,
   ) {
     this.settings = deps.settings();
-    this.log = deps.log.child({ cid, remote });
+    this.outbox = new Outbox(socket);
   }
 
-  commands(): Parameters<typeof startMachine<typeof mqttConnectionMachine>>[1]["on"] {
-    return {
-      acquire_nats: ({ request }) => void this.acquireNats(request),
-      connack: ({ returnCode, sessionPresent }) => this.sendConnack(returnCode, sessionPresent),
-      serve: () => this.serve(),
-      disconnect: ({ reasonCode, reason }) => {
+  /** The machine's commands (one dispatcher: a closure per command per connection adds up). */
+  command(e: MqttConnectionEmitted): void {
+    switch (e.type) {
+      case "acquire_nats":
+        return void this.acquireNats(e.request);
+      case "connack":
+        return this.sendConnack(e.returnCode, e.sessionPresent);
+      case "serve":
+        return this.serve();
+      case "disconnect":
         if (this.version === 5)
-          this.write({ cmd: "disconnect", reasonCode, properties: reason ? { reasonString: reason } : {} } as Packet);
-      },
-      publish_will: ({ will }) => void this.publishWill(will),
-      end_socket: () => this.endSocket(),
-      close: () => this.endSocket(),
-    };
+          this.write({ cmd: "disconnect", reasonCode: e.reasonCode, properties: e.reason ? { reasonString: e.reason } : {} } as Packet);
+        return;
+      case "publish_will":
+        return void this.publishWill(e.will);
+      case "end_socket":
+      case "close":
+        return this.endSocket();
+    }
   }
 
   start(actor: Machine): void {
     this.actor = actor;
-    this.parser.on("packet", (p: Packet) => this.onPacket(p));
-    this.parser.on("error", (e: Error) => this.protocolError(Reason.malformedPacket, e.message));
     this.socket.on("data", (chunk: Buffer) => this.queueRead(chunk));
     this.socket.on("error", () => {});
     this.socket.on("close", () => {
@@ -122,11 +111,7 @@ class MqttClientConnection {
       return;
     }
     this.readQueue = [chunk];
-    pendingReads.push(this);
-    if (!readsScheduled) {
-      readsScheduled = true;
-      setImmediate(handlePendingReads);
-    }
+    scheduleReads(this);
   }
 
   /**
@@ -210,7 +195,9 @@ class MqttClientConnection {
       }
       const bad = badPublishTopic(p);
       if (bad) return this.protocolError(Reason.malformedPacket, bad);
-      this.parser.parse(p);
+      const parsed = parsePacket(p, this.parserSettings);
+      if (parsed instanceof Error) return this.protocolError(Reason.malformedPacket, parsed.message);
+      this.onPacket(parsed);
     }
     this.flow();
   }
@@ -287,7 +274,7 @@ class MqttClientConnection {
     }
   }
 
-  private protocolError(reasonCode: number, reason: string): void {
+  protocolError(reasonCode: number, reason: string): void {
     this.log.info({ reason }, "closing MQTT client: protocol error");
     this.actor.send({ type: "PROTOCOL_ERROR", reasonCode, reason });
   }
@@ -301,7 +288,7 @@ class MqttClientConnection {
       return this.protocolError(outcome.reasonCode, outcome.reason);
     }
     this.version = outcome.request.protocolVersion;
-    (this.parser as unknown as { settings: { protocolVersion: number } }).settings.protocolVersion = this.version;
+    this.parserSettings = settingsAfterConnect(this.version, (p as { bridgeMode?: boolean }).bridgeMode);
     this.assignedId = outcome.assignedId;
     this.clientMaxPacket = outcome.clientMaxPacket;
     this.clientReceiveMax = outcome.clientReceiveMax;
@@ -358,23 +345,9 @@ class MqttClientConnection {
    * machine until the session is ready (resolves with session present) or refused.
    */
   private openSession(account: string, request: ConnectRequest): Promise<boolean> {
-    const lease = this.lease!;
     const previous = this.register(account, request);
     previous?.takeOver();
-    const link: ClientLink = {
-      version: this.version,
-      clientId: request.clientId,
-      account,
-      lease,
-      settings: this.settings,
-      metrics: this.deps.metrics,
-      log: this.log,
-      write: (p) => this.write(p),
-      queuedBytes: () => this.socket.writableLength,
-      protocolError: (code, reason) => this.protocolError(code, reason),
-      denied: this.denied,
-      noLocal: { count: 0 },
-    };
+    const link = new ConnectionLink(this.version, request.clientId, account, this.lease!, this.settings, this.deps.metrics, this.denied, this);
     this.link = link;
     const deps = this.deps.session;
     this.inbound = new InboundPublisher(link, deps.bindings, deps.retained);
@@ -397,20 +370,7 @@ class MqttClientConnection {
   }
 
   private register(account: string, request: ConnectRequest): ClientHandle | undefined {
-    const lease = this.lease!;
-    this.handle = {
-      cid: this.cid,
-      protocol: "mqtt",
-      clientId: request.clientId,
-      remote: this.remote,
-      since: new Date(),
-      account,
-      natsServer: () => lease.server(),
-      natsConnection: () => lease.nc,
-      kick: () => this.actor.send({ type: "KICK" }),
-      shutdown: () => this.actor.send({ type: "SHUTDOWN" }),
-      takeOver: () => this.actor.send({ type: "TAKEN_OVER" }),
-    };
+    this.handle = new MqttClientHandle(this.cid, request.clientId, this.remote, account, this.lease!, this.actor);
     return this.deps.clients.add(this.handle);
   }
 
@@ -438,9 +398,9 @@ class MqttClientConnection {
     if (this.version === 5 && alias !== undefined) {
       if (alias === 0 || alias > this.settings.topicAliasMaximum)
         return this.protocolError(Reason.topicAliasInvalid, `topic alias ${alias} out of range`);
-      if (topic) this.topicAliases.set(alias, topic);
+      if (topic) (this.topicAliases ??= new Map()).set(alias, topic);
       else {
-        const known = this.topicAliases.get(alias);
+        const known = this.topicAliases?.get(alias);
         if (!known) return this.protocolError(Reason.protocolError, `unknown topic alias ${alias}`);
         topic = known;
       }
@@ -471,31 +431,29 @@ class MqttClientConnection {
     this.actor.send({ type: "WILL_DONE" });
   }
 
-  private write(packet: Packet): void {
-    if (this.socket.destroyed) return;
-    if (!this.corked) {
-      // What one tick writes leaves in one writev, not a syscall per packet (docs/performance.md).
-      this.corked = true;
-      this.socket.cork();
-      process.nextTick(this.uncork);
-    }
-    const p = packet as Omit<IPublishPacket, "cmd"> & { cmd: string; reasonCode?: number };
-    this.socket.write(
-      p.cmd === "publish" && p.properties === undefined && typeof p.payload !== "string"
-        ? encodePublishFast(this.version, p.topic, p.payload, p.qos, p.retain, p.dup, p.messageId)
-        : p.cmd === "puback" && p.reasonCode === undefined && p.properties === undefined && p.messageId !== undefined
-          ? encodePubackFast(this.version, p.messageId)
-          : mqtt.generate(packet, { protocolVersion: this.version }),
-    );
+  /** Bytes written and not yet taken by the peer, and bytes still gathered for this tick. */
+  queuedBytes(): number {
+    return this.socket.writableLength + this.outbox.pending();
   }
 
-  private corked = false;
-  private readonly uncork = (): void => {
-    this.corked = false;
-    this.socket.uncork();
-  };
+  /** What this tick writes leaves in one buffer and one write when the tick ends (outbox.ts). */
+  private readonly outbox: Outbox;
+
+  write(packet: Packet): void {
+    if (this.socket.destroyed) return;
+    const p = packet as Omit<IPublishPacket, "cmd"> & { cmd: string; reasonCode?: number };
+    if (p.cmd === "publish" && p.properties === undefined && typeof p.payload !== "string")
+      this.outbox.publish(this.version, p.topic, p.payload, p.qos, p.retain, p.dup, p.messageId);
+    else
+      this.outbox.bytes(
+        p.cmd === "puback" && p.reasonCode === undefined && p.properties === undefined && p.messageId !== undefined
+          ? encodePubackFast(this.version, p.messageId)
+          : mqtt.generate(packet, { protocolVersion: this.version }),
+      );
+  }
 
   private endSocket(): void {
+    this.outbox.flush();
     if (!this.socket.destroyed) this.socket.end();
     // A peer that never reads must not keep the socket (and its buffers) alive.
     setTimeout(() => this.socket.destroy(), 2_000).unref();
@@ -509,23 +467,32 @@ export const mqttConnectionActor = (
   cid: number,
   deps: MqttDeps,
 ): Effect.Effect<void, never, Scope.Scope> =>
-  Effect.gen(function* () {
+  // Combinators, not Effect.gen: a suspended generator and its frame stay alive for the
+  // connection's whole life (docs/performance.md).
+  Effect.suspend(() => {
     const client = new MqttClientConnection(socket, remote, cid, deps);
     const settings = deps.settings();
-    yield* Effect.addFinalizer(() =>
+    return Effect.addFinalizer(() =>
       Effect.promise(async () => {
         if (client.wasServing()) deps.metrics.connected("mqtt", client.account(), -1);
         await client.cleanup().catch(() => {});
       }),
+    ).pipe(
+      Effect.andThen(
+        startMachine(mqttConnectionMachine, {
+          id: `mqtt-${cid}`,
+          input: { connectTimeoutMs: settings.connectTimeoutMs, maxKeepaliveSec: settings.maxKeepaliveSec },
+          registry: deps.registry,
+          onEmit: (e) => client.command(e),
+          shared: true,
+        }),
+      ),
+      Effect.flatMap((actor) => {
+        client.start(actor);
+        return awaitDone(actor, () => {
+          const { closeReason, request } = actor.getSnapshot().context;
+          deps.log.info({ cid, client_id: request?.clientId, reason: closeReason }, "MQTT connection closed");
+        });
+      }),
     );
-    const actor = yield* startMachine(mqttConnectionMachine, {
-      id: `mqtt-${cid}`,
-      input: { connectTimeoutMs: settings.connectTimeoutMs, maxKeepaliveSec: settings.maxKeepaliveSec },
-      registry: deps.registry,
-      on: client.commands(),
-    });
-    client.start(actor);
-    yield* awaitDone(actor);
-    const { closeReason, request } = actor.getSnapshot().context;
-    deps.log.info({ cid, client_id: request?.clientId, reason: closeReason }, "MQTT connection closed");
   });

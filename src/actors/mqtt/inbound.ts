@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { headers as natsHeaders, type MsgHdrs, type NatsConnection } from "@nats-io/transport-node";
 import type { Packet } from "mqtt-packet";
 import { Reason } from "../../protocol/mqttReasons.js";
-import { type InboundPublish, mqttPublishToNats } from "../../protocol/mqttToNats.js";
+import { type InboundPublish, mqttPublishToNats, type PublishContext } from "../../protocol/mqttToNats.js";
 import type { Bindings } from "../bindings.js";
 import { flushAndSettle } from "../natsBridge.js";
 import type { ClientLink } from "./link.js";
@@ -20,9 +20,10 @@ const QOS0_FLUSH_BYTES = 1024 * 1024;
  */
 export class InboundPublisher {
   private pending = 0;
-  private readonly qos2 = new Set<number>();
-  private readonly droppedLogged = new Set<string>();
-  private readonly lastStoredId = new Map<number, string>();
+  // Made on first use: an idle client needs none of them (docs/performance.md).
+  private qos2: Set<number> | undefined;
+  private droppedLogged: Set<string> | undefined;
+  private lastStoredId: Map<number, string> | undefined;
   /** QoS 0 bytes handed to NATS since the last flush, and whether a flush is under way. */
   private unflushed = 0;
   private flushing = false;
@@ -36,7 +37,7 @@ export class InboundPublisher {
   ) {}
 
   onPublish(inbound: InboundPublish, messageId: number | undefined, dup: boolean): void {
-    if (inbound.qos === 2 && messageId !== undefined && this.qos2.has(messageId)) {
+    if (inbound.qos === 2 && messageId !== undefined && this.qos2?.has(messageId) === true) {
       // A resent QoS 2 publish already passed on: answer again, publish nothing [MQTT-4.3.3-9].
       this.link.write({ cmd: "pubrec", messageId } as Packet);
       return;
@@ -44,6 +45,8 @@ export class InboundPublisher {
     if (inbound.qos > 0 && ++this.pending > this.link.settings.receiveMaximum && this.link.version === 5) {
       return this.link.protocolError(Reason.receiveMaximumExceeded, "receive maximum exceeded");
     }
+    // QoS 0 without RETAIN settles when handed to nats.js: no promise, no async frame.
+    if (inbound.qos === 0 && !inbound.retain) return this.publishQos0(inbound);
     void this.publish(inbound, messageId, dup, false);
   }
 
@@ -59,35 +62,73 @@ export class InboundPublisher {
 
   /** PUBREL: the QoS 2 exchange ends; true when the id was known. */
   release(messageId: number): boolean {
-    return this.qos2.delete(messageId);
+    return this.qos2?.delete(messageId) === true;
   }
 
   will(inbound: InboundPublish): Promise<void> {
     return this.publish(inbound, undefined, false, true);
   }
 
-  private async publish(inbound: InboundPublish, messageId: number | undefined, dup: boolean, isWill: boolean): Promise<void> {
+  /** The mapping's context, one per client: only `now` and `markClientId` change between messages. */
+  private ctx: { -readonly [K in keyof PublishContext]: PublishContext[K] } | undefined;
+
+  /** The NATS subject, reply and headers of a publish, or undefined when it was refused (and answered). */
+  private map(inbound: InboundPublish, messageId: number | undefined, isWill: boolean): { subject: string; reply: string | undefined; headers: MsgHdrs | undefined } | undefined {
     const { link } = this;
     if (tooManyLevels(inbound.topic, link.settings.maxTopicLevels)) {
       link.metrics.refused("mqtt", "too_many_levels");
       if (!isWill) this.refuse(inbound, messageId, Reason.topicNameInvalid, `topic has more than ${link.settings.maxTopicLevels} levels`);
-      return;
+      return undefined;
     }
-    const mapped = mqttPublishToNats(inbound, {
+    const ctx = (this.ctx ??= {
       protocolVersion: link.version,
       clientId: link.clientId,
       routes: link.settings.routes,
       routeList: link.settings.routeList,
-      now: Date.now(),
-      markClientId: link.settings.clientIdHeaderAlways || link.noLocal.count > 0,
+      now: 0,
+      markClientId: true,
     });
+    ctx.now = Date.now();
+    ctx.markClientId = link.settings.clientIdHeaderAlways || link.noLocal.count > 0;
+    const mapped = mqttPublishToNats(inbound, ctx);
     if (!mapped.ok) {
       link.metrics.refused("mqtt", reasonLabel(mapped.error.reasonCode));
       if (!isWill) this.refuse(inbound, messageId, mapped.error.reasonCode, mapped.error.reason);
-      return;
+      return undefined;
     }
     const { subject, reply } = mapped.value;
-    const headers = mapped.value.headers ? toNatsHeaders(mapped.value.headers) : undefined;
+    return { subject, reply, headers: mapped.value.headers ? toNatsHeaders(mapped.value.headers) : undefined };
+  }
+
+  /** `publish` for QoS 0 without RETAIN, synchronous: nothing waits for NATS (the same steps, in the same order). */
+  private publishQos0(inbound: InboundPublish): void {
+    const { link } = this;
+    const mapped = this.map(inbound, undefined, false);
+    if (!mapped) return;
+    const { subject, reply, headers } = mapped;
+    const nc = link.lease.nc;
+    if (!link.lease.connected()) {
+      this.dropOnce(inbound.topic, "NATS is unreachable", "nats_unavailable");
+      return;
+    }
+    try {
+      if (headers || reply) nc.publish(subject, inbound.payload, { ...(headers ? { headers } : {}), ...(reply ? { reply } : {}) });
+      else nc.publish(subject, inbound.payload);
+    } catch (e) {
+      if (link.denied.publish.delete(subject)) return this.notAuthorized(inbound, undefined, subject, false);
+      link.metrics.refused("mqtt", "nats_error");
+      this.refuse(inbound, undefined, Reason.unspecified, `NATS: ${(e as Error).message}`);
+      return;
+    }
+    link.metrics.messageIn("mqtt", "published");
+    this.countUnflushed(nc, inbound.payload.byteLength);
+  }
+
+  private async publish(inbound: InboundPublish, messageId: number | undefined, dup: boolean, isWill: boolean): Promise<void> {
+    const { link } = this;
+    const mapped = this.map(inbound, messageId, isWill);
+    if (!mapped) return;
+    const { subject, reply, headers } = mapped;
     const nc = link.lease.nc;
     if (inbound.qos === 0 && !isWill && !link.lease.connected()) {
       // nats.js would buffer it and discard it at the next reconnect attempt: drop it here, counted.
@@ -146,7 +187,8 @@ export class InboundPublisher {
     const digest = createHash("sha256").update(subject).update("\u0000").update(payload).digest("base64url").slice(0, 22);
     const base = `${this.link.clientId}:${messageId ?? 0}:${digest}`;
     const id = messageId ?? 0;
-    const last = this.lastStoredId.get(id);
+    const lastIds = (this.lastStoredId ??= new Map());
+    const last = lastIds.get(id);
     let msgId = base;
     if (!dup && last !== undefined && last.startsWith(base)) {
       const n = Number(last.slice(base.length + 1) || "0") + 1;
@@ -154,7 +196,7 @@ export class InboundPublisher {
     } else if (dup && last?.startsWith(base)) {
       msgId = last;
     }
-    this.lastStoredId.set(id, msgId);
+    lastIds.set(id, msgId);
     return msgId;
   }
 
@@ -179,7 +221,7 @@ export class InboundPublisher {
     this.onSettled?.();
     if (qos === 1) this.link.write({ cmd: "puback", messageId } as Packet);
     else {
-      this.qos2.add(messageId ?? 0);
+      (this.qos2 ??= new Set()).add(messageId ?? 0);
       this.link.write({ cmd: "pubrec", messageId } as Packet);
     }
   }
@@ -209,8 +251,9 @@ export class InboundPublisher {
 
   private dropOnce(topic: string, reason: string, label = "refused_qos0"): void {
     this.link.metrics.dropped("mqtt", label);
-    if (this.droppedLogged.size < 100 && !this.droppedLogged.has(topic)) {
-      this.droppedLogged.add(topic);
+    const logged = (this.droppedLogged ??= new Set());
+    if (logged.size < 100 && !logged.has(topic)) {
+      logged.add(topic);
       this.link.log.info({ client_id: this.link.clientId, topic, reason }, "QoS 0 publish dropped");
     }
   }

@@ -13,8 +13,9 @@ interface InFlight {
  * backlog waiting for a free slot (bounded; the oldest is dropped and counted).
  */
 export class OutboundFlow {
-  private readonly inflight = new Map<number, InFlight>();
-  private readonly backlog: Array<{ packet: IPublishPacket; onAcked?: (() => void) | undefined }> = [];
+  /** Made on the first QoS 1/2 delivery: most clients never get one (docs/performance.md). */
+  private inflight: Map<number, InFlight> | undefined;
+  private backlog: Array<{ packet: IPublishPacket; onAcked?: (() => void) | undefined }> | undefined;
   private nextId = 1;
   dropped = 0;
 
@@ -27,6 +28,11 @@ export class OutboundFlow {
   ) {}
 
   send(msg: OutboundPublish, onAcked?: () => void): void {
+    if (msg.qos === 0 && !msg.properties) {
+      // Encoded straight from the NATS message's bytes (a Uint8Array is all the encoder needs).
+      this.write({ cmd: "publish", topic: msg.topic, payload: msg.payload as Buffer, qos: 0, retain: msg.retain, dup: false });
+      return;
+    }
     const packet: IPublishPacket = {
       cmd: "publish",
       topic: msg.topic,
@@ -40,13 +46,14 @@ export class OutboundFlow {
       this.write(packet);
       return;
     }
-    if (this.inflight.size >= this.receiveMaximum) {
-      if (this.backlog.length >= this.maxBacklog) {
-        const oldest = this.backlog.shift()!;
+    if (this.size() >= this.receiveMaximum) {
+      const backlog = (this.backlog ??= []);
+      if (backlog.length >= this.maxBacklog) {
+        const oldest = backlog.shift()!;
         this.dropped++;
         this.onDrop(oldest.packet);
       }
-      this.backlog.push({ packet, onAcked });
+      backlog.push({ packet, onAcked });
       return;
     }
     this.dispatch(packet, onAcked);
@@ -55,38 +62,38 @@ export class OutboundFlow {
   private dispatch(packet: IPublishPacket, onAcked?: () => void): void {
     const id = this.allocateId();
     packet.messageId = id;
-    this.inflight.set(id, { packet, released: false, onAcked });
+    (this.inflight ??= new Map()).set(id, { packet, released: false, onAcked });
     this.write(packet);
   }
 
   /** PUBACK (QoS 1) or PUBCOMP (QoS 2): the slot is free. */
   complete(id: number): boolean {
-    const f = this.inflight.get(id);
+    const f = this.inflight?.get(id);
     if (!f) return false;
-    this.inflight.delete(id);
+    this.inflight!.delete(id);
     f.onAcked?.();
-    const next = this.backlog.shift();
+    const next = this.backlog?.shift();
     if (next) this.dispatch(next.packet, next.onAcked);
     return true;
   }
 
   /** PUBREC: the client has it; answer PUBREL. */
   received(id: number): boolean {
-    const f = this.inflight.get(id);
+    const f = this.inflight?.get(id);
     if (!f) return false;
     f.released = true;
     return true;
   }
 
   size(): number {
-    return this.inflight.size;
+    return this.inflight?.size ?? 0;
   }
 
   private allocateId(): number {
     for (let i = 0; i < 65535; i++) {
       const id = this.nextId;
       this.nextId = this.nextId === 65535 ? 1 : this.nextId + 1;
-      if (!this.inflight.has(id)) return id;
+      if (!this.inflight?.has(id)) return id;
     }
     throw new Error("no free packet id");
   }

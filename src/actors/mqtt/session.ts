@@ -40,7 +40,7 @@ export class ClientSession {
   /** Deliveries that arrive before CONNACK is out wait here; undefined once the client is served. */
   private held: Array<() => void> | undefined = [];
   /** Subjects NATS was asked about with a probe subscription (see mayRead); bounded. */
-  private readonly readable = new Map<string, Promise<boolean | undefined>>();
+  private readable: Map<string, Promise<boolean | undefined>> | undefined;
 
   constructor(
     private readonly link: ClientLink,
@@ -310,11 +310,12 @@ export class ClientSession {
    */
   private mayRead(sub: ActiveSubscription, subject: string): true | Promise<boolean | undefined> {
     if (sub.subjects.includes(subject)) return true;
-    let known = this.readable.get(subject);
+    const readable = (this.readable ??= new Map());
+    let known = readable.get(subject);
     if (!known) {
-      if (this.readable.size >= 10_000) this.readable.clear();
+      if (readable.size >= 10_000) readable.clear();
       known = this.probe(subject);
-      this.readable.set(subject, known);
+      readable.set(subject, known);
     }
     return known;
   }
@@ -329,7 +330,7 @@ export class ClientSession {
       await flushAndSettle(nc);
       return !this.link.denied.subscribe.delete(subject);
     } catch {
-      this.readable.delete(subject);
+      this.readable?.delete(subject);
       return undefined;
     } finally {
       probe?.unsubscribe();

@@ -48,52 +48,71 @@ export function startSessionActor(options: {
   const { actor, stop } = startChildMachine(mqttSessionMachine, {
     input: { cleanStart: options.cleanStart, expirySec: options.expirySec },
     registry: options.registry,
-    on: {
-      load: () =>
-        void store.load(account, clientId).then(
-          (found) => {
-            stored = found;
-            // Marked connected by this gateway's id: held by a process before a restart (or by
-            // a connection here that this one is taking over, which hands its messages back anyway).
-            ownerGone = found?.connected === true && found.owner === deps.gatewayId;
-            const heldBy = found?.connected && found.owner && found.owner !== deps.gatewayId ? found.owner : undefined;
-            actor.send({
-              type: "LOADED",
-              found: { exists: found !== undefined, expired: found?.expiresAt === 0, heldBy },
-            });
-          },
-          (e: Error) => actor.send({ type: "LOAD_FAILED", reason: e.message }),
-        ),
-      ask_owner: ({ owner }) =>
-        settled(
-          options.remoteTakeover(account, clientId, owner).then((alive) => void (ownerGone = !alive)),
-          () => actor.send({ type: "OWNER_RELEASED" }),
-        ),
-      discard: () =>
-        settled(
-          Promise.all(
-            (stored?.subscriptions ?? [])
-              .filter((s) => s.stream)
-              .map((s) =>
-                StoredDelivery.remove(
-                  deps.services,
-                  account,
-                  s.stream!,
-                  StoredDelivery.consumerName(account, clientId, s.subscription.topic),
+    shared: true,
+    // One dispatcher for the machine's commands (a closure per command per session adds up).
+    onEmit: (e) => {
+      switch (e.type) {
+        case "load":
+          // A clean start only needs to know of an old session to clear it: none is known (docs/decisions/mqtt-sessions.md).
+          if (options.cleanStart && store.mayHold?.(account, clientId) === false) {
+            // (After start returns: `actor` is not assigned yet while its entry runs.)
+            queueMicrotask(() => actor.send({ type: "LOADED", found: { exists: false, expired: false, heldBy: undefined } }));
+            return;
+          }
+          return void store.load(account, clientId).then(
+            (found) => {
+              stored = found;
+              // Marked connected by this gateway's id: held by a process before a restart (or by
+              // a connection here that this one is taking over, which hands its messages back anyway).
+              ownerGone = found?.connected === true && found.owner === deps.gatewayId;
+              const heldBy = found?.connected && found.owner && found.owner !== deps.gatewayId ? found.owner : undefined;
+              actor.send({
+                type: "LOADED",
+                found: { exists: found !== undefined, expired: found?.expiresAt === 0, heldBy },
+              });
+            },
+            (err: Error) => actor.send({ type: "LOAD_FAILED", reason: err.message }),
+          );
+        case "ask_owner":
+          return settled(
+            options.remoteTakeover(account, clientId, e.owner).then((alive) => void (ownerGone = !alive)),
+            () => actor.send({ type: "OWNER_RELEASED" }),
+          );
+        case "discard":
+          return settled(
+            Promise.all(
+              (stored?.subscriptions ?? [])
+                .filter((s) => s.stream)
+                .map((s) =>
+                  StoredDelivery.remove(
+                    deps.services,
+                    account,
+                    s.stream!,
+                    StoredDelivery.consumerName(account, clientId, s.subscription.topic),
+                  ),
                 ),
-              ),
-          ).then(() => store.remove(account, clientId)),
-          () => actor.send({ type: "DISCARDED" }),
-        ),
-      // Subscriptions reopen before CONNACK so nothing published after it is missed;
-      // what they receive waits in the session until CONNACK is out.
-      resume: () => settled(session.resume(stored!, ownerGone), () => actor.send({ type: "RESUMED" })),
-      ready: ({ sessionPresent }) => void session.save().then(() => resolveReady(sessionPresent)),
-      refuse: ({ reason }) => rejectReady(new Error(reason)),
-      stop_delivery: () => session.stopDelivery(),
-      save_detached: () => settled(session.save(false), () => actor.send({ type: "SAVED" })),
-      remove: () => settled(session.removeConsumers(), () => actor.send({ type: "REMOVED" })),
+            ).then(() => store.remove(account, clientId)),
+            () => actor.send({ type: "DISCARDED" }),
+          );
+        // Subscriptions reopen before CONNACK so nothing published after it is missed;
+        // what they receive waits in the session until CONNACK is out.
+        case "resume":
+          return settled(session.resume(stored!, ownerGone), () => actor.send({ type: "RESUMED" }));
+        case "ready":
+          return void session.save().then(() => resolveReady(e.sessionPresent));
+        case "refuse":
+          return rejectReady(new Error(e.reason));
+        case "stop_delivery":
+          return session.stopDelivery();
+        case "save_detached":
+          return settled(session.save(false), () => actor.send({ type: "SAVED" }));
+        case "remove":
+          return settled(session.removeConsumers(), () => actor.send({ type: "REMOVED" }));
+      }
     },
   });
+  // A machine error no longer reaches the process (a child's errors go to its host): the
+  // connection waiting for the session hears it as a refusal.
+  actor.subscribe({ error: (e) => rejectReady(e instanceof Error ? e : new Error(String(e))) });
   return { actor, stop, ready };
 }

@@ -15,6 +15,11 @@ export interface SessionStore {
   load(account: string, clientId: string): Promise<StoredSession | undefined>;
   save(account: string, clientId: string, session: StoredSession): Promise<void>;
   remove(account: string, clientId: string): Promise<void>;
+  /**
+   * False when the store knows, without reading, that it holds no session of this client
+   * (a clean start then skips the read); true or absent: read it.
+   */
+  mayHold?(account: string, clientId: string): boolean;
 }
 
 export class MemorySessionStore implements SessionStore {

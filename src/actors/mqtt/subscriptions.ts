@@ -50,12 +50,14 @@ export function planSubscription(
 export function openSubscription(nc: NatsConnection, plan: Omit<ActiveSubscription, "nats">, onMessage: OnMessage): ActiveSubscription {
   const active: ActiveSubscription = { ...plan, nats: [] };
   for (const subject of plan.subjects) {
+    // Without wildcards every message's subject is this one: not decoded again per message.
+    const exact = !subject.includes("*") && !subject.includes(">");
     active.nats.push(
       nc.subscribe(subject, {
         ...(plan.queue ? { queue: plan.queue } : {}),
         callback: (e, m) => {
           if (e) return;
-          onMessage(active, m.subject, headerPairsOf(m), m.data, m.reply || undefined);
+          onMessage(active, exact ? subject : m.subject, headerPairsOf(m), m.data, m.reply || undefined);
         },
       }),
     );

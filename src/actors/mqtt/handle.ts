@@ -1,0 +1,40 @@
+import type { ClientHandle } from "../clients.js";
+import type { NatsLease } from "../natsBridge.js";
+
+/**
+ * An MQTT client as the client registry (admin, takeover) sees it. A class, so its
+ * methods live on the prototype instead of five closures per connection.
+ */
+export class MqttClientHandle implements ClientHandle {
+  readonly protocol = "mqtt" as const;
+  private readonly sinceMs = Date.now();
+
+  constructor(
+    readonly cid: number,
+    readonly clientId: string,
+    readonly remote: string,
+    public account: string,
+    private readonly lease: NatsLease,
+    private readonly actor: { send(event: { type: "KICK" | "SHUTDOWN" | "TAKEN_OVER" }): void },
+  ) {}
+
+  /** A Date made when asked (admin lists): 80 bytes less per connection than keeping one. */
+  get since(): Date {
+    return new Date(this.sinceMs);
+  }
+  natsServer(): string {
+    return this.lease.server();
+  }
+  natsConnection(): NatsLease["nc"] {
+    return this.lease.nc;
+  }
+  kick(): void {
+    this.actor.send({ type: "KICK" });
+  }
+  shutdown(): void {
+    this.actor.send({ type: "SHUTDOWN" });
+  }
+  takeOver(): void {
+    this.actor.send({ type: "TAKEN_OVER" });
+  }
+}

@@ -1,0 +1,70 @@
+import { encodePublishInto, publishLength } from "../../protocol/mqttFastPath.js";
+
+/** The smallest and largest buffer one tick's packets are gathered in. */
+const MIN = 256;
+const MAX = 64 * 1024;
+
+/**
+ * What one event-loop tick writes to one socket, gathered in one buffer and written once
+ * when the tick ends (docs/performance.md). Deliveries are encoded straight into it: no
+ * Buffer and no stream write per packet. The buffer is sized from the previous tick's
+ * bytes and handed to the socket whole, so an idle connection holds none.
+ */
+export class Outbox {
+  private buf: Buffer | undefined;
+  private end = 0;
+  /** Bytes this tick already wrote when its buffer filled, and the previous tick's total. */
+  private tickBytes = 0;
+  private lastTick = MIN;
+
+  constructor(private readonly sink: { write(chunk: Buffer): unknown; readonly destroyed: boolean }) {}
+
+  /** Bytes gathered and not yet written. */
+  pending(): number {
+    return this.end;
+  }
+
+  /** A PUBLISH without properties (`encodePublishInto`). */
+  publish(version: 4 | 5, topic: string, payload: Uint8Array, qos: 0 | 1 | 2, retain: boolean, dup: boolean, messageId: number | undefined): void {
+    const topicBytes = Buffer.byteLength(topic, "utf8");
+    const at = this.reserve(publishLength(version, topicBytes, payload.byteLength, qos));
+    encodePublishInto(this.buf!, at, version, topic, topicBytes, payload, qos, retain, dup, messageId);
+  }
+
+  /** An encoded packet. */
+  bytes(packet: Uint8Array): void {
+    const at = this.reserve(packet.byteLength);
+    this.buf!.set(packet, at);
+  }
+
+  /** Writes what was gathered now (before the socket ends, or when the tick ends). */
+  readonly flush = (): void => {
+    const b = this.buf;
+    if (!b) return;
+    const n = this.end;
+    this.buf = undefined;
+    this.end = 0;
+    this.lastTick = this.tickBytes + n;
+    this.tickBytes = 0;
+    if (!this.sink.destroyed && n > 0) this.sink.write(n === b.length ? b : b.subarray(0, n));
+  };
+
+  private reserve(size: number): number {
+    let b = this.buf;
+    if (b && b.length - this.end < size) {
+      // Full: what is there goes first, the tick goes on in a larger buffer.
+      const grown = b.length * 2;
+      if (!this.sink.destroyed) this.sink.write(b.subarray(0, this.end));
+      this.tickBytes += this.end;
+      b = this.buf = Buffer.allocUnsafe(Math.max(size, Math.min(grown, MAX)));
+      this.end = 0;
+    } else if (!b) {
+      b = this.buf = Buffer.allocUnsafe(Math.max(size, Math.min(MAX, this.lastTick + (this.lastTick >> 2) + MIN)));
+      this.end = 0;
+      process.nextTick(this.flush);
+    }
+    const at = this.end;
+    this.end += size;
+    return at;
+  }
+}

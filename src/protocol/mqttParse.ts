@@ -1,0 +1,63 @@
+import mqtt, { type Packet } from "mqtt-packet";
+
+/**
+ * What mqtt-packet's parser reads from its settings: the protocol version, and bridge
+ * mode (3.1.1 bridges; it replaces its settings with the CONNECT packet it parsed).
+ */
+export interface ParserSettings {
+  readonly protocolVersion: 4 | 5;
+  readonly bridgeMode?: boolean;
+}
+
+const V4: ParserSettings = Object.freeze({ protocolVersion: 4 });
+const V5: ParserSettings = Object.freeze({ protocolVersion: 5 });
+const V4_BRIDGE: ParserSettings = Object.freeze({ protocolVersion: 4, bridgeMode: true });
+
+/** The settings a connection parses with before CONNECT (3.1.1: CONNECT itself says its version). */
+export const beforeConnect = V4;
+
+/** The settings that follow a CONNECT, as mqtt-packet's own parser would have kept them. */
+export function settingsAfterConnect(version: 4 | 5, bridgeMode: boolean | undefined): ParserSettings {
+  return version === 5 ? V5 : bridgeMode ? V4_BRIDGE : V4;
+}
+
+type Parser = ReturnType<typeof mqtt.parser>;
+let parser: Parser | undefined;
+let result: Packet | Error | undefined;
+
+function fresh(): Parser {
+  const p = mqtt.parser(V4);
+  p.on("packet", (packet: Packet) => {
+    result ??= packet;
+  });
+  p.on("error", (e: Error) => {
+    result ??= e;
+  });
+  return p;
+}
+
+/**
+ * Parses one whole packet (a frame from `splitFrames`) with mqtt-packet. One parser serves
+ * every connection: a connection used to keep its own (1.6 KiB each: an event emitter and
+ * a buffer list), though it only ever gave it whole packets. Parsing is synchronous and
+ * calls nothing back, so it cannot be re-entered; a parser left with an error or unread
+ * bytes is replaced.
+ */
+export function parsePacket(frame: Buffer, settings: ParserSettings): Packet | Error {
+  const p = (parser ??= fresh());
+  (p as unknown as { settings: ParserSettings }).settings = settings;
+  result = undefined;
+  let left: number;
+  try {
+    left = p.parse(frame);
+  } catch (e) {
+    left = -1;
+    result ??= e instanceof Error ? e : new Error(String(e));
+  }
+  const r = result ?? new Error("incomplete packet");
+  result = undefined;
+  if (left !== 0 || r instanceof Error) parser = undefined;
+  // It keeps the CONNECT it parsed as its settings: let go of it.
+  else (p as unknown as { settings: ParserSettings }).settings = V4;
+  return r;
+}
