@@ -176,6 +176,29 @@ describe("issue 4 coverage gaps, end to end", () => {
     });
   });
 
+  describe("addresses (item 2)", () => {
+    it("the anonymous relay refuses per message what a target refuses: empty tokens, whitespace, DEL (invalid-field)", async () => {
+      const relay = await amqp.sender({ target: {} });
+      for (const to of ["r..x", "r x", "r.\x7f", ".r", "r.\t"]) {
+        expect(await send(relay, { to, body: "bad" })).toMatchObject({
+          state: "rejected",
+          error: { condition: "amqp:invalid-field" },
+        });
+        // The same address as a target is refused at attach.
+        expect(await amqp.refused("sender", to)).toMatchObject({ condition: "amqp:invalid-field" });
+      }
+      // The relay goes on after its refusals.
+      const subject = unique("cov.relay");
+      const got = nextMsg(nc, subject);
+      await nc.flush();
+      expect(await send(relay, { to: subject, body: rhea.message.data_section(Buffer.from("ok")) })).toEqual({
+        state: "accepted",
+      });
+      expect((await got).string()).toBe("ok");
+      relay.close();
+    });
+  });
+
   describe("dispositions and stored sources (items 3 and 4)", () => {
     it("modified(undeliverable-here) terminates the message on an operator queue: it does not come back", async () => {
       await jsm.consumers.add("COV", {
