@@ -40,7 +40,12 @@ function captureIncoming(): { raws: Buffer[]; stop: () => void } {
     raws.push(Buffer.from(b));
     return original(b);
   };
-  return { raws, stop: () => void (codec.decode = original) };
+  return {
+    raws,
+    stop: () => {
+      codec.decode = original;
+    },
+  };
 }
 
 describe("issue 4 coverage gaps, end to end", () => {
