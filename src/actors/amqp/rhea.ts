@@ -105,7 +105,7 @@ const SASL_AUTH = 1;
 let installed = false;
 
 /**
- * Two process-wide changes to rhea, for the gateway's side of a connection:
+ * Process-wide changes to rhea, for the gateway's side of a connection:
  *
  * - rhea decodes each incoming message (lib/session.js -> message.decode) and drops its
  *   bytes. The gateway forwards the sender's own encoded sections (amqpBody.ts), so it
@@ -117,6 +117,8 @@ let installed = false;
  *
  * - rhea ignores a transfer's `aborted` flag (lib/session.js Incoming.on_transfer) and
  *   hands the partial message on as a whole one. See `onAbortedTransfer`.
+ * - rhea answers a SASL mechanism it was not given by itself and tells nobody. See
+ *   `patchSaslInit`.
  *
  * Fine in the gateway, which never uses rhea as a client.
  */
