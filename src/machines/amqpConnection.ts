@@ -24,6 +24,12 @@ export type AmqpConnectionEvent =
   | { type: "HEADER"; sasl: boolean }
   | { type: "HEADER_MISMATCH"; description: string }
   | { type: "AUTHENTICATE"; login: Login }
+  /**
+   * rhea already answered SASL's `auth` outcome without asking NATS: a malformed PLAIN
+   * response, EXTERNAL without a verified certificate, a mechanism not offered. The client
+   * gets the same short grace to hang up as one NATS refused.
+   */
+  | { type: "SASL_REFUSED"; reason: string }
   | { type: "NATS_READY"; account: string }
   | { type: "NATS_REFUSED"; auth: boolean; reason: string }
   /**
@@ -127,6 +133,11 @@ export const amqpConnectionMachine = setup({
         AUTHENTICATE: {
           target: "authenticating",
           actions: emit(({ event }) => ({ type: "acquire_nats" as const, login: event.login })),
+        },
+        // No sasl_outcome to emit: rhea has written the `auth` outcome itself.
+        SASL_REFUSED: {
+          target: "saslRefused",
+          actions: assign({ closeReason: ({ event }) => `SASL refused: ${event.reason}` }),
         },
         PROTOCOL_ERROR: { target: "closed", actions: assign({ closeReason: ({ event }) => event.error.description }) },
         SHUTDOWN: { target: "closed", actions: assign({ closeReason: "shutdown" }) },

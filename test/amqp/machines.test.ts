@@ -59,6 +59,31 @@ describe("amqpConnection", () => {
     expect(c.types().at(-1)).toBe("close");
   });
 
+  it("a SASL refusal rhea answered itself (malformed PLAIN, mechanism not offered) gets the same grace, then the close", () => {
+    const c = connection();
+    c.send({ type: "HEADER", sasl: true });
+    c.send({ type: "SASL_REFUSED", reason: "PLAIN response not accepted" });
+    expect(c.state()).toBe("saslRefused");
+    // rhea wrote the outcome: the machine neither answers SASL again nor asks NATS.
+    expect(c.types()).toEqual([]);
+    c.clock.increment(1_999);
+    expect(c.state()).toBe("saslRefused");
+    c.clock.increment(1);
+    expect(c.state()).toBe("done");
+    expect(c.types()).toEqual(["close"]);
+    expect(c.actor.getSnapshot().context.closeReason).toBe("SASL refused: PLAIN response not accepted");
+  });
+
+  it("a SASL refusal outside the SASL exchange changes nothing", () => {
+    const c = connection();
+    c.send({ type: "SASL_REFUSED", reason: "early" });
+    expect(c.state()).toBe("awaitingHeader");
+    c.send({ type: "HEADER", sasl: true });
+    c.send({ type: "AUTHENTICATE", login: PLAIN });
+    c.send({ type: "SASL_REFUSED", reason: "late" });
+    expect(c.state()).toBe("authenticating");
+  });
+
   it("without SASL, a refusal waits for the open and closes with amqp:unauthorized-access", () => {
     const c = connection();
     c.send({ type: "HEADER", sasl: false });

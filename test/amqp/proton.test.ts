@@ -9,7 +9,7 @@ import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
 import { collect as collectMqtt, connectMqtt } from "../helpers/mqttClient.js";
 import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
 import { eventually } from "../helpers/poll.js";
-import { AmqpClient, bodyText, collect } from "./rheaClient.js";
+import { AmqpClient, bodyText, collect, rhea } from "./rheaClient.js";
 
 type Line = Record<string, unknown>;
 
@@ -145,6 +145,40 @@ describe("Qpid Proton (Python) clients", () => {
     expect(c).toMatchObject({ value: { an: "amqp map" }, properties: { from: "rhea" } });
     expect(await recv.exit()).toBe(0);
     await mqtt.endAsync();
+    await amqp.close();
+  });
+
+  it("proton's dynamic source is a reply address: answers from a NATS service and an MQTT 5 responder arrive", async () => {
+    const recv = python("receive.py", [url, "", "--count", "2", "--dynamic"]);
+    const [ready] = await recv.upTo(1);
+    const inbox = String(ready!.address);
+    expect(inbox).toMatch(/^_INBOX\./);
+    const service = unique("proton.svc");
+    nc.subscribe(service, { max: 1, callback: (_e, m) => m.respond(`nats:${m.string()}`, { headers: m.headers }) });
+    await nc.flush();
+    const topic = unique("proton.mqttsvc").replace(/\./g, "/");
+    const responder = await connectMqtt(gw.port("mqtt"), { protocolVersion: 5 });
+    responder.on("message", (_t, payload, packet) => {
+      const p = packet.properties!;
+      responder.publish(p.responseTopic!, `mqtt:${payload.toString()}`, {
+        qos: 0,
+        properties: { correlationData: p.correlationData },
+      });
+    });
+    await responder.subscribeAsync(topic);
+    const amqp = await AmqpClient.open(gw.port("amqp"));
+    const ask = async (address: string, correlation: string) => {
+      const s = await amqp.sender(address);
+      s.send({ body: rhea.message.data_section(Buffer.from("q")), reply_to: inbox, correlation_id: correlation });
+    };
+    await ask(service, "c-nats");
+    const [, first] = await recv.upTo(2);
+    await ask(topic.replace(/\//g, "."), "c-mqtt");
+    const [, , second] = await recv.upTo(3);
+    expect(first).toMatchObject({ data: "nats:q", correlation_id: "c-nats" });
+    expect(second).toMatchObject({ data: "mqtt:q", correlation_id: "c-mqtt" });
+    expect(await recv.exit()).toBe(0);
+    await responder.endAsync();
     await amqp.close();
   });
 

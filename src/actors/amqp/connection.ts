@@ -87,9 +87,11 @@ class AmqpClientConnection {
       channelMax: this.settings.channelMax,
       plainHeaderAllowed: this.settings.sasl.includes("ANONYMOUS"),
     });
+    const refuse = (reason: string) => this.saslRefused(reason);
     const container = serverContainer(
       deps.gatewayId,
-      saslMechanisms(this.settings.sasl, (login) => this.authenticate(login), verifiedCertificateName(socket)),
+      saslMechanisms(this.settings.sasl, (login) => this.authenticate(login), verifiedCertificateName(socket), refuse),
+      (name) => refuse(`mechanism ${name} not offered`),
     );
     // rhea raises link and session errors nobody handled on its container; they must not throw.
     container.on("error", (e: Error) => this.log.debug({ err: e.message }, "AMQP endpoint error"));
@@ -218,6 +220,13 @@ class AmqpClientConnection {
         resolve(false);
       }
     });
+  }
+
+  /** rhea answered SASL's `auth` outcome itself: NATS never saw this login. */
+  private saslRefused(reason: string): void {
+    this.deps.metrics.refused("amqp", "bad_credentials");
+    this.log.info({ reason }, "AMQP login refused before NATS");
+    sendIfActiveConnection(this.actor, { type: "SASL_REFUSED", reason });
   }
 
   private async acquireNats(login: Login): Promise<void> {

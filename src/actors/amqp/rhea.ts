@@ -89,10 +89,23 @@ interface AttachFrame {
   performative: { name: string; role: boolean; handle: number };
 }
 
+/** rhea's SaslServer (lib/sasl.js), as far as `on_sasl_init` uses it. */
+interface SaslServerForInit {
+  mechanisms: Record<string | symbol, unknown>;
+  outcome: number | undefined;
+  transport: { encode(frame: unknown): void };
+  on_sasl_init(frame: { performative: { mechanism?: unknown } }): void;
+}
+
+/** Where a connection's mechanisms keep the hook for a mechanism it did not offer. */
+const UNOFFERED = Symbol("mqgw.amqp.unoffered");
+/** SASL outcome code `auth` (part 5, 5.3.3.6). */
+const SASL_AUTH = 1;
+
 let installed = false;
 
 /**
- * Two process-wide changes to rhea, for the gateway's side of a connection:
+ * Process-wide changes to rhea, for the gateway's side of a connection:
  *
  * - rhea decodes each incoming message (lib/session.js -> message.decode) and drops its
  *   bytes. The gateway forwards the sender's own encoded sections (amqpBody.ts), so it
@@ -104,6 +117,8 @@ let installed = false;
  *
  * - rhea ignores a transfer's `aborted` flag (lib/session.js Incoming.on_transfer) and
  *   hands the partial message on as a whole one. See `onAbortedTransfer`.
+ * - rhea answers a SASL mechanism it was not given by itself and tells nobody. See
+ *   `patchSaslInit`.
  *
  * Fine in the gateway, which never uses rhea as a client.
  */
@@ -127,6 +142,7 @@ export function installServerPatches(): void {
     link.on_attach(frame);
     link.remote.attach = frame.performative;
   };
+  patchSaslInit();
   const onTransfer = session.prototype.on_transfer;
   session.prototype.on_transfer = function (frame) {
     if (!this.connection.is_server || frame.performative.aborted !== true || !onAbortedTransfer(this, frame))
@@ -291,6 +307,34 @@ export function screenInput(conn: Connection, screen: (chunk: Buffer) => boolean
   };
 }
 
+/**
+ * rhea's SaslServer answers a mechanism it has no factory for with the `auth` outcome
+ * and tells nobody, and looks the name up through the prototype chain (its default
+ * mechanisms object has `enable_plain` there). On a server whose mechanisms carry the
+ * UNOFFERED hook, a name that is not an offered mechanism gets the same `auth` outcome
+ * and the hook is told, so the connection can cut off a client that stays.
+ */
+function patchSaslInit(): void {
+  const req = createRequire(import.meta.url);
+  const sasl = req("rhea/lib/sasl.js") as { Server: { prototype: SaslServerForInit } };
+  const frames = req("rhea/lib/frames.js") as {
+    sasl_frame(p: unknown): unknown;
+    sasl_outcome(fields: { code: number }): unknown;
+  };
+  const original = sasl.Server.prototype.on_sasl_init;
+  sasl.Server.prototype.on_sasl_init = function (frame) {
+    const hook = this.mechanisms[UNOFFERED] as ((name: string) => void) | undefined;
+    const name = frame.performative.mechanism;
+    if (!hook || (typeof name === "string" && Object.hasOwn(this.mechanisms, name))) {
+      original.call(this, frame);
+      return;
+    }
+    this.outcome = SASL_AUTH;
+    this.transport.encode(frames.sasl_frame(frames.sasl_outcome({ code: SASL_AUTH })));
+    hook(String(name));
+  };
+}
+
 /** A SASL mechanism object as rhea's SaslServer drives it (lib/sasl.js). */
 export interface ServerMechanism {
   outcome: boolean | undefined;
@@ -302,9 +346,16 @@ export interface ServerMechanism {
  * A container per connection: rhea looks its SASL mechanisms up on the container, and
  * each connection's mechanisms answer to that connection's own actor.
  */
-export function serverContainer(id: string, mechanisms: Record<string, () => ServerMechanism>): Container {
+export function serverContainer(
+  id: string,
+  mechanisms: Record<string, () => ServerMechanism>,
+  unoffered?: (mechanism: string) => void,
+): Container {
   const container = rhea.create_container({ id });
-  Object.assign(container.sasl_server_mechanisms as object, mechanisms);
+  const own = container.sasl_server_mechanisms as Record<string | symbol, unknown>;
+  Object.assign(own, mechanisms);
+  // A symbol key: rhea lists the offered mechanisms with getOwnPropertyNames, which skips it.
+  if (unoffered) own[UNOFFERED] = unoffered;
   return container;
 }
 

@@ -9,6 +9,8 @@ import type { ServerMechanism } from "./rhea.js";
  * authorization"); the connection actor answers with the outcome of that connect.
  */
 export type Authenticate = (login: Login) => Promise<boolean>;
+/** Told when a mechanism refuses a response itself, without asking NATS. */
+export type Refuse = (reason: string) => void;
 
 /** RFC 4616: [authzid] NUL authcid NUL passwd. A password alone is a NATS token. */
 export function plainLogin(response: Buffer | undefined): Login | undefined {
@@ -24,8 +26,10 @@ export function plainLogin(response: Buffer | undefined): Login | undefined {
 }
 
 function mechanism(
+  name: string,
   login: (response: Buffer | undefined) => Login | undefined,
   authenticate: Authenticate,
+  refuse: Refuse,
 ): () => ServerMechanism {
   return () => {
     const m: ServerMechanism = {
@@ -33,6 +37,9 @@ function mechanism(
       username: undefined,
       start: async (response) => {
         const l = login(response);
+        // The connection must hear of a refusal NATS never sees, or a client that ignores
+        // the outcome stays until limits.connect_timeout.
+        if (!l) refuse(`${name} response not accepted`);
         // rhea sends a challenge while `outcome` is undefined; SASL PLAIN and ANONYMOUS have none.
         m.outcome = l ? await authenticate(l) : false;
         m.username = l?.username;
@@ -89,20 +96,23 @@ const LOGINS: Record<Exclude<SaslMechanism, "EXTERNAL">, (response: Buffer | und
 /**
  * The mechanisms as configured, in the configured order (the order the client sees).
  * EXTERNAL is offered only with a verified client certificate; a client that picks it
- * anyway gets the SASL outcome `auth` (rhea answers a mechanism it was not given so).
+ * anyway gets the SASL outcome `auth` (rhea.ts answers a mechanism not offered so, and
+ * tells the connection through `serverContainer`'s `unoffered`).
  */
 export function saslMechanisms(
   offered: readonly SaslMechanism[],
   authenticate: Authenticate,
   certificate?: string,
+  refuse: Refuse = () => {},
 ): Record<string, () => ServerMechanism> {
   const out: Record<string, () => ServerMechanism> = {};
   for (const name of offered) {
-    if (name !== "EXTERNAL") out[name] = mechanism(LOGINS[name], authenticate);
-    else if (certificate !== undefined) out[name] = mechanism(externalLogin(certificate), authenticate);
+    if (name !== "EXTERNAL") out[name] = mechanism(name, LOGINS[name], authenticate, refuse);
+    else if (certificate !== undefined) out[name] = mechanism(name, externalLogin(certificate), authenticate, refuse);
   }
   // rhea offers ANONYMOUS when given no mechanism at all: with EXTERNAL alone on a socket
   // without a certificate, offer EXTERNAL and refuse it instead.
-  if (Object.keys(out).length === 0) out.EXTERNAL = mechanism(externalLogin(undefined), authenticate);
+  if (Object.keys(out).length === 0)
+    out.EXTERNAL = mechanism("EXTERNAL", externalLogin(undefined), authenticate, refuse);
   return out;
 }

@@ -25,12 +25,13 @@ export const amqpConnectionModel = (machine: AnyStateMachine = amqpConnectionMac
   machine,
   input: { handshakeTimeoutMs: 10_000, idleTimeoutMs: 60_000, closeGraceMs: 2_000 },
   bound:
-    "protocol header with and without SASL or mismatched, one PLAIN login, NATS accept/refuse (auth or not), a limit refusal, open, close, 7 other events; every order, timers fire at any point",
+    "protocol header with and without SASL or mismatched, one PLAIN login, a SASL refusal before NATS, NATS accept/refuse (auth or not), a limit refusal, open, close, 7 other events; every order, timers fire at any point",
   events: [
     { type: "HEADER", sasl: true },
     { type: "HEADER", sasl: false },
     { type: "HEADER_MISMATCH", description: "AMQP 0-9-1" },
     { type: "AUTHENTICATE", login: { credentials: { user: "u", pass: "p" }, username: "u", mechanism: "PLAIN" } },
+    { type: "SASL_REFUSED", reason: "malformed PLAIN" },
     { type: "NATS_READY", account: "A" },
     { type: "NATS_REFUSED", auth: true, reason: "bad password" },
     { type: "NATS_REFUSED", auth: false, reason: "no servers" },
@@ -56,6 +57,12 @@ export const amqpConnectionModel = (machine: AnyStateMachine = amqpConnectionMac
       "NATS refused the login",
       (step) => step.event.type === "NATS_REFUSED" && inState(step.before, "authenticating"),
       ["serve"],
+    ),
+    neverAfter(
+      "a login SASL refused is never served",
+      "SASL refused the login",
+      (step) => step.event.type === "SASL_REFUSED" && inState(step.before, "saslExchange"),
+      ["serve", "acquire_nats", "sasl_outcome"],
     ),
     neverAfter(
       "a login over a limit is never served",

@@ -1,10 +1,11 @@
 """Receives messages with Qpid Proton and prints each as one JSON line.
 
-usage: receive.py URL SOURCE --count N [--accept K] [--credit C] [--durable NAME --container ID [--keep]]
+usage: receive.py URL SOURCE --count N [--accept K] [--credit C] [--durable NAME --container ID [--keep]] [--dynamic]
 The first K messages (all when K is absent) are accepted; the rest are left unsettled
 when the link detaches. Prints {"ready": true} once the link is attached.
 --durable: a durable subscription (Proton's DurableSubscription) on link NAME of container
 ID; --keep ends with a detach that keeps it (closed=false), else the close ends it.
+--dynamic: a dynamic source (SOURCE is ignored); the ready line carries the address given.
 """
 import argparse
 import base64
@@ -25,6 +26,7 @@ def args():
     p.add_argument("--durable")
     p.add_argument("--container")
     p.add_argument("--keep", action="store_true")
+    p.add_argument("--dynamic", action="store_true")
     return p.parse_args()
 
 
@@ -49,7 +51,9 @@ class Receive(MessagingHandler):
         if self.a.container:
             event.container.container_id = self.a.container
         conn = event.container.connect(self.a.url, allowed_mechs="ANONYMOUS")
-        if self.a.durable:
+        if self.a.dynamic:
+            event.container.create_receiver(conn, None, dynamic=True)
+        elif self.a.durable:
             event.container.create_receiver(conn, self.a.source, name=self.a.durable, options=DurableSubscription())
         else:
             event.container.create_receiver(conn, self.a.source)
@@ -61,7 +65,8 @@ class Receive(MessagingHandler):
 
     def on_message(self, event):
         m = event.message
-        say(to=m.address, properties=m.properties, delivery_count=m.delivery_count, **body_of(m))
+        say(to=m.address, properties=m.properties, delivery_count=m.delivery_count,
+            correlation_id=m.correlation_id, **body_of(m))
         self.got += 1
         if self.a.accept is None or self.got <= self.a.accept:
             self.accept(event.delivery)
