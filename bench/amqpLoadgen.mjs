@@ -36,6 +36,9 @@ async function throughput() {
   let sent = 0;
   let accepted = 0;
   const pairs = [];
+  // Declared before the links open: a sender can be sendable (and call schedule) while the next pair opens.
+  let stopped = false;
+  let scheduled = false;
   for (let i = 0; i < spec.pairs; i++) {
     const address = `bench.amqp.${spec.mode}.${process.pid}.${i}`;
     const rc = await open();
@@ -59,8 +62,6 @@ async function throughput() {
     });
     pairs.push({ rc, sc, sender, receiver, unsettled: () => (presettled ? 0 : sent - accepted) });
   }
-  let stopped = false;
-  let scheduled = false;
   function schedule() {
     if (scheduled || stopped) return;
     scheduled = true;
