@@ -30,12 +30,32 @@ export interface ClientLink {
   readonly noLocal: { count: number };
 }
 
-/** Subjects NATS refused, by operation; each set is made on first use (most clients are never refused). */
+/**
+ * Refusals NATS reported and no publish has claimed yet, counted per subject: two refused
+ * publishes to one subject whose -ERRs arrive in one read must both be answered "not
+ * authorized" (a set let the first claim the only entry and the second be acknowledged).
+ */
+export class RefusalTally {
+  private readonly counts = new Map<string, number>();
+  add(subject: string): void {
+    this.counts.set(subject, (this.counts.get(subject) ?? 0) + 1);
+  }
+  /** Claims one refusal of the subject; false when none is waiting. */
+  delete(subject: string): boolean {
+    const n = this.counts.get(subject);
+    if (n === undefined) return false;
+    if (n > 1) this.counts.set(subject, n - 1);
+    else this.counts.delete(subject);
+    return true;
+  }
+}
+
+/** Subjects NATS refused, by operation; each is made on first use (most clients are never refused). */
 export class DeniedSubjects {
-  private p: Set<string> | undefined;
+  private p: RefusalTally | undefined;
   private s: Set<string> | undefined;
-  get publish(): Set<string> {
-    return (this.p ??= new Set());
+  get publish(): RefusalTally {
+    return (this.p ??= new RefusalTally());
   }
   get subscribe(): Set<string> {
     return (this.s ??= new Set());
