@@ -134,9 +134,12 @@ const token = fc.oneof(
   fc.string({ unit: "binary", maxLength: 6 }),
 );
 const address = fc.array(token, { minLength: 1, maxLength: 5 }).map((ts) => ts.join("."));
-/** Written apart from the code under test: JavaScript's \s plus the C0 and C1 controls and DEL. */
+/**
+ * Written apart from the code under test: Unicode White_Space (the gateway's definition,
+ * topic.ts; JavaScript's \s would also count U+FEFF) plus the C0 and C1 controls and DEL.
+ */
 const hasWhitespaceOrControl = (s: string) =>
-  /\s/u.test(s) ||
+  /\p{White_Space}/u.test(s) ||
   [...s].some((c) => {
     const cp = c.codePointAt(0)!;
     return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f);
@@ -156,7 +159,7 @@ describe("properties", () => {
         expect(subjectIsAdmin(r.value.subject)).toBe(false);
         expect(r.value.subject).toBe(a);
       }),
-      RUNS,
+      { ...RUNS, examples: [["\ufeff"]] },
     );
   });
 
