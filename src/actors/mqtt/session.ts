@@ -1,4 +1,4 @@
-import type { JsMsg } from "@nats-io/jetstream";
+import type { Msg } from "@nats-io/transport-node";
 import type { ISubscribePacket, IUnsubscribePacket, Packet } from "mqtt-packet";
 import { Reason, SubackFailureV4 } from "../../protocol/mqttReasons.js";
 import { natsToMqttPublish } from "../../protocol/natsToMqtt.js";
@@ -268,7 +268,7 @@ export class ClientSession {
     link.metrics.messageOut("mqtt", "delivered");
   }
 
-  private deliverStored(sub: ActiveSubscription, m: JsMsg, d: StoredDelivery, checked = false): void {
+  private deliverStored(sub: ActiveSubscription, m: Msg, d: StoredDelivery, checked = false): void {
     if (this.held) {
       this.held.push(() => this.deliverStored(sub, m, d, checked));
       return;
