@@ -7,6 +7,7 @@ import {
   PermissionViolationError,
   type Subscription,
 } from "@nats-io/transport-node";
+import { readPubAck } from "../../protocol/pubAck.js";
 
 /** The stream's answer to a stored publish. */
 export interface StoredAck {
@@ -118,6 +119,9 @@ export class StoredPublisher {
     const w = this.waiting.get(token);
     if (!w) return;
     this.waiting.delete(token);
+    // The usual answer, read without JSON.parse; anything else (errors) below.
+    const fast = readPubAck(m.data);
+    if (fast) return w.resolve(fast);
     if (m.data.length === 0 && m.headers?.code === 503)
       return w.reject(new Error("jetstream is not enabled (no responders)"));
     let v: { stream?: string; seq?: number; duplicate?: boolean; error?: { description?: string; code?: number } };
