@@ -59,3 +59,51 @@ function groupByKey(pairs: Array<[string, string]>): Array<[string, string]> {
   for (const k of order) for (const v of byKey.get(k)!) out.push([k, v]);
   return out;
 }
+
+/**
+ * The header block nats.js's MsgHdrs would encode for `pairs` appended in order and then
+ * `set(lastKey, lastValue)`, made without MsgHdrs (docs/performance.md, QoS 1): appending
+ * each pair canonicalizes and validates its key and allocates arrays, about a tenth of
+ * the gateway's allocation per stored publish. Same bytes (property test against
+ * nats.js): keys grouped in first-seen order, values trimmed, `lastKey` replacing any
+ * earlier pair of the same key and coming last. Undefined when nats.js would refuse a
+ * key or value, so the caller goes through MsgHdrs and fails the same way.
+ */
+export function encodeHeaderBlock(pairs: ReadonlyArray<readonly [string, string]>, lastKey: string, lastValue: string): Uint8Array | undefined {
+  if (!validKey(lastKey) || /[\r\n]/.test(lastValue)) return undefined;
+  let s = "NATS/1.0";
+  for (let i = 0; i < pairs.length; i++) {
+    const k = pairs[i]![0];
+    if (k === lastKey) {
+      if (/[\r\n]/.test(pairs[i]![1])) return undefined;
+      continue;
+    }
+    if (!validKey(k)) return undefined;
+    let seen = false;
+    for (let j = 0; j < i; j++) {
+      if (pairs[j]![0] === k) {
+        seen = true;
+        break;
+      }
+    }
+    if (seen) continue;
+    for (let j = i; j < pairs.length; j++) {
+      const p = pairs[j]!;
+      if (p[0] !== k) continue;
+      if (/[\r\n]/.test(p[1])) return undefined;
+      s += `\r\n${k}: ${p[1].trim()}`;
+    }
+  }
+  s += `\r\n${lastKey}: ${lastValue.trim()}\r\n\r\n`;
+  return Buffer.from(s, "utf8");
+}
+
+/** What nats.js's canonicalMIMEHeaderKey accepts: 33..126 but ':'. */
+function validKey(k: string): boolean {
+  if (k.length === 0) return true;
+  for (let i = 0; i < k.length; i++) {
+    const c = k.charCodeAt(i);
+    if (c === 0x3a || c < 33 || c > 126) return false;
+  }
+  return true;
+}

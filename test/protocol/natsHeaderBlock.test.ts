@@ -1,7 +1,7 @@
 import { MsgHdrsImpl } from "@nats-io/nats-core/internal";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { plainHeaderPairs } from "../../src/protocol/natsHeaderBlock.js";
+import { encodeHeaderBlock, plainHeaderPairs } from "../../src/protocol/natsHeaderBlock.js";
 
 /** What the gateway read before: nats.js's decode, then keys()/values(). */
 function viaNatsJs(block: Uint8Array): Array<[string, string]> | "throws" {
@@ -45,5 +45,41 @@ describe("reading NATS header blocks without nats.js", () => {
       ["a", "3"],
       ["b", "2"],
     ]);
+  });
+});
+
+/** What the gateway sent before: MsgHdrs with each pair appended, then set(key, value), encoded. */
+function encodedByNatsJs(pairs: Array<[string, string]>, key: string, value: string): Uint8Array | "throws" {
+  try {
+    const h = new MsgHdrsImpl();
+    for (const [k, v] of pairs) h.append(k, v);
+    h.set(key, value);
+    return h.encode();
+  } catch {
+    return "throws";
+  }
+}
+
+describe("encoding NATS header blocks without nats.js", () => {
+  it("gives nats.js's bytes, or steps aside where nats.js throws", () => {
+    const key = fc.oneof(fc.constantFrom("Mqgw-QoS", "Mqgw-Prop-a", "Nats-Msg-Id", "x", ""), fc.string({ maxLength: 6 }));
+    const value = fc.oneof(fc.string({ maxLength: 12 }), fc.constantFrom(" padded ", "a\r\nb", "é", "1"));
+    fc.assert(
+      fc.property(fc.array(fc.tuple(key, value), { maxLength: 8 }), value, (pairs, id) => {
+        const fast = encodeHeaderBlock(pairs, "Nats-Msg-Id", id);
+        const ref = encodedByNatsJs(pairs, "Nats-Msg-Id", id);
+        if (fast === undefined) expect(ref).toBe("throws");
+        else expect(new Uint8Array(fast)).toEqual(ref);
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it("groups repeated keys and puts the id last, replacing an earlier one", () => {
+    const text = (b: Uint8Array | undefined) => new TextDecoder().decode(b);
+    expect(text(encodeHeaderBlock([["a", "1"], ["Nats-Msg-Id", "old"], ["b", "2"], ["a", "3"]], "Nats-Msg-Id", "id"))).toBe(
+      "NATS/1.0\r\na: 1\r\na: 3\r\nb: 2\r\nNats-Msg-Id: id\r\n\r\n",
+    );
+    expect(encodeHeaderBlock([["bad key", "1"]], "Nats-Msg-Id", "id")).toBeUndefined();
   });
 });
