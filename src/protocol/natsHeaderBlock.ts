@@ -107,3 +107,51 @@ function validKey(k: string): boolean {
   }
   return true;
 }
+
+const QOS_KEY = "mqgw-qos";
+
+/**
+ * Whether a plain header block says `Mqgw-QoS: 1` or `2` (its first key equal to
+ * Mqgw-QoS in any case decides), without making strings: the QoS 1 copy of a stored
+ * message that reaches a stored subscription's live subscription is dropped on this
+ * (its consumer delivers it). Undefined exactly where `plainHeaderPairs` is, so the
+ * caller then reads the headers as before.
+ */
+export function plainBlockSaysQos12(block: Uint8Array): boolean | undefined {
+  const n = block.length;
+  if (n < PREFIX.length) return undefined;
+  for (let i = 0; i < PREFIX.length; i++) if (block[i] !== PREFIX[i]) return undefined;
+  let answer: boolean | undefined;
+  let pos = PREFIX.length;
+  while (pos < n) {
+    let eol = pos;
+    let colon = -1;
+    for (; eol < n; eol++) {
+      const c = block[eol]!;
+      if (c === 0x0d) break;
+      if (c === 0x3a && colon < 0) colon = eol;
+      else if (colon < 0 ? c < 33 || c > 126 : (c < 0x20 && c !== 0x09) || c > 0x7e) return undefined;
+    }
+    if (eol + 1 >= n || block[eol + 1] !== 0x0a) return undefined;
+    if (eol > pos) {
+      if (colon <= pos) return undefined;
+      if (answer === undefined && colon - pos === QOS_KEY.length && isQosKey(block, pos))
+        answer = isOneOrTwo(block, colon + 1, eol);
+    }
+    pos = eol + 2;
+  }
+  // The whole block is checked first: a malformed one is left to the full reader.
+  return answer ?? false;
+}
+
+function isQosKey(b: Uint8Array, at: number): boolean {
+  for (let i = 0; i < QOS_KEY.length; i++) if ((b[at + i]! | 0x20) !== QOS_KEY.charCodeAt(i)) return false;
+  return true;
+}
+
+/** The value between `from` and `to`, spaces and tabs trimmed, is "1" or "2". */
+function isOneOrTwo(b: Uint8Array, from: number, to: number): boolean {
+  while (from < to && (b[from] === 0x20 || b[from] === 0x09)) from++;
+  while (to > from && (b[to - 1] === 0x20 || b[to - 1] === 0x09)) to--;
+  return to - from === 1 && (b[from] === 0x31 || b[from] === 0x32);
+}
