@@ -68,6 +68,23 @@ describe("stored subjects (bindings) over MQTT", () => {
     await Promise.all([pub.endAsync(), back.endAsync()]);
   });
 
+  it("a busy QoS 1 subscriber gets a run of stored messages longer than one pull window, in order, exactly once", async () => {
+    // 700 messages: the window asks for at most 256 and asks again at half, so this needs
+    // several overlapping pull requests to follow one another without a stall or a gap.
+    const sub = await connectMqtt(gw.port("mqtt"), session("stored-busy"));
+    await sub.subscribeAsync("orders/busy/1", { qos: 1 });
+    const inbox = collect(sub);
+    const pub = await connectMqtt(gw.port("mqtt"), { protocolVersion: 5 });
+    // In chunks of 100: the gateway's receive maximum (256) bounds a client's unacknowledged publishes.
+    for (let from = 0; from < 700; from += 100) {
+      await Promise.all(Array.from({ length: 100 }, (_, k) => pub.publishAsync("orders/busy/1", `b${from + k}`, { qos: 1 })));
+    }
+    const seen = await inbox.count(700, 15_000);
+    expect(seen.map((m) => m.payload.toString())).toEqual(Array.from({ length: 700 }, (_, i) => `b${i}`));
+    expect(seen.every((m) => m.packet.qos === 1)).toBe(true);
+    await Promise.all([pub.endAsync(), sub.endAsync()]);
+  });
+
   it("what the client did not acknowledge is delivered again after it reconnects", async () => {
     const raw = await RawMqtt.connected(gw.port("mqtt"), 5, { clientId: "no-ack", clean: false, properties: { sessionExpiryInterval: 600 } });
     raw.send({ cmd: "subscribe", messageId: 1, subscriptions: [{ topic: "orders/noack/+", qos: 1 }] } as mqttPacket.Packet);

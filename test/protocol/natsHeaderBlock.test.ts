@@ -1,7 +1,7 @@
 import { MsgHdrsImpl } from "@nats-io/nats-core/internal";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { plainHeaderPairs } from "../../src/protocol/natsHeaderBlock.js";
+import { encodeHeaderBlock, plainBlockSaysQos12, plainHeaderPairs } from "../../src/protocol/natsHeaderBlock.js";
 
 /** What the gateway read before: nats.js's decode, then keys()/values(). */
 function viaNatsJs(block: Uint8Array): Array<[string, string]> | "throws" {
@@ -45,5 +45,98 @@ describe("reading NATS header blocks without nats.js", () => {
       ["a", "3"],
       ["b", "2"],
     ]);
+  });
+});
+
+/** What the gateway sent before: MsgHdrs with each pair appended, then set(key, value), encoded. */
+function encodedByNatsJs(pairs: Array<[string, string]>, key: string, value: string): Uint8Array | "throws" {
+  try {
+    const h = new MsgHdrsImpl();
+    for (const [k, v] of pairs) h.append(k, v);
+    h.set(key, value);
+    return h.encode();
+  } catch {
+    return "throws";
+  }
+}
+
+describe("encoding NATS header blocks without nats.js", () => {
+  it("gives nats.js's bytes, or steps aside where nats.js throws", () => {
+    const key = fc.oneof(
+      fc.constantFrom("Mqgw-QoS", "Mqgw-Prop-a", "Nats-Msg-Id", "x", ""),
+      fc.string({ maxLength: 6 }),
+    );
+    const value = fc.oneof(fc.string({ maxLength: 12 }), fc.constantFrom(" padded ", "a\r\nb", "é", "1"));
+    fc.assert(
+      fc.property(fc.array(fc.tuple(key, value), { maxLength: 8 }), value, (pairs, id) => {
+        const fast = encodeHeaderBlock(pairs, "Nats-Msg-Id", id);
+        const ref = encodedByNatsJs(pairs, "Nats-Msg-Id", id);
+        if (fast === undefined) expect(ref).toBe("throws");
+        else expect(new Uint8Array(fast)).toEqual(ref);
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it("groups repeated keys and puts the id last, replacing an earlier one", () => {
+    const text = (b: Uint8Array | undefined) => new TextDecoder().decode(b);
+    expect(
+      text(
+        encodeHeaderBlock(
+          [
+            ["a", "1"],
+            ["Nats-Msg-Id", "old"],
+            ["b", "2"],
+            ["a", "3"],
+          ],
+          "Nats-Msg-Id",
+          "id",
+        ),
+      ),
+    ).toBe("NATS/1.0\r\na: 1\r\na: 3\r\nb: 2\r\nNats-Msg-Id: id\r\n\r\n");
+    expect(encodeHeaderBlock([["bad key", "1"]], "Nats-Msg-Id", "id")).toBeUndefined();
+  });
+});
+
+describe("telling a QoS 1/2 header block without reading it", () => {
+  /** What the session checked before: the header pairs, first key equal to Mqgw-QoS in any case. */
+  const viaPairs = (b: Uint8Array) => {
+    const pairs = plainHeaderPairs(b);
+    if (pairs === undefined) return undefined;
+    for (const [k, v] of pairs) if (k.toLowerCase() === "mqgw-qos") return v === "1" || v === "2";
+    return false;
+  };
+
+  it("answers as the header pairs do, and steps aside where they do", () => {
+    const key = fc.constantFrom(
+      "Mqgw-QoS",
+      "mqgw-qos",
+      "MQGW-QOS",
+      "Mqgw-QoS ",
+      "Mqgw-Qo",
+      "Mqgw-Prop-a",
+      "x",
+      "Mqgw-QoS@",
+    );
+    const value = fc.oneof(fc.constantFrom("1", "2", "0", " 1 ", "\t2", "12", "", "3"), fc.string({ maxLength: 4 }));
+    const line = fc.oneof(
+      fc.tuple(key, value).map(([k, v]) => `${k}:${v}`),
+      fc.string({ maxLength: 10 }),
+    );
+    fc.assert(
+      fc.property(fc.array(line, { maxLength: 6 }), fc.boolean(), (lines, terminated) => {
+        const text = `NATS/1.0\r\n${lines.map((l) => `${l}\r\n`).join("")}${terminated ? "\r\n" : ""}`;
+        const b = new TextEncoder().encode(text);
+        expect(plainBlockSaysQos12(b)).toBe(viaPairs(b));
+      }),
+      { numRuns: 3000 },
+    );
+  });
+
+  it("reads the usual blocks", () => {
+    expect(plainBlockSaysQos12(block(["Mqgw-QoS: 1", "Nats-Msg-Id: a"]))).toBe(true);
+    expect(plainBlockSaysQos12(block(["Mqgw-QoS: 0"]))).toBe(false);
+    expect(plainBlockSaysQos12(block(["Other: 1"]))).toBe(false);
+    expect(plainBlockSaysQos12(new TextEncoder().encode("NATS/1.0 503\r\n\r\n"))).toBeUndefined();
   });
 });

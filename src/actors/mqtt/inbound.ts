@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import * as crypto from "node:crypto";
 import { headers as natsHeaders, type MsgHdrs, type NatsConnection } from "@nats-io/transport-node";
 import type { Packet } from "mqtt-packet";
 import { Reason } from "../../protocol/mqttReasons.js";
@@ -73,7 +73,7 @@ export class InboundPublisher {
   private ctx: { -readonly [K in keyof PublishContext]: PublishContext[K] } | undefined;
 
   /** The NATS subject, reply and headers of a publish, or undefined when it was refused (and answered). */
-  private map(inbound: InboundPublish, messageId: number | undefined, isWill: boolean): { subject: string; reply: string | undefined; headers: MsgHdrs | undefined } | undefined {
+  private map(inbound: InboundPublish, messageId: number | undefined, isWill: boolean): { subject: string; reply: string | undefined; pairs: Array<[string, string]> | undefined } | undefined {
     const { link } = this;
     if (tooManyLevels(inbound.topic, link.settings.maxTopicLevels)) {
       link.metrics.refused("mqtt", "too_many_levels");
@@ -97,7 +97,8 @@ export class InboundPublisher {
       return undefined;
     }
     const { subject, reply } = mapped.value;
-    return { subject, reply, headers: mapped.value.headers ? toNatsHeaders(mapped.value.headers) : undefined };
+    // Header pairs, made into MsgHdrs only where needed: a stored publish encodes them itself.
+    return { subject, reply, pairs: mapped.value.headers };
   }
 
   /** `publish` for QoS 0 without RETAIN, synchronous: nothing waits for NATS (the same steps, in the same order). */
@@ -105,7 +106,8 @@ export class InboundPublisher {
     const { link } = this;
     const mapped = this.map(inbound, undefined, false);
     if (!mapped) return;
-    const { subject, reply, headers } = mapped;
+    const { subject, reply } = mapped;
+    const headers = mapped.pairs && toNatsHeaders(mapped.pairs);
     const nc = link.lease.nc;
     if (!link.lease.connected()) {
       this.dropOnce(inbound.topic, "NATS is unreachable", "nats_unavailable");
@@ -128,7 +130,7 @@ export class InboundPublisher {
     const { link } = this;
     const mapped = this.map(inbound, messageId, isWill);
     if (!mapped) return;
-    const { subject, reply, headers } = mapped;
+    const { subject, reply, pairs } = mapped;
     const nc = link.lease.nc;
     if (inbound.qos === 0 && !isWill && !link.lease.connected()) {
       // nats.js would buffer it and discard it at the next reconnect attempt: drop it here, counted.
@@ -136,9 +138,10 @@ export class InboundPublisher {
       return;
     }
     const stream = inbound.qos > 0 ? this.bindings.storedIn(link.account, subject) : undefined;
+    const headers = pairs && (!stream || inbound.retain) ? toNatsHeaders(pairs) : undefined;
     try {
       if (stream) {
-        await this.publishStored(nc, subject, inbound, messageId, dup, headers);
+        await this.publishStored(nc, subject, inbound, messageId, dup, pairs);
       } else {
         nc.publish(subject, inbound.payload, { ...(headers ? { headers } : {}), ...(reply ? { reply } : {}) });
         link.metrics.messageIn("mqtt", "published");
@@ -169,7 +172,7 @@ export class InboundPublisher {
     inbound: InboundPublish,
     messageId: number | undefined,
     dup: boolean,
-    headers: MsgHdrs | undefined,
+    headers: Array<[string, string]> | undefined,
   ): Promise<void> {
     const started = performance.now();
     // A raw publish with its reply on one shared inbox, not js.publish (docs/performance.md).
@@ -184,7 +187,7 @@ export class InboundPublisher {
    * keeps one copy; a new message that reuses a packet id must not.
    */
   private storedMessageId(subject: string, payload: Uint8Array, messageId: number | undefined, dup: boolean): string {
-    const digest = createHash("sha256").update(subject).update("\u0000").update(payload).digest("base64url").slice(0, 22);
+    const digest = contentDigest(subject, payload);
     const base = `${this.link.clientId}:${messageId ?? 0}:${digest}`;
     const id = messageId ?? 0;
     const lastIds = (this.lastStoredId ??= new Map());
@@ -265,6 +268,17 @@ export function tooManyLevels(topic: string, max: number): boolean {
   let levels = 1;
   for (let i = 0; i < topic.length; i++) if (topic.charCodeAt(i) === 47 && ++levels > max) return true;
   return false;
+}
+
+/**
+ * sha256(subject, NUL, payload) in base64url, 22 characters. The one-shot `crypto.hash`
+ * (Node 20.12+) skips the Hash object, about 0.6 µs per stored publish; same bytes.
+ */
+function contentDigest(subject: string, payload: Uint8Array): string {
+  if (typeof crypto.hash === "function") {
+    return crypto.hash("sha256", Buffer.concat([Buffer.from(`${subject}\u0000`), payload]), "base64url").slice(0, 22);
+  }
+  return crypto.createHash("sha256").update(subject).update("\u0000").update(payload).digest("base64url").slice(0, 22);
 }
 
 function toNatsHeaders(pairs: Array<[string, string]>): MsgHdrs {

@@ -1,5 +1,5 @@
 import type { MsgHdrs } from "@nats-io/transport-node";
-import { plainHeaderPairs } from "../../protocol/natsHeaderBlock.js";
+import { plainBlockSaysQos12, plainHeaderPairs } from "../../protocol/natsHeaderBlock.js";
 
 /** Where nats.js keeps a message's bytes (MsgImpl; a JsMsg wraps one as `msg`). Not public API: every field is checked. */
 interface RawMsg {
@@ -27,4 +27,15 @@ export function headerPairsOf(m: { readonly headers?: MsgHdrs | undefined }): Ar
   const out: Array<[string, string]> = [];
   for (const k of h.keys()) for (const v of h.values(k)) out.push([k, v]);
   return out;
+}
+
+/**
+ * A core NATS message whose headers say Mqgw-QoS 1 or 2, told from its bytes without
+ * reading its headers; undefined when that cannot be told so (the caller reads them).
+ */
+export function saysQos12(m: { readonly headers?: MsgHdrs | undefined }): boolean | undefined {
+  const raw = m as RawMsg;
+  const hdr = raw._msg?.hdr;
+  if (typeof hdr !== "number" || !(raw._rdata instanceof Uint8Array)) return undefined;
+  return hdr < 0 ? false : plainBlockSaysQos12(raw._rdata.subarray(0, hdr));
 }

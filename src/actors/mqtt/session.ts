@@ -1,4 +1,4 @@
-import type { JsMsg } from "@nats-io/jetstream";
+import type { Msg } from "@nats-io/transport-node";
 import type { ISubscribePacket, IUnsubscribePacket, Packet } from "mqtt-packet";
 import { Reason, SubackFailureV4 } from "../../protocol/mqttReasons.js";
 import { natsToMqttPublish } from "../../protocol/natsToMqtt.js";
@@ -7,7 +7,7 @@ import type { Bindings } from "../bindings.js";
 import { flushAndSettle } from "../natsBridge.js";
 import { tooManyLevels } from "./inbound.js";
 import type { ClientLink } from "./link.js";
-import { headerPairsOf } from "./natsHeaders.js";
+import { headerPairsOf, saysQos12 } from "./natsHeaders.js";
 import { OutboundFlow } from "./outbound.js";
 import type { RetainedMessages } from "./retained.js";
 import type { SessionStore, StoredSession } from "./sessionStore.js";
@@ -183,10 +183,16 @@ export class ClientSession {
     const { link } = this;
     const stream = this.storedStreamOf(plan);
     if (plan.options.noLocal) link.noLocal.count++;
-    const sub = openSubscription(link.lease.nc, plan, (s, subject, headers, data, reply) => {
-      if (stream && isQos12(headers)) return; // the consumer delivers these
-      this.deliver(s, subject, headers, data, reply);
-    });
+    const sub = openSubscription(
+      link.lease.nc,
+      plan,
+      (s, subject, headers, data, reply) => {
+        if (stream && isQos12(headers)) return; // the consumer delivers these
+        this.deliver(s, subject, headers, data, reply);
+      },
+      // The same test on the bytes, before any header is read: most of these are such copies.
+      stream ? (m) => saysQos12(m) === true : undefined,
+    );
     const entry: Entry = { sub, stream };
     this.entries.set(plan.filter, entry);
     if (withStored) await this.startStored(entry);
@@ -268,7 +274,7 @@ export class ClientSession {
     link.metrics.messageOut("mqtt", "delivered");
   }
 
-  private deliverStored(sub: ActiveSubscription, m: JsMsg, d: StoredDelivery, checked = false): void {
+  private deliverStored(sub: ActiveSubscription, m: Msg, d: StoredDelivery, checked = false): void {
     if (this.held) {
       this.held.push(() => this.deliverStored(sub, m, d, checked));
       return;

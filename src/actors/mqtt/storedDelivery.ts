@@ -1,8 +1,9 @@
 import { createHash } from "node:crypto";
-import { AckPolicy, type Consumer, type ConsumerMessages, DeliverPolicy, type JsMsg } from "@nats-io/jetstream";
-import type { NatsConnection } from "@nats-io/transport-node";
+import { AckPolicy, DeliverPolicy } from "@nats-io/jetstream";
+import type { Msg, NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "../../log.js";
 import type { AccountServices } from "../accountServices.js";
+import { PullWindow } from "./pullWindow.js";
 
 /**
  * A QoS 1/2 subscription on a stored subject reads a durable consumer of the session
@@ -12,13 +13,19 @@ import type { AccountServices } from "../accountServices.js";
 // Short requests bound how long a returning client waits for what it left unacknowledged.
 const PULL_EXPIRES_MS = 3_000;
 
-export class StoredDelivery {
-  private readonly pending = new Set<JsMsg>();
-  private stopped = false;
-  /** When the open pull request expires: until then the server may still send to it. */
-  private requestEndsAt = 0;
+// The acknowledgement bodies, encoded once (JetStream AckExplicit: one per message).
+const ACK = new TextEncoder().encode("+ACK");
+const encoder = new TextEncoder();
 
-  private constructor(private readonly onMessage: (m: JsMsg, delivery: StoredDelivery) => void) {}
+export class StoredDelivery {
+  private readonly pending = new Set<Msg>();
+  private stopped = false;
+  private window: PullWindow | undefined;
+
+  private constructor(
+    private readonly nc: NatsConnection,
+    private readonly onMessage: (m: Msg, delivery: StoredDelivery) => void,
+  ) {}
 
   static consumerName(account: string, clientId: string, filter: string): string {
     return `mqgw-${createHash("sha256").update(`${account}\u0000${clientId}\u0000${filter}`).digest("hex").slice(0, 24)}`;
@@ -33,7 +40,7 @@ export class StoredDelivery {
     maxAckPending: number;
     /** The session's expiry: the server removes the consumer when nobody read it that long. */
     inactiveMs: number;
-    onMessage: (m: JsMsg, delivery: StoredDelivery) => void;
+    onMessage: (m: Msg, delivery: StoredDelivery) => void;
     /**
      * The session's last holder is known dead (its gateway did not answer, or this
      * gateway's id held it before a restart): what it held unacknowledged is handed
@@ -42,7 +49,7 @@ export class StoredDelivery {
     ownerGone?: boolean;
     log?: Logger;
   }): Promise<StoredDelivery> {
-    const { js, jsm, lease } = await options.services.jetstream(options.account);
+    const { jsm, lease } = await options.services.jetstream(options.account);
     const config = {
       durable_name: options.name,
       ack_policy: AckPolicy.Explicit,
@@ -63,60 +70,57 @@ export class StoredDelivery {
       await jsm.consumers.add(options.stream, config);
     }
     if (options.ownerGone && held > 0) await resetDelivery(lease.nc, options.stream, options.name, held, options.log);
-    const consumer = await js.consumers.get(options.stream, options.name);
-    const delivery = new StoredDelivery(options.onMessage);
-    void delivery.pull(consumer, Math.min(options.maxAckPending, 256));
+    const delivery = new StoredDelivery(lease.nc, options.onMessage);
+    // Pulled with overlapping requests rather than `consume()`: when the client goes, the
+    // open requests are drained, not abandoned, so nothing the server sends lands in an
+    // inbox nobody reads (which would hold it until ack_wait).
+    const window = new PullWindow(lease.nc, options.stream, options.name, Math.min(options.maxAckPending, 256), PULL_EXPIRES_MS, (m) =>
+      delivery.received(m),
+    );
+    delivery.window = window;
+    window.start();
     return delivery;
   }
 
-  /**
-   * Pulls in bounded requests (fetch with an expiry) rather than `consume()`: when the
-   * client goes, the open request is drained, not abandoned, so nothing the server sends
-   * lands in an inbox nobody reads (which would hold it until ack_wait).
-   */
-  private async pull(consumer: Consumer, batch: number): Promise<void> {
-    while (!this.stopped) {
-      let messages: ConsumerMessages;
-      try {
-        this.requestEndsAt = Date.now() + PULL_EXPIRES_MS;
-        messages = await consumer.fetch({ max_messages: batch, expires: PULL_EXPIRES_MS });
-      } catch {
-        if (this.stopped) return;
-        await new Promise((r) => setTimeout(r, 1_000).unref());
-        continue;
-      }
-      try {
-        for await (const m of messages) {
-          if (this.stopped) m.nak(this.afterRequest());
-          else {
-            this.pending.add(m);
-            this.onMessage(m, this);
-          }
-        }
-      } catch {
-        // The request ended early (consumer gone, NATS down): ask again.
-      }
+  private received(m: Msg): void {
+    if (this.stopped) this.nak(m, this.afterRequest());
+    else {
+      this.pending.add(m);
+      this.onMessage(m, this);
     }
   }
 
-  ack(m: JsMsg): void {
-    if (this.pending.delete(m)) m.ack();
+  ack(m: Msg): void {
+    if (this.pending.delete(m)) this.settle(m, ACK);
   }
 
   /** Stop reading; what the client still holds comes back at once on the next attach. */
   stop(): void {
     this.stopped = true;
+    this.window?.stop();
     const delay = this.afterRequest();
-    for (const m of this.pending) m.nak(delay);
+    for (const m of this.pending) this.nak(m, delay);
     this.pending.clear();
   }
 
+  private nak(m: Msg, delayMs: number): void {
+    this.settle(m, encoder.encode(`-NAK {"delay":${delayMs * 1_000_000}}`));
+  }
+
+  private settle(m: Msg, body: Uint8Array): void {
+    try {
+      this.nc.publish(m.reply!, body);
+    } catch {
+      // The connection is closed: the message comes back after ack_wait.
+    }
+  }
+
   /**
-   * A message handed back must not go to the request still open for a client that left
+   * A message handed back must not go to a request still open for a client that left
    * (it would bounce back and forth until the request expires): redeliver it just after.
    */
   private afterRequest(): number {
-    return Math.max(0, this.requestEndsAt - Date.now()) + 50;
+    return Math.max(0, (this.window?.lastEndsAt ?? 0) - Date.now()) + 50;
   }
 
   static async remove(services: AccountServices, account: string, stream: string, name: string): Promise<void> {

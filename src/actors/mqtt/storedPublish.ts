@@ -7,6 +7,8 @@ import {
   PermissionViolationError,
   type Subscription,
 } from "@nats-io/transport-node";
+import { encodeHeaderBlock } from "../../protocol/natsHeaderBlock.js";
+import { readPubAck } from "../../protocol/pubAck.js";
 
 /** The stream's answer to a stored publish. */
 export interface StoredAck {
@@ -23,6 +25,21 @@ interface Waiter {
 }
 
 const MSG_ID = "Nats-Msg-Id";
+const NONE: ReadonlyArray<readonly [string, string]> = [];
+
+/**
+ * The headers as nats.js's `publish` takes them. It only calls `encode()` on them
+ * (nats-core ProtocolHandler.publish), so a block encoded once is handed over as is;
+ * what the encoder steps aside for goes through MsgHdrs, which throws as before.
+ */
+function headerBlock(pairs: ReadonlyArray<readonly [string, string]>, msgId: string): MsgHdrs {
+  const block = encodeHeaderBlock(pairs, MSG_ID, msgId);
+  if (block) return { encode: () => block } as unknown as MsgHdrs;
+  const h = natsHeaders();
+  for (const [k, v] of pairs) h.append(k, v);
+  h.set(MSG_ID, msgId);
+  return h;
+}
 const SWEEP_MS = 250;
 
 /**
@@ -89,17 +106,16 @@ export class StoredPublisher {
     }
   }
 
-  /** Publishes with `Nats-Msg-Id` set on `headers` (made when absent), as `js.publish` does. */
+  /** Publishes `headers` with `Nats-Msg-Id` set, as `js.publish` does. */
   publish(
     subject: string,
     payload: Uint8Array,
-    headers: MsgHdrs | undefined,
+    headers: ReadonlyArray<readonly [string, string]> | undefined,
     msgId: string,
     timeoutMs: number,
   ): Promise<StoredAck> {
     this.sub ??= this.nc.subscribe(`${this.prefix}*`, { callback: (e, m) => (e ? this.failAll(e) : this.onReply(m)) });
-    const h = headers ?? natsHeaders();
-    h.set(MSG_ID, msgId);
+    const h = headerBlock(headers ?? NONE, msgId);
     const token = (this.next++).toString(36);
     return new Promise<StoredAck>((resolve, reject) => {
       this.waiting.set(token, { subject, resolve, reject, deadline: Date.now() + timeoutMs });
@@ -118,6 +134,9 @@ export class StoredPublisher {
     const w = this.waiting.get(token);
     if (!w) return;
     this.waiting.delete(token);
+    // The usual answer, read without JSON.parse; anything else (errors) below.
+    const fast = readPubAck(m.data);
+    if (fast) return w.resolve(fast);
     if (m.data.length === 0 && m.headers?.code === 503)
       return w.reject(new Error("jetstream is not enabled (no responders)"));
     let v: { stream?: string; seq?: number; duplicate?: boolean; error?: { description?: string; code?: number } };

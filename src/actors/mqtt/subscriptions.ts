@@ -1,4 +1,4 @@
-import type { NatsConnection, Subscription } from "@nats-io/transport-node";
+import type { Msg, NatsConnection, Subscription } from "@nats-io/transport-node";
 import type { ISubscription } from "mqtt-packet";
 import type { SubscriptionOptions } from "../../protocol/natsToMqtt.js";
 import { filterToSubscription } from "../../protocol/topic.js";
@@ -47,7 +47,13 @@ export function planSubscription(
 }
 
 /** Opens the NATS subscriptions of a planned MQTT subscription on the client's connection. */
-export function openSubscription(nc: NatsConnection, plan: Omit<ActiveSubscription, "nats">, onMessage: OnMessage): ActiveSubscription {
+export function openSubscription(
+  nc: NatsConnection,
+  plan: Omit<ActiveSubscription, "nats">,
+  onMessage: OnMessage,
+  /** Messages dropped before their headers are read (the QoS 1/2 copies a consumer delivers). */
+  skip?: (m: Msg) => boolean,
+): ActiveSubscription {
   const active: ActiveSubscription = { ...plan, nats: [] };
   for (const subject of plan.subjects) {
     // Without wildcards every message's subject is this one: not decoded again per message.
@@ -56,7 +62,7 @@ export function openSubscription(nc: NatsConnection, plan: Omit<ActiveSubscripti
       nc.subscribe(subject, {
         ...(plan.queue ? { queue: plan.queue } : {}),
         callback: (e, m) => {
-          if (e) return;
+          if (e || skip?.(m)) return;
           onMessage(active, exact ? subject : m.subject, headerPairsOf(m), m.data, m.reply || undefined);
         },
       }),
