@@ -8,7 +8,7 @@ import {
   fromCallback,
   type InputFrom,
 } from "xstate";
-import type { ActorRegistry } from "./registry.js";
+import { type ActorRegistry, WatchedActor } from "./registry.js";
 
 type EmitHandlers<M extends AnyStateMachine> = {
   [K in EmittedFrom<M>["type"]]?: (event: Extract<EmittedFrom<M>, { type: K }>) => void;
@@ -59,11 +59,13 @@ function takeHost(): Host {
 
 function create<M extends AnyStateMachine>(machine: M, options: StartOptions<M>): { actor: Actor<M>; stop: () => void } {
   const host = options.shared ? takeHost() : undefined;
-  const actor = createActor(machine, {
+  const actorOptions = {
     input: options.input,
     ...(options.id ? { id: options.id } : {}),
     ...(host ? { parent: host.ref } : {}),
-  });
+  };
+  // A tracked actor tells the registry of its snapshots itself (registry.ts WatchedActor).
+  const actor = (options.registry ? new WatchedActor(machine, actorOptions) : createActor(machine, actorOptions)) as Actor<M>;
   const handlers = options.on as Record<string, ((e: unknown) => void) | undefined> | undefined;
   // One listener for all commands: xstate keeps a Set per event type listened to.
   if (options.onEmit) actor.on("*", options.onEmit as (e: unknown) => void);
