@@ -20,7 +20,7 @@ function connectOne(live) {
     onEmit: (e) => {
       if (e.type !== "acquire_nats") return;
       const s = startChildMachine(mqttSessionMachine, {
-        input: { cleanStart: true, expirySec: 0, known: false },
+        input: { cleanStart: true, expirySec: 0, nothingStored: true },
         registry,
         shared: true,
         onEmit: () => {},

@@ -51,7 +51,10 @@ const STORED_STREAM = "BENCH_STORED";
 const live = new Set();
 
 /** The reference (nats-server with its MQTT listener) and the gateway in front of its own nats-server. */
+// BENCH_GATEWAY_NODE_ARGS: extra node flags for the gateway process (experiments: heap sizes, GC).
+const extraGatewayArgs = (process.env.BENCH_GATEWAY_NODE_ARGS ?? "").split(" ").filter(Boolean);
 async function startStack({ gatewayNodeArgs = [] } = {}) {
+  gatewayNodeArgs = [...extraGatewayArgs, ...gatewayNodeArgs];
   const refMqtt = await freePort();
   const ref = await startNatsServer({ name: "ref", mqttPort: refMqtt });
   live.add(ref);
