@@ -31,6 +31,7 @@ export type MqttConnectionEvent =
   | { type: "NATS_READY"; sessionPresent: boolean; account: string }
   | { type: "NATS_REFUSED"; auth: boolean; reason: string; codes?: { v5: number; v4: number } }
   | { type: "KEEPALIVE_EXPIRED" }
+  | { type: "CONNECT_TIMEOUT" }
   | { type: "DISCONNECT"; reasonCode: number }
   | { type: "PROTOCOL_ERROR"; reasonCode: number; reason: string }
   | { type: "SOCKET_CLOSED" }
@@ -70,7 +71,6 @@ export const mqttConnectionMachine = setup({
     input: {} as { connectTimeoutMs: number; maxKeepaliveSec: number },
   },
   delays: {
-    connectTimeout: ({ context }) => context.connectTimeoutMs,
     willGrace: 5_000,
     willDelay: ({ context }) => context.request?.will?.delayMs ?? 0,
   },
@@ -84,8 +84,11 @@ export const mqttConnectionMachine = setup({
   initial: "awaitingConnect",
   states: {
     awaitingConnect: {
-      after: { connectTimeout: { target: "closed", actions: assign({ closeReason: "no CONNECT in time" }) } },
       on: {
+        // `connectTimeoutMs` after the start with no CONNECT: told by the edge's shared clock
+        // (keepaliveWheel.ts), as the keep alive is; a delayed event was a timer made and
+        // cancelled per connection.
+        CONNECT_TIMEOUT: { target: "closed", actions: assign({ closeReason: "no CONNECT in time" }) },
         CONNECT: {
           target: "authenticating",
           actions: [

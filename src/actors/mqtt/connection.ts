@@ -26,7 +26,7 @@ import { MqttClientHandle } from "./handle.js";
 import { type ClientLink, ConnectionLink, DeniedSubjects } from "./link.js";
 import { ClientSession } from "./session.js";
 import { Outbox } from "./outbox.js";
-import { keepaliveWheel } from "./keepaliveWheel.js";
+import { connectDeadline, connectWheel, type KeepaliveWatched, keepaliveWheel } from "./keepaliveWheel.js";
 import { scheduleReads } from "./readBatch.js";
 import { startSessionActor } from "./sessionActor.js";
 import type { MqttSettings } from "./settings.js";
@@ -101,8 +101,14 @@ class MqttClientConnection {
     }
   }
 
+  /** Until CONNECT: its deadline on the shared clock. */
+  private connectDeadline: KeepaliveWatched | undefined;
+
   start(actor: Machine): void {
     this.actor = actor;
+    this.connectDeadline = connectDeadline(actor.getSnapshot().context.connectTimeoutMs, () =>
+      actor.send({ type: "CONNECT_TIMEOUT" }),
+    );
     this.socket.on("data", (chunk: Buffer) => this.queueRead(chunk));
     this.socket.on("error", () => {});
     this.socket.on("close", () => {
@@ -143,6 +149,7 @@ class MqttClientConnection {
   /** The actor's scope closes: release everything, keeping the session if it outlives us. */
   async cleanup(): Promise<void> {
     keepaliveWheel.unwatch(this);
+    this.endConnectDeadline();
     for (const u of this.unlisten) u();
     this.socket.destroy();
     if (this.handle) this.deps.clients.remove(this.handle);
@@ -284,7 +291,13 @@ class MqttClientConnection {
 
   // -- CONNECT ------------------------------------------------------------------
 
+  private endConnectDeadline(): void {
+    if (this.connectDeadline) connectWheel.unwatch(this.connectDeadline);
+    this.connectDeadline = undefined;
+  }
+
   private onConnect(p: IConnectPacket): void {
+    this.endConnectDeadline();
     const outcome = readConnect(p, this.settings);
     if (!outcome.ok) {
       this.write(outcome.connack);

@@ -86,3 +86,17 @@ export class KeepaliveWheel {
 
 /** The gateway's one wheel (every MQTT listener's connections). */
 export const keepaliveWheel = new KeepaliveWheel();
+
+/**
+ * Connections not yet past CONNECT, each filed once with its connect timeout as the limit
+ * (its "activity" is its start, and nothing renews it: a CONNECT dribbled byte by byte
+ * still times out).
+ */
+export const connectWheel = new KeepaliveWheel();
+
+/** Files a connection's connect deadline, from now; `connectWheel.unwatch` it at CONNECT. */
+export function connectDeadline(timeoutMs: number, expired: () => void): KeepaliveWatched {
+  const d: KeepaliveWatched = { lastActivity: Date.now(), keepaliveLimitMs: timeoutMs, keepaliveSlot: 0, keepaliveExpired: expired };
+  connectWheel.watch(d);
+  return d;
+}
