@@ -117,10 +117,13 @@ let nextAddress = 2;
 const WARM_CLIENTS = 300;
 async function idle(stack, side, count) {
   const s = stack.sides[side];
-  // Warm: the first MQTT client makes each side create what it keeps per account; a few
-  // hundred more (connected, then closed) let the gateway's JIT compile the connect path
-  // before it is timed, as the reference's is compiled ahead of time. Same on both sides.
-  await child("idle.mjs", { port: s.mqttPort, count: WARM_CLIENTS, concurrency: 16, localAddress: "127.0.0.1", prefix: `warm-${side}`, closeAfterOpen: true }).catch(() => {});
+  // Warm: the first MQTT clients make each side create what it keeps per account, and let
+  // the gateway's JIT compile the connect path before it is timed (the reference's is
+  // compiled ahead of time). They stay connected until the end: closed, the memory they
+  // freed would be reused by the measured clients and hide part of their growth. Same on
+  // both sides.
+  const warm = fork(join(here, "idle.mjs"), [JSON.stringify({ port: s.mqttPort, count: WARM_CLIENTS, concurrency: 16, localAddress: "127.0.0.1", prefix: `warm-${side}` })], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
+  await new Promise((res) => warm.on("message", (m) => (m.opened || m.error ? res(m) : undefined)));
   await sleep(1500);
   const baseByPid = s.pids.map(rssKiB);
   const cpuBefore = s.pids.map(cpuMicros);
@@ -152,6 +155,7 @@ async function idle(stack, side, count) {
         }),
     ),
   );
+  warm.send("close");
   const alive = sum(closed, (c) => c.aliveAtClose);
   const r = {
     side,
