@@ -51,7 +51,10 @@ const STORED_STREAM = "BENCH_STORED";
 const live = new Set();
 
 /** The reference (nats-server with its MQTT listener) and the gateway in front of its own nats-server. */
+// BENCH_GATEWAY_NODE_ARGS: extra node flags for the gateway process (experiments: heap sizes, GC).
+const extraGatewayArgs = (process.env.BENCH_GATEWAY_NODE_ARGS ?? "").split(" ").filter(Boolean);
 async function startStack({ gatewayNodeArgs = [] } = {}) {
+  gatewayNodeArgs = [...extraGatewayArgs, ...gatewayNodeArgs];
   const refMqtt = await freePort();
   const ref = await startNatsServer({ name: "ref", mqttPort: refMqtt });
   live.add(ref);
@@ -111,10 +114,16 @@ async function throughput(stack, scenario, side) {
 
 /** N idle clients on one side: connects/s, then RSS growth of its server processes per connection. */
 let nextAddress = 2;
+const WARM_CLIENTS = 300;
 async function idle(stack, side, count) {
   const s = stack.sides[side];
-  // Warm: the first MQTT client makes each side create what it keeps per account.
-  await child("idle.mjs", { port: s.mqttPort, count: 2, concurrency: 1, localAddress: "127.0.0.1", prefix: `warm-${side}`, closeAfterOpen: true }).catch(() => {});
+  // Warm: the first MQTT clients make each side create what it keeps per account, and let
+  // the gateway's JIT compile the connect path before it is timed (the reference's is
+  // compiled ahead of time). They stay connected until the end: closed, the memory they
+  // freed would be reused by the measured clients and hide part of their growth. Same on
+  // both sides.
+  const warm = fork(join(here, "idle.mjs"), [JSON.stringify({ port: s.mqttPort, count: WARM_CLIENTS, concurrency: 16, localAddress: "127.0.0.1", prefix: `warm-${side}` })], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
+  await new Promise((res) => warm.on("message", (m) => (m.opened || m.error ? res(m) : undefined)));
   await sleep(1500);
   const baseByPid = s.pids.map(rssKiB);
   const cpuBefore = s.pids.map(cpuMicros);
@@ -146,6 +155,7 @@ async function idle(stack, side, count) {
         }),
     ),
   );
+  warm.send("close");
   const alive = sum(closed, (c) => c.aliveAtClose);
   const r = {
     side,

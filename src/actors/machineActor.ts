@@ -8,7 +8,7 @@ import {
   fromCallback,
   type InputFrom,
 } from "xstate";
-import type { ActorRegistry } from "./registry.js";
+import { type ActorRegistry, WatchedActor } from "./registry.js";
 
 type EmitHandlers<M extends AnyStateMachine> = {
   [K in EmittedFrom<M>["type"]]?: (event: Extract<EmittedFrom<M>, { type: K }>) => void;
@@ -57,17 +57,45 @@ function takeHost(): Host {
   return current;
 }
 
+/**
+ * Stands in for xstate's per-actor `eventListeners` (a Map of Sets of bound handlers)
+ * when the actor's only listener is its owner's command handler: what an actor emits goes
+ * to that one function. xstate's emit asks `get(type)` and `get("*")` and iterates what it
+ * gets; `on` would `set`, and nothing here calls it. Saves a Map, a Set and a bound
+ * function per actor (about 0.3 KiB; two actors per MQTT connection).
+ */
+class OneHandler {
+  private handler: [(e: unknown) => void] | undefined;
+  constructor(handler: (e: unknown) => void) {
+    this.handler = [handler];
+  }
+  get(type: string): [(e: unknown) => void] | undefined {
+    return type === "*" ? this.handler : undefined;
+  }
+  set(): never {
+    throw new Error("a machine actor has one command handler (machineActor.ts); `on` is not for it");
+  }
+  clear(): void {
+    this.handler = undefined;
+  }
+}
+
 function create<M extends AnyStateMachine>(machine: M, options: StartOptions<M>): { actor: Actor<M>; stop: () => void } {
   const host = options.shared ? takeHost() : undefined;
-  const actor = createActor(machine, {
+  const actorOptions = {
     input: options.input,
     ...(options.id ? { id: options.id } : {}),
     ...(host ? { parent: host.ref } : {}),
-  });
+  };
+  // A tracked actor tells the registry of its snapshots itself (registry.ts WatchedActor).
+  const actor = new WatchedActor(machine, actorOptions) as unknown as Actor<M>;
   const handlers = options.on as Record<string, ((e: unknown) => void) | undefined> | undefined;
-  // One listener for all commands: xstate keeps a Set per event type listened to.
-  if (options.onEmit) actor.on("*", options.onEmit as (e: unknown) => void);
-  else if (handlers) actor.on("*", (e: { type: string }) => handlers[e.type]?.(e));
+  const onEmit = options.onEmit
+    ? (options.onEmit as (e: unknown) => void)
+    : handlers
+      ? (e: unknown) => handlers[(e as { type: string }).type]?.(e)
+      : undefined;
+  if (onEmit) (actor as unknown as { eventListeners: unknown }).eventListeners = new OneHandler(onEmit);
   const untrack = options.registry?.track(machine.id, actor);
   actor.start();
   let stopped = false;

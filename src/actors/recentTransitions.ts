@@ -8,27 +8,43 @@ export interface Transition {
   readonly to: string;
 }
 
+/** Times are kept as milliseconds since this, small integers rather than boxed doubles. */
+const EPOCH = Date.now();
+const FIELDS = 4;
+
 /**
  * The last few transitions of one actor, oldest first. Fixed size, so ten thousand
- * connections cost ten thousand small arrays however long they live.
+ * connections cost ten thousand small arrays however long they live. Kept flat (time,
+ * event, from, to, then the next one) rather than an object per transition: an idle
+ * connection's two actors hold half a dozen transitions each (docs/performance.md).
  */
 export class RecentTransitions {
   /** Grows as transitions come (most actors make a handful), then turns into a ring. */
-  private readonly slots: Transition[] = [];
+  private readonly slots: Array<number | string> = [];
   private next = 0;
 
   constructor(readonly capacity: number) {}
 
   push(t: Transition): void {
-    if (this.slots.length < this.capacity) {
-      this.slots.push(t);
-      return;
+    let i = this.slots.length;
+    if (i >= this.capacity * FIELDS) {
+      i = this.next * FIELDS;
+      this.next = (this.next + 1) % this.capacity;
     }
-    this.slots[this.next] = t;
-    this.next = (this.next + 1) % this.capacity;
+    this.slots[i] = t.at - EPOCH;
+    this.slots[i + 1] = t.event;
+    this.slots[i + 2] = t.from;
+    this.slots[i + 3] = t.to;
   }
 
   toArray(): Transition[] {
-    return [...this.slots.slice(this.next), ...this.slots.slice(0, this.next)];
+    const n = this.slots.length / FIELDS;
+    const out: Transition[] = [];
+    for (let k = 0; k < n; k++) {
+      const i = ((this.next + k) % n) * FIELDS;
+      const s = this.slots;
+      out.push({ at: (s[i] as number) + EPOCH, event: s[i + 1] as string, from: s[i + 2] as string, to: s[i + 3] as string });
+    }
+    return out;
   }
 }

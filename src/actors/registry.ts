@@ -1,4 +1,4 @@
-import type { AnyActorRef } from "xstate";
+import { Actor, type AnyActorLogic, type AnyActorRef } from "xstate";
 import { RecentTransitions, type Transition } from "./recentTransitions.js";
 
 /** A transition of one tracked actor, for whoever follows them all (the live statecharts page). */
@@ -18,12 +18,6 @@ export class ActorRegistry {
   private readonly byMachine = new Map<string, Set<AnyActorRef>>();
   private readonly listeners = new Set<(t: ActorTransition) => void>();
   private readonly history = new Map<AnyActorRef, Entry>();
-  /**
-   * One inspection observer per actor system, dispatching to the tracked actors in it:
-   * actors sharing a system (machineActor's hosts) would otherwise each hear every event
-   * of all the others.
-   */
-  private readonly systems = new WeakMap<object, { readonly entries: Map<AnyActorRef, Entry>; unsubscribe(): void }>();
 
   track(machineId: string, actor: AnyActorRef): () => void {
     let set = this.byMachine.get(machineId);
@@ -32,42 +26,29 @@ export class ActorRegistry {
       this.byMachine.set(machineId, set);
     }
     set.add(actor);
-    const entry: Entry = { machine: machineId, state: "", recent: undefined };
+    const entry = new Entry(this, machineId, actor);
     this.history.set(actor, entry);
     // Watched from its start, whether or not anyone listens yet, so a page opened later
     // still shows how an actor got where it is. Machines hear lifecycle events only (the
     // per-message work is plain functions in the actors), so this is off the hot path.
-    const system = actor.system as { inspect: AnyActorRef["system"]["inspect"] };
-    let watch = this.systems.get(system);
-    if (!watch) {
-      const entries = new Map<AnyActorRef, Entry>();
-      const sub = system.inspect((ev) => {
-        if (ev.type !== "@xstate.snapshot") return;
-        const ref = ev.actorRef as AnyActorRef;
-        const e = entries.get(ref);
-        if (!e) return;
-        const to = configuration(ev.snapshot as { status: string; value?: unknown });
-        // Re-entering the same state (keep-alive activity) is not news.
-        if (to !== e.state) this.record(ref, e, ev.event.type, to);
-      });
-      watch = { entries, unsubscribe: () => sub.unsubscribe() };
-      this.systems.set(system, watch);
+    if (actor instanceof WatchedActor) actor.watcher = entry;
+    else {
+      // An actor made elsewhere (createActor): its own `update` is wrapped instead.
+      const a = actor as unknown as { update(snapshot: Snapshot, event: { type: string }): void };
+      const update = a.update;
+      a.update = function (snapshot, event) {
+        update.call(this, snapshot, event);
+        entry.seen(snapshot, event);
+      };
     }
-    const { entries } = watch;
-    entries.set(actor, entry);
     return () => {
       set.delete(actor);
       this.history.delete(actor);
       // xstate announces a final snapshot only after completing the actor, and completing
       // it is what ends its scope and calls this: let that announcement arrive first.
       queueMicrotask(() => {
-        entries.delete(actor);
-        // A root actor's own system ends with it; a shared one keeps its observer.
-        if (entries.size === 0 && actor.system !== undefined && (actor as { _parent?: unknown })._parent === undefined) {
-          watch.unsubscribe();
-          this.systems.delete(system);
-        }
-        this.record(actor, entry, "left", "");
+        entry.gone = true;
+        this.record(entry, "left", "");
       });
     };
   }
@@ -127,21 +108,61 @@ export class ActorRegistry {
     return () => this.listeners.delete(listener);
   }
 
-  private record(actor: AnyActorRef, entry: Entry, event: string, to: string): void {
+  /** @internal (Entry's) */
+  record(entry: Entry, event: string, to: string): void {
     const t: Transition = { at: Date.now(), event, from: entry.state, to: intern(to) };
     entry.state = t.to;
     // Most actors make a handful of transitions: the ring grows as they come, up to RECENT.
     (entry.recent ??= new RecentTransitions(RECENT)).push(t);
     if (this.listeners.size === 0) return;
-    const change: ActorTransition = { ...t, machine: entry.machine, actor };
+    const change: ActorTransition = { ...t, machine: entry.machine, actor: entry.actor };
     for (const l of this.listeners) l(change);
   }
 }
 
-interface Entry {
-  readonly machine: string;
-  state: string;
-  recent: RecentTransitions | undefined;
+type Snapshot = { status: string; value?: unknown };
+
+/** One tracked actor: its state's name and its recent transitions. */
+class Entry {
+  state = "";
+  recent: RecentTransitions | undefined = undefined;
+  /** Left the registry: snapshots after that (none but the final one) are not news. */
+  gone = false;
+
+  constructor(
+    private readonly registry: ActorRegistry,
+    readonly machine: string,
+    readonly actor: AnyActorRef,
+  ) {}
+
+  /** Each new snapshot of the actor, with the event that made it. */
+  seen(snapshot: Snapshot, event: { type: string }): void {
+    if (this.gone) return;
+    const to = configuration(snapshot);
+    // Re-entering the same state (keep-alive activity) is not news.
+    if (to !== this.state) this.registry.record(this, event.type, to);
+  }
+}
+
+/**
+ * An xstate Actor that hands each new snapshot straight to its registry entry. The
+ * registry used to watch actor systems through `system.inspect`, which makes xstate
+ * build and dispatch an inspection event for every event, microstep, action and
+ * snapshot of every actor in the system: a third of the machines' CPU per MQTT connect
+ * (docs/performance.md). `update` is where xstate announces a snapshot (to observers
+ * and inspectors alike), with the event that caused it.
+ */
+const ActorBase = Actor as unknown as new (
+  logic: AnyActorLogic,
+  options?: unknown,
+) => { update(snapshot: Snapshot, event: { type: string }): void };
+export class WatchedActor extends ActorBase {
+  watcher: Entry | undefined = undefined;
+
+  override update(snapshot: Snapshot, event: { type: string }): void {
+    super.update(snapshot, event);
+    this.watcher?.seen(snapshot, event);
+  }
 }
 
 /** Configuration names are few; thousands of actors in the same state share one string. */

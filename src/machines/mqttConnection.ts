@@ -30,7 +30,8 @@ export type MqttConnectionEvent =
   | { type: "CONNECT"; request: ConnectRequest }
   | { type: "NATS_READY"; sessionPresent: boolean; account: string }
   | { type: "NATS_REFUSED"; auth: boolean; reason: string; codes?: { v5: number; v4: number } }
-  | { type: "ACTIVITY" }
+  | { type: "KEEPALIVE_EXPIRED" }
+  | { type: "CONNECT_TIMEOUT" }
   | { type: "DISCONNECT"; reasonCode: number }
   | { type: "PROTOCOL_ERROR"; reasonCode: number; reason: string }
   | { type: "SOCKET_CLOSED" }
@@ -70,17 +71,10 @@ export const mqttConnectionMachine = setup({
     input: {} as { connectTimeoutMs: number; maxKeepaliveSec: number },
   },
   delays: {
-    connectTimeout: ({ context }) => context.connectTimeoutMs,
-    // [MQTT-3.1.2-24] one and a half times the keep alive; 0 turns it off (an hour is "off" here).
-    keepalive: ({ context }) => {
-      const sec = effectiveKeepalive(context);
-      return sec > 0 ? sec * 1500 : 3_600_000;
-    },
     willGrace: 5_000,
     willDelay: ({ context }) => context.request?.will?.delayMs ?? 0,
   },
   guards: {
-    keepaliveOn: ({ context }) => effectiveKeepalive(context) > 0,
     asksForWill: ({ event }) => event.type === "DISCONNECT" && event.reasonCode === 0x04,
     noWill: ({ context }) => context.request?.will === undefined,
   },
@@ -90,8 +84,11 @@ export const mqttConnectionMachine = setup({
   initial: "awaitingConnect",
   states: {
     awaitingConnect: {
-      after: { connectTimeout: { target: "closed", actions: assign({ closeReason: "no CONNECT in time" }) } },
       on: {
+        // `connectTimeoutMs` after the start with no CONNECT: told by the edge's shared clock
+        // (keepaliveWheel.ts), as the keep alive is; a delayed event was a timer made and
+        // cancelled per connection.
+        CONNECT_TIMEOUT: { target: "closed", actions: assign({ closeReason: "no CONNECT in time" }) },
         CONNECT: {
           target: "authenticating",
           actions: [
@@ -148,15 +145,14 @@ export const mqttConnectionMachine = setup({
             natsDown: { on: { NATS_UP: { target: "online" } } },
           },
         },
-        // Only this region restarts on activity: re-entering `serving` would serve again.
+        // [MQTT-3.1.2-24] no packet for one and a half times the keep alive (`effectiveKeepalive`;
+        // 0: never). The edge's shared clock tells (actors/mqtt/keepaliveWheel.ts): a timer per
+        // connection, rescheduled on activity, cost every idle connection a Timeout.
         keepalive: {
           initial: "waiting",
           states: {
-            waiting: {
-              after: { keepalive: { target: "#mqttConnection.keepaliveExpired", guard: "keepaliveOn" } },
-            },
+            waiting: { on: { KEEPALIVE_EXPIRED: { target: "#mqttConnection.keepaliveExpired" } } },
           },
-          on: { ACTIVITY: { target: ".waiting", reenter: true } },
         },
       },
       on: {

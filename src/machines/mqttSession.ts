@@ -36,6 +36,12 @@ export type MqttSessionEmitted =
 
 export interface MqttSessionContext {
   readonly cleanStart: boolean;
+  /**
+   * The edge knows before starting that the store holds nothing to clear (a clean start
+   * whose client id has no key in the account's bucket, docs/decisions/mqtt-sessions.md):
+   * the session is fresh at once, without a load (one macrostep per CONNECT instead of three).
+   */
+  readonly nothingStored?: boolean | undefined;
   readonly expirySec: number;
   found: SessionFound;
   reason: string;
@@ -48,7 +54,7 @@ export const mqttSessionMachine = setup({
     context: {} as MqttSessionContext,
     events: {} as MqttSessionEvent,
     emitted: {} as MqttSessionEmitted,
-    input: {} as { cleanStart: boolean; expirySec: number },
+    input: {} as { cleanStart: boolean; expirySec: number; nothingStored?: boolean },
   },
   delays: {
     // A gateway that does not answer in time is taken for dead (CONTRACT: taken over when that gateway is dead).
@@ -60,13 +66,17 @@ export const mqttSessionMachine = setup({
     mustDiscard: ({ context }) => context.found.exists && (context.cleanStart || context.found.expired),
     canResume: ({ context }) => context.found.exists && !context.cleanStart && !context.found.expired,
     cleanStart: ({ context }) => context.cleanStart,
+    nothingStored: ({ context }) => context.cleanStart && context.nothingStored === true,
     durable: ({ context }) => context.expirySec > 0,
   },
 }).createMachine({
   id: "mqttSession",
   context: ({ input }) => ({ ...input, found: nothing, reason: "" }),
-  initial: "loading",
+  initial: "starting",
   states: {
+    starting: {
+      always: [{ guard: "nothingStored", target: "fresh" }, { target: "loading" }],
+    },
     loading: {
       entry: emit({ type: "load" }),
       on: {

@@ -1,5 +1,5 @@
 import { describe, expect, it, vi } from "vitest";
-import { type ConnectRequest, mqttConnectionMachine } from "../../src/machines/mqttConnection.js";
+import { type ConnectRequest, effectiveKeepalive, mqttConnectionMachine } from "../../src/machines/mqttConnection.js";
 import { drive } from "./emitted.js";
 
 const input = { connectTimeoutMs: 1_000, maxKeepaliveSec: 120 };
@@ -90,32 +90,37 @@ describe("mqttConnection machine", () => {
     }
   });
 
-  it("keep alive expires after 1.5 x the keep alive with no activity; activity postpones it", () => {
-    vi.useFakeTimers();
-    try {
-      const d = serving({ keepaliveSec: 10 });
-      vi.advanceTimersByTime(14_000);
-      d.actor.send({ type: "ACTIVITY" });
-      vi.advanceTimersByTime(14_000);
-      expect(d.actor.getSnapshot().matches("serving")).toBe(true);
-      vi.advanceTimersByTime(2_000);
-      expect(d.emitted.find((e) => e.type === "disconnect")?.reasonCode).toBe(0x8d);
-      // Activity restarts the keep-alive timer only: the client is not served a second time.
-      expect(d.types().filter((t) => t === "serve")).toHaveLength(1);
-    } finally {
-      vi.useRealTimers();
-    }
+  it("keep alive expiry (told by the edge's clock, keepaliveWheel.ts) disconnects with 0x8d and serves once", () => {
+    const d = serving({ keepaliveSec: 10 });
+    expect(d.actor.getSnapshot().matches({ serving: { keepalive: "waiting" } })).toBe(true);
+    d.actor.send({ type: "KEEPALIVE_EXPIRED" });
+    expect(d.emitted.find((e) => e.type === "disconnect")?.reasonCode).toBe(0x8d);
+    expect(d.actor.getSnapshot().context.closeReason).toBe("keep alive expired");
+    expect(d.types().filter((t) => t === "serve")).toHaveLength(1);
   });
 
-  it("no CONNECT within the connect timeout closes the connection", () => {
-    vi.useFakeTimers();
-    try {
-      const d = drive(mqttConnectionMachine, input);
-      vi.advanceTimersByTime(1_001);
-      expect(d.actor.getSnapshot().status).toBe("done");
-      expect(d.actor.getSnapshot().context.closeReason).toBe("no CONNECT in time");
-    } finally {
-      vi.useRealTimers();
-    }
+  it("the effective keep alive: 3.1.1 keeps its own; v5 gets the cap for 0 or more than it", () => {
+    const ctx = (protocolVersion: 4 | 5, keepaliveSec: number) => ({
+      connectTimeoutMs: 1_000,
+      maxKeepaliveSec: 120,
+      closeReason: "",
+      request: request({ protocolVersion, keepaliveSec }),
+    });
+    expect(effectiveKeepalive(ctx(4, 0))).toBe(0);
+    expect(effectiveKeepalive(ctx(4, 500))).toBe(500);
+    expect(effectiveKeepalive(ctx(5, 0))).toBe(120);
+    expect(effectiveKeepalive(ctx(5, 500))).toBe(120);
+    expect(effectiveKeepalive(ctx(5, 30))).toBe(30);
+  });
+
+  it("no CONNECT within the connect timeout (told by the edge's clock) closes the connection", () => {
+    const d = drive(mqttConnectionMachine, input);
+    d.actor.send({ type: "CONNECT_TIMEOUT" });
+    expect(d.actor.getSnapshot().status).toBe("done");
+    expect(d.actor.getSnapshot().context.closeReason).toBe("no CONNECT in time");
+    // Once CONNECT came, a late timeout changes nothing.
+    const s = serving();
+    s.actor.send({ type: "CONNECT_TIMEOUT" });
+    expect(s.actor.getSnapshot().matches("serving")).toBe(true);
   });
 });

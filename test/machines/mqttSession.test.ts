@@ -11,6 +11,16 @@ describe("mqttSession machine", () => {
     expect(d.emitted.at(-1)?.sessionPresent).toBe(true);
   });
 
+  it("a clean start with nothing stored is fresh at once: no load, ready without session present", () => {
+    const d = drive(mqttSessionMachine, { cleanStart: true, expirySec: 0, nothingStored: true });
+    expect(d.types()).toEqual(["ready"]);
+    expect(d.emitted.at(-1)?.sessionPresent).toBe(false);
+    expect(d.actor.getSnapshot().value).toBe("attached");
+    // Without clean start the store is read whatever the edge believes.
+    const p = drive(mqttSessionMachine, { cleanStart: false, expirySec: 60, nothingStored: true });
+    expect(p.types()).toEqual(["load"]);
+  });
+
   it("a clean start discards a stored session and starts fresh", () => {
     const d = drive(mqttSessionMachine, { cleanStart: true, expirySec: 0 });
     d.actor.send({ type: "LOADED", found: { exists: true, expired: false } });

@@ -3,7 +3,13 @@ import { Effect, type Scope } from "effect";
 import mqtt, { type IConnectPacket, type IPublishPacket, type Packet } from "mqtt-packet";
 import { type Actor, toPromise } from "xstate";
 import type { Logger } from "../../log.js";
-import { type ConnectRequest, type MqttConnectionEmitted, mqttConnectionMachine, type WillMessage } from "../../machines/mqttConnection.js";
+import {
+  type ConnectRequest,
+  effectiveKeepalive,
+  type MqttConnectionEmitted,
+  mqttConnectionMachine,
+  type WillMessage,
+} from "../../machines/mqttConnection.js";
 import type { mqttSessionMachine } from "../../machines/mqttSession.js";
 import { encodePubackFast, parsePubackFast, parsePublishFast } from "../../protocol/mqttFastPath.js";
 import { badPublishTopic, splitFrames } from "../../protocol/mqttFrame.js";
@@ -20,6 +26,7 @@ import { MqttClientHandle } from "./handle.js";
 import { type ClientLink, ConnectionLink, DeniedSubjects } from "./link.js";
 import { ClientSession } from "./session.js";
 import { Outbox } from "./outbox.js";
+import { connectDeadline, connectWheel, type KeepaliveWatched, keepaliveWheel } from "./keepaliveWheel.js";
 import { scheduleReads } from "./readBatch.js";
 import { startSessionActor } from "./sessionActor.js";
 import type { MqttSettings } from "./settings.js";
@@ -49,8 +56,10 @@ class MqttClientConnection {
   private topicAliases: Map<number, string> | undefined;
   private readonly denied = new DeniedSubjects();
   private readonly unlisten: Array<() => void> = [];
-  private lastActivity = 0;
-  private keepaliveMs = 0;
+  /** Keep alive (keepaliveWheel.ts): the last packet's time, 1.5 x the keep alive (0: off), the wheel's slot. */
+  lastActivity = 0;
+  keepaliveLimitMs = 0;
+  keepaliveSlot = 0;
   /** Backpressure (docs/decisions/backpressure.md): the socket is not read while NATS is down or the client's publishes pile up. */
   private paused = false;
   private natsUp = true;
@@ -92,8 +101,14 @@ class MqttClientConnection {
     }
   }
 
+  /** Until CONNECT: its deadline on the shared clock. */
+  private connectDeadline: KeepaliveWatched | undefined;
+
   start(actor: Machine): void {
     this.actor = actor;
+    this.connectDeadline = connectDeadline(actor.getSnapshot().context.connectTimeoutMs, () =>
+      actor.send({ type: "CONNECT_TIMEOUT" }),
+    );
     this.socket.on("data", (chunk: Buffer) => this.queueRead(chunk));
     this.socket.on("error", () => {});
     this.socket.on("close", () => {
@@ -133,6 +148,8 @@ class MqttClientConnection {
 
   /** The actor's scope closes: release everything, keeping the session if it outlives us. */
   async cleanup(): Promise<void> {
+    keepaliveWheel.unwatch(this);
+    this.endConnectDeadline();
     for (const u of this.unlisten) u();
     this.socket.destroy();
     if (this.handle) this.deps.clients.remove(this.handle);
@@ -160,14 +177,7 @@ class MqttClientConnection {
   // -- bytes and packets --------------------------------------------------------
 
   private onData(chunk: Buffer): void {
-    if (this.keepaliveMs > 0) {
-      // At most a few machine events per keep-alive period, however many packets arrive.
-      const now = Date.now();
-      if (now - this.lastActivity > this.keepaliveMs / 4) {
-        this.lastActivity = now;
-        this.actor.send({ type: "ACTIVITY" });
-      }
-    }
+    if (this.keepaliveLimitMs > 0) this.lastActivity = Date.now();
     this.buffered = this.buffered.length ? Buffer.concat([this.buffered, chunk]) : chunk;
     const frames = splitFrames(this.buffered, this.settings.maxPacketSize);
     if (frames.kind === "too_large") {
@@ -281,7 +291,13 @@ class MqttClientConnection {
 
   // -- CONNECT ------------------------------------------------------------------
 
+  private endConnectDeadline(): void {
+    if (this.connectDeadline) connectWheel.unwatch(this.connectDeadline);
+    this.connectDeadline = undefined;
+  }
+
   private onConnect(p: IConnectPacket): void {
+    this.endConnectDeadline();
     const outcome = readConnect(p, this.settings);
     if (!outcome.ok) {
       this.write(outcome.connack);
@@ -380,12 +396,10 @@ class MqttClientConnection {
   }
 
   private serve(): void {
-    const req = this.actor.getSnapshot().context.request!;
-    const max = this.settings.maxKeepaliveSec;
-    const effective =
-      this.version === 5 && max > 0 && (req.keepaliveSec === 0 || req.keepaliveSec > max) ? max : req.keepaliveSec;
-    this.keepaliveMs = effective * 1000;
+    // [MQTT-3.1.2-24] one and a half times the keep alive; 0 turns it off.
+    this.keepaliveLimitMs = effectiveKeepalive(this.actor.getSnapshot().context) * 1500;
     this.lastActivity = Date.now();
+    keepaliveWheel.watch(this);
     this.deps.metrics.connected("mqtt", this.account(), +1);
     this.session!.release();
   }
@@ -450,6 +464,11 @@ class MqttClientConnection {
           ? encodePubackFast(this.version, p.messageId)
           : mqtt.generate(packet, { protocolVersion: this.version }),
       );
+  }
+
+  /** The wheel found no packet within the limit. */
+  keepaliveExpired(): void {
+    this.actor.send({ type: "KEEPALIVE_EXPIRED" });
   }
 
   private endSocket(): void {

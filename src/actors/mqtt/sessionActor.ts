@@ -46,19 +46,18 @@ export function startSessionActor(options: {
       then();
     });
   const { actor, stop } = startChildMachine(mqttSessionMachine, {
-    input: { cleanStart: options.cleanStart, expirySec: options.expirySec },
+    input: {
+      cleanStart: options.cleanStart,
+      expirySec: options.expirySec,
+      // A clean start only needs to know of an old session to clear it: none is known (docs/decisions/mqtt-sessions.md).
+      nothingStored: options.cleanStart && store.mayHold?.(account, clientId) === false,
+    },
     registry: options.registry,
     shared: true,
     // One dispatcher for the machine's commands (a closure per command per session adds up).
     onEmit: (e) => {
       switch (e.type) {
         case "load":
-          // A clean start only needs to know of an old session to clear it: none is known (docs/decisions/mqtt-sessions.md).
-          if (options.cleanStart && store.mayHold?.(account, clientId) === false) {
-            // (After start returns: `actor` is not assigned yet while its entry runs.)
-            queueMicrotask(() => actor.send({ type: "LOADED", found: { exists: false, expired: false, heldBy: undefined } }));
-            return;
-          }
           return void store.load(account, clientId).then(
             (found) => {
               stored = found;

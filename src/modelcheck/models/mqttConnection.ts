@@ -29,13 +29,15 @@ const WITH_WILL = 0x04;
 export const mqttConnectionModel = (machine: AnyStateMachine = mqttConnectionMachine): Model => ({
   machine,
   input: { connectTimeoutMs: 10_000, maxKeepaliveSec: 0 },
-  bound: `${requests.length} CONNECT requests (v4 keep-alive 30 s no will; v5 no keep-alive will now; v5 keep-alive 10 s will after 5 s), DISCONNECT 0x00/0x04, NATS accept/refuse (auth or not), 11 other events; every order, timers fire at any point`,
+  bound: `${requests.length} CONNECT requests (v4 keep-alive 30 s no will; v5 no keep-alive will now; v5 keep-alive 10 s will after 5 s), DISCONNECT 0x00/0x04, NATS accept/refuse (auth or not), 12 other events (the connect and keep-alive clocks among them); every order, timers fire at any point`,
   events: [
     ...requests.map((request) => ({ type: "CONNECT", request })),
     { type: "NATS_READY", sessionPresent: false, account: "A" },
     { type: "NATS_REFUSED", auth: true, reason: "bad password" },
     { type: "NATS_REFUSED", auth: false, reason: "no servers" },
-    { type: "ACTIVITY" },
+    // The gateway's own clock (actors/mqtt/keepaliveWheel.ts), at any point like a timer.
+    { type: "CONNECT_TIMEOUT" },
+    { type: "KEEPALIVE_EXPIRED" },
     { type: "DISCONNECT", reasonCode: NORMAL },
     { type: "DISCONNECT", reasonCode: WITH_WILL },
     { type: "PROTOCOL_ERROR", reasonCode: 0x81, reason: "malformed" },
@@ -105,8 +107,9 @@ export const mqttConnectionModel = (machine: AnyStateMachine = mqttConnectionMac
     {
       name: "never waits on the client without a timer",
       after: () => true,
-      // What the gateway itself answers (its NATS login, the will's publish) may be waited for.
-      using: (e) => ["NATS_READY", "NATS_REFUSED", "WILL_DONE"].includes(e.type),
+      // What the gateway itself answers (its NATS login, the will's publish, its connect and
+      // keep-alive clocks) may be waited for.
+      using: (e) => ["NATS_READY", "NATS_REFUSED", "WILL_DONE", "CONNECT_TIMEOUT", "KEEPALIVE_EXPIRED"].includes(e.type),
       reach: (s) => s.status === "done" || s.matches("serving"),
     },
   ],
