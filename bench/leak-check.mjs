@@ -363,7 +363,8 @@ async function hold() {
       await restartNats();
       const rk = await heapAfterGc();
       log(`after restart ${k}: heap ${(rk / 2 ** 20).toFixed(2)} MiB, NATS subs ${(await natsSubs()).subs}`);
-      if (k === RESTARTS) console.log(JSON.stringify({ bytes_per_nats_restart: Math.round((rk - r1) / (RESTARTS - 1)) }));
+      if (k === RESTARTS)
+        console.log(JSON.stringify({ bytes_per_nats_restart: Math.round((rk - r1) / (RESTARTS - 1)) }));
     }
   }
   await sleep(HOLD_S * 1000);

@@ -123,4 +123,46 @@ describe("jetStreamFeed", () => {
     expect(next.offered[0]!.ack?.redeliveries).toBe(1);
     again.close();
   });
+
+  // A pull answered 503 (no responders) is a deleted queue only when JetStream says so:
+  // a restarted server answers 503 too until it has loaded its consumers.
+  it("a queue that does not exist, or is deleted while pulled, is a fault (amqp:resource-deleted)", async () => {
+    const faults: string[] = [];
+    const recording = (): FeedSink => ({
+      ...sink(),
+      fault: (e) => void faults.push(`${e.condition} ${e.description}`),
+    });
+    const missing = jetStreamFeed({
+      nc,
+      stream: "FEED",
+      consumer: "never-made",
+      sink: recording(),
+      expiresMs: 5_000,
+      ackWaitMs: 30_000,
+    });
+    missing.want(1);
+    await eventually(() => (faults.length === 1 ? true : undefined), 5_000, "missing queue faulted");
+    expect(faults[0]).toMatch(/^amqp:resource-deleted .*never-made/);
+    missing.close();
+
+    const name = await consumer("deleted");
+    const feed = jetStreamFeed({
+      nc,
+      stream: "FEED",
+      consumer: name,
+      sink: recording(),
+      expiresMs: 5_000,
+      ackWaitMs: 30_000,
+    });
+    feed.want(1);
+    await eventually(
+      async () => ((await jsm.consumers.info("FEED", name)).num_waiting === 1 ? true : undefined),
+      5_000,
+      "pull waiting",
+    );
+    await jsm.consumers.delete("FEED", name);
+    await eventually(() => (faults.length === 2 ? true : undefined), 5_000, "deleted queue faulted");
+    expect(faults[1]).toMatch(/^amqp:resource-deleted .*deleted/);
+    feed.close();
+  });
 });
