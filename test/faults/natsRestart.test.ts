@@ -289,18 +289,33 @@ describe("nats-server restarted mid-traffic", () => {
   // JetStream that has not loaded its consumers yet (503 no responders), which is not a
   // deleted queue; 15-30 % of attached receivers used to be detached amqp:resource-deleted.
   it("AMQP receivers on a durable queue stay attached through a restart and read what comes after", async () => {
-    await jsm.consumers.add("ORDERS", {
-      durable_name: "keep",
-      ack_policy: AckPolicy.Explicit,
-      filter_subject: "orders.keep",
-    });
+    // The tests before this one restarted NATS too: JetStream may still be loading.
+    await eventually(
+      () =>
+        jsm.consumers
+          .add("ORDERS", { durable_name: "keep", ack_policy: AckPolicy.Explicit, filter_subject: "orders.keep" })
+          .then(
+            () => true,
+            () => undefined,
+          ),
+      15_000,
+      "consumer made",
+    );
     const amqp = await AmqpClient.open(gw.port("amqp"), { container_id: "restart-keep" });
     try {
-      const receivers = await Promise.all(
-        Array.from({ length: 20 }, () =>
-          amqp.receiver({ source: { address: "orders.keep::keep" }, credit_window: 5, autoaccept: true }),
-        ),
-      );
+      const receivers = [];
+      for (let i = 0; i < 50; i++) {
+        receivers.push(
+          await eventually(
+            () =>
+              amqp
+                .receiver({ source: { address: "orders.keep::keep" }, credit_window: 5, autoaccept: true })
+                .catch(() => undefined),
+            15_000,
+            "receiver attached",
+          ),
+        );
+      }
       const detachedBy: string[] = [];
       for (const r of receivers)
         r.on("receiver_error", () => detachedBy.push(String((r.error as { condition?: string })?.condition)));
@@ -315,9 +330,9 @@ describe("nats-server restarted mid-traffic", () => {
       // Long enough for every receiver to have renewed its pull against the new server.
       await eventually(
         async () =>
-          detachedBy.length > 0 || (await jsm.consumers.info("ORDERS", "keep")).num_waiting >= 20 ? true : undefined,
+          detachedBy.length > 0 || (await jsm.consumers.info("ORDERS", "keep")).num_waiting >= 50 ? true : undefined,
         20_000,
-        "20 pulls waiting (or a receiver detached)",
+        "50 pulls waiting (or a receiver detached)",
       );
       expect(detachedBy).toEqual([]);
       await nc.request("orders.keep", "after");
