@@ -123,4 +123,85 @@ describe("jetStreamFeed", () => {
     expect(next.offered[0]!.ack?.redeliveries).toBe(1);
     again.close();
   });
+
+  // A pull answered 503 (no responders) is a deleted queue only when JetStream says so:
+  // a restarted server answers 503 too until it has loaded its consumers.
+  it("a queue that does not exist, or is deleted while pulled, is a fault (amqp:resource-deleted)", async () => {
+    const faults: string[] = [];
+    const recording = (): FeedSink => ({
+      ...sink(),
+      fault: (e) => void faults.push(`${e.condition} ${e.description}`),
+    });
+    const missing = jetStreamFeed({
+      nc,
+      stream: "FEED",
+      consumer: "never-made",
+      sink: recording(),
+      expiresMs: 5_000,
+      ackWaitMs: 30_000,
+    });
+    missing.want(1);
+    await eventually(() => (faults.length === 1 ? true : undefined), 5_000, "missing queue faulted");
+    expect(faults[0]).toMatch(/^amqp:resource-deleted .*never-made/);
+    missing.close();
+
+    const name = await consumer("deleted");
+    const feed = jetStreamFeed({
+      nc,
+      stream: "FEED",
+      consumer: name,
+      sink: recording(),
+      expiresMs: 5_000,
+      ackWaitMs: 30_000,
+    });
+    feed.want(1);
+    await eventually(
+      async () => ((await jsm.consumers.info("FEED", name)).num_waiting === 1 ? true : undefined),
+      5_000,
+      "pull waiting",
+    );
+    await jsm.consumers.delete("FEED", name);
+    await eventually(() => (faults.length === 2 ? true : undefined), 5_000, "deleted queue faulted");
+    expect(faults[1]).toMatch(/^amqp:resource-deleted .*deleted/);
+    feed.close();
+  });
+
+  // Deterministic form of the restart case (test/faults/natsRestart.test.ts): a server
+  // whose JetStream does not answer (here: none at all) answers every pull 503; that is
+  // not a deleted queue, so the feed keeps renewing its pull instead of faulting.
+  it("a pull answered 503 while JetStream does not answer is renewed, not a fault", async () => {
+    const bare = await startNatsServer({ jetstream: false });
+    const bareNc = await connect({ servers: bare.url });
+    try {
+      const faults: string[] = [];
+      const s = sink();
+      // As the receiver link does: a refill asks for the credit again.
+      const refill = s.refill;
+      const feed = jetStreamFeed({
+        nc: bareNc,
+        stream: "FEED",
+        consumer: "later",
+        sink: {
+          ...s,
+          refill: () => {
+            refill();
+            feed.want(1);
+          },
+          fault: (e) => void faults.push(`${e.condition} ${e.description}`),
+        },
+        expiresMs: 5_000,
+        ackWaitMs: 30_000,
+      });
+      feed.want(1);
+      // The sink is asked to pull again (after the pause for a pull cut short at once).
+      await eventually(() => (s.refills() >= 1 ? true : undefined), 10_000, "pull renewed");
+      // The consumer-info check of that 503 has had its 2 s timeout or no-responders answer.
+      await eventually(() => (s.refills() >= 2 ? true : undefined), 10_000, "pull renewed twice");
+      expect(faults).toEqual([]);
+      feed.close();
+    } finally {
+      await bareNc.close();
+      await bare.stop();
+    }
+  });
 });

@@ -149,12 +149,38 @@ class JetStreamFeed implements Feed {
     // 100: heartbeat or flow control. 404/408: the pull is over. 409: over, for a reason.
     if (code === 100 || code === 0) return;
     this.end(pull);
-    if (code === 503 || (code === 409 && /deleted|push based/i.test(description))) {
-      this.o.sink.fault({
-        condition: "amqp:resource-deleted",
-        description: `queue ${this.o.consumer} on stream ${this.o.stream} is gone (${code} ${description})`,
+    if (code === 409 && /deleted|push based/i.test(description)) this.gone(`${code} ${description}`);
+    // No responders: a deleted consumer, or a restarted nats-server whose JetStream has not
+    // loaded it yet (the pull is renewed after a pause meanwhile). Only JetStream can tell.
+    else if (code === 503) void this.checkGone();
+  }
+
+  private checking = false;
+
+  private async checkGone(): Promise<void> {
+    if (this.checking || this.closed) return;
+    this.checking = true;
+    try {
+      const r = await this.o.nc.request(`$JS.API.CONSUMER.INFO.${this.o.stream}.${this.o.consumer}`, "", {
+        timeout: 2_000,
       });
+      const code = r.json<{ error?: { err_code?: number; description?: string } }>().error;
+      // 10014 consumer not found, 10059 stream not found.
+      if (code && (code.err_code === 10014 || code.err_code === 10059))
+        this.gone(`${code.err_code} ${code.description ?? ""}`);
+    } catch {
+      // JetStream not answering yet: not known gone; the renewed pull asks again.
+    } finally {
+      this.checking = false;
     }
+  }
+
+  private gone(why: string): void {
+    if (this.closed) return;
+    this.o.sink.fault({
+      condition: "amqp:resource-deleted",
+      description: `queue ${this.o.consumer} on stream ${this.o.stream} is gone (${why})`,
+    });
   }
 
   private end(pull: Pull): void {
