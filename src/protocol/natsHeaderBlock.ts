@@ -10,13 +10,31 @@
 const PREFIX = [0x4e, 0x41, 0x54, 0x53, 0x2f, 0x31, 0x2e, 0x30, 0x0d, 0x0a]; // "NATS/1.0\r\n"
 
 export function plainHeaderPairs(block: Uint8Array): Array<[string, string]> | undefined {
-  const n = block.length;
-  if (n < PREFIX.length) return undefined;
-  for (let i = 0; i < PREFIX.length; i++) if (block[i] !== PREFIX[i]) return undefined;
   // One Buffer view for the whole block: its latin1 slices are the cheapest way to strings.
-  const bytes = Buffer.from(block.buffer, block.byteOffset, n);
+  const bytes = Buffer.from(block.buffer, block.byteOffset, block.length);
   const out: Array<[string, string]> = [];
   let interleaved = false;
+  const plain = eachPlainLine(block, (pos, colon, eol) => {
+    const key = bytes.toString("latin1", pos, colon);
+    const value = bytes.toString("latin1", colon + 1, eol).trim();
+    if (!interleaved && out.length > 0 && out[out.length - 1]![0] !== key) {
+      for (let i = 0; i < out.length - 1; i++) if (out[i]![0] === key) interleaved = true;
+    }
+    out.push([key, value]);
+  });
+  if (!plain) return undefined;
+  return interleaved ? groupByKey(out) : out;
+}
+
+/**
+ * Calls `line` with each header line's key start, colon and end of line, after checking
+ * the line is plain; false (and no more calls) at the first thing that is not: a missing
+ * prefix, a byte outside what nats.js accepts, a line without CRLF or without a key.
+ */
+function eachPlainLine(block: Uint8Array, line: (pos: number, colon: number, eol: number) => void): boolean {
+  const n = block.length;
+  if (n < PREFIX.length) return false;
+  for (let i = 0; i < PREFIX.length; i++) if (block[i] !== PREFIX[i]) return false;
   let pos = PREFIX.length;
   while (pos < n) {
     let eol = pos;
@@ -26,21 +44,16 @@ export function plainHeaderPairs(block: Uint8Array): Array<[string, string]> | u
       if (c === 0x0d) break;
       if (c === 0x3a && colon < 0) colon = eol;
       // A key is 33..126 (nats.js throws on anything else); a value printable ASCII or tab.
-      else if (colon < 0 ? c < 33 || c > 126 : (c < 0x20 && c !== 0x09) || c > 0x7e) return undefined;
+      else if (colon < 0 ? c < 33 || c > 126 : (c < 0x20 && c !== 0x09) || c > 0x7e) return false;
     }
-    if (eol + 1 >= n || block[eol + 1] !== 0x0a) return undefined;
+    if (eol + 1 >= n || block[eol + 1] !== 0x0a) return false;
     if (eol > pos) {
-      if (colon <= pos) return undefined;
-      const key = bytes.toString("latin1", pos, colon);
-      const value = bytes.toString("latin1", colon + 1, eol).trim();
-      if (!interleaved && out.length > 0 && out[out.length - 1]![0] !== key) {
-        for (let i = 0; i < out.length - 1; i++) if (out[i]![0] === key) interleaved = true;
-      }
-      out.push([key, value]);
+      if (colon <= pos) return false;
+      line(pos, colon, eol);
     }
     pos = eol + 2;
   }
-  return interleaved ? groupByKey(out) : out;
+  return true;
 }
 
 /** Values of a key together, keys in first-seen order (as a MsgHdrs keeps them). */
@@ -118,30 +131,13 @@ const QOS_KEY = "mqgw-qos";
  * caller then reads the headers as before.
  */
 export function plainBlockSaysQos12(block: Uint8Array): boolean | undefined {
-  const n = block.length;
-  if (n < PREFIX.length) return undefined;
-  for (let i = 0; i < PREFIX.length; i++) if (block[i] !== PREFIX[i]) return undefined;
   let answer: boolean | undefined;
-  let pos = PREFIX.length;
-  while (pos < n) {
-    let eol = pos;
-    let colon = -1;
-    for (; eol < n; eol++) {
-      const c = block[eol]!;
-      if (c === 0x0d) break;
-      if (c === 0x3a && colon < 0) colon = eol;
-      else if (colon < 0 ? c < 33 || c > 126 : (c < 0x20 && c !== 0x09) || c > 0x7e) return undefined;
-    }
-    if (eol + 1 >= n || block[eol + 1] !== 0x0a) return undefined;
-    if (eol > pos) {
-      if (colon <= pos) return undefined;
-      if (answer === undefined && colon - pos === QOS_KEY.length && isQosKey(block, pos))
-        answer = isOneOrTwo(block, colon + 1, eol);
-    }
-    pos = eol + 2;
-  }
   // The whole block is checked first: a malformed one is left to the full reader.
-  return answer ?? false;
+  const plain = eachPlainLine(block, (pos, colon, eol) => {
+    if (answer === undefined && colon - pos === QOS_KEY.length && isQosKey(block, pos))
+      answer = isOneOrTwo(block, colon + 1, eol);
+  });
+  return plain ? (answer ?? false) : undefined;
 }
 
 function isQosKey(b: Uint8Array, at: number): boolean {
