@@ -1,4 +1,5 @@
 import type { ISubscription } from "mqtt-packet";
+import type { InboundRecord } from "./inboundState.js";
 
 /** What survives a disconnect of a client with a session expiry. */
 export interface StoredSession {
@@ -8,6 +9,8 @@ export interface StoredSession {
   /** The gateway holding the client's connection, and whether it is connected now. */
   readonly owner?: string | undefined;
   readonly connected?: boolean | undefined;
+  /** The client's QoS 1/2 publishes not yet acknowledged, and QoS 2 ones waiting for PUBREL (inboundState.ts). */
+  readonly inbound?: InboundRecord | undefined;
 }
 
 /** Where MQTT sessions live: the KV bucket in production, memory when no JetStream is there. */

@@ -1,0 +1,41 @@
+/**
+ * What an MQTT session remembers of the client's own QoS 1/2 publishes, so that a resend
+ * is known as one after a reconnect, here or on another gateway (it gets the Nats-Msg-Id
+ * it had, and the stream keeps one copy), and a QoS 2 publish is passed on once
+ * [MQTT-4.3.3-9]. A publish's identity is the publish, never its content: a new message
+ * gets a new id whatever its packet id and payload (docs/decisions/publish-identity.md).
+ *
+ * The session owns the persistence: `persist` writes the session record now (the sessions
+ * bucket for a session that outlives its connection; nothing for one that does not).
+ */
+export class InboundState {
+  /** Packet id -> Nats-Msg-Id of a QoS 1/2 publish taken and not yet acknowledged to the client. */
+  readonly unacked = new Map<number, string>();
+  /** Packet id -> Nats-Msg-Id of a QoS 2 publish stored and PUBRECed, waiting for its PUBREL. */
+  readonly qos2 = new Map<number, string>();
+
+  constructor(private readonly persist: () => Promise<void> = async () => {}) {}
+
+  /** Writes the session record now; resolves once it is stored (or at once for a session kept in memory only). */
+  save(): Promise<void> {
+    return this.persist();
+  }
+
+  /** The session record's form: pairs, since JSON has no Map. */
+  toRecord(): InboundRecord | undefined {
+    if (this.unacked.size === 0 && this.qos2.size === 0) return undefined;
+    return { unacked: [...this.unacked], qos2: [...this.qos2] };
+  }
+
+  /** Takes what a saved session remembered (a resume, on this gateway or another). */
+  restore(record: InboundRecord | undefined): void {
+    for (const [id, msgId] of record?.unacked ?? []) this.unacked.set(id, msgId);
+    for (const [id, msgId] of record?.qos2 ?? []) this.qos2.set(id, msgId);
+  }
+}
+
+/** As the sessions bucket keeps it. */
+export interface InboundRecord {
+  readonly unacked?: ReadonlyArray<readonly [number, string]>;
+  readonly qos2?: ReadonlyArray<readonly [number, string]>;
+}
