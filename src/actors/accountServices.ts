@@ -27,6 +27,8 @@ export class AccountServices {
     private readonly core: NatsLease,
     private readonly config: () => GatewayConfig,
     private readonly log: Logger,
+    /** The core connection's own account, as NATS names it ("" when it cannot tell). */
+    private readonly coreAccount: () => Promise<string> = async () => "",
   ) {}
 
   jetstream(account: string): Promise<AccountJetStream> {
@@ -89,8 +91,19 @@ export class AccountServices {
   }
 
   private async open(account: string): Promise<AccountJetStream> {
-    const user = this.config().gateway_users[account];
-    const lease = user ? await this.bridge.acquire(await bridgeCredentials(user)) : this.core;
+    const users = this.config().gateway_users;
+    const user = users[account];
+    let lease: NatsLease;
+    if (user) lease = await this.bridge.acquire(await bridgeCredentials(user), "gateway");
+    else {
+      // The core connection is in one account: what it keeps for a client of another
+      // account (sessions, retained messages, consumers) would be that account's to read.
+      const own = await this.coreAccount();
+      if (Object.keys(users).length > 0 || (account !== "" && own !== "" && account !== own)) {
+        throw new Error(`no gateway user for account ${JSON.stringify(account)} (gateway_users)`);
+      }
+      lease = this.core;
+    }
     return { lease, js: jetstream(lease.nc, { timeout: 5_000 }), jsm: await jetstreamManager(lease.nc, { timeout: 5_000 }) };
   }
 }

@@ -1,8 +1,9 @@
 import { createHash } from "node:crypto";
-import { type Authenticator, AuthorizationError, connect, type NatsConnection, PermissionViolationError } from "@nats-io/transport-node";
+import { type Authenticator, AuthorizationError, connect, createInbox, type NatsConnection, PermissionViolationError } from "@nats-io/transport-node";
 import { Deferred, Effect } from "effect";
 import type { Actor } from "xstate";
 import type { Logger } from "../log.js";
+import { clientInboxPrefix, gatewayInboxPrefix } from "../protocol/deliveryGuard.js";
 import { natsConnectionMachine } from "../machines/natsConnection.js";
 import { startMachine } from "./machineActor.js";
 import type { ActorRegistry } from "./registry.js";
@@ -20,6 +21,15 @@ export interface Credentials {
 }
 
 export type LeaseStatus = "up" | "down";
+
+/**
+ * Whose connection it is (docs/decisions/trust-model.md). `client`: made with a client's
+ * credentials, shared by the clients that present the same ones. `gateway`: the
+ * gateway's own (a gateway user, the single-account core connection), never shared with
+ * clients even when the credentials are equal (both anonymous, say), so no client
+ * subscription on it sees the gateway's replies.
+ */
+export type ConnectionRole = "client" | "gateway";
 
 /** A client's hold on a NATS connection made with its own credentials. */
 export interface NatsLease {
@@ -72,11 +82,11 @@ export class NatsBridge {
 
   constructor(private readonly options: NatsBridgeOptions) {}
 
-  async acquire(creds: Credentials): Promise<NatsLease> {
-    const key = credentialKey(creds);
+  async acquire(creds: Credentials, role: ConnectionRole = "client"): Promise<NatsLease> {
+    const key = role === "gateway" ? `gateway:${credentialKey(creds)}` : credentialKey(creds);
     let entry = this.shared.get(key);
     if (!entry) {
-      entry = this.open(key, creds);
+      entry = this.open(key, creds, role);
       this.shared.set(key, entry);
     }
     entry.refs++;
@@ -121,7 +131,7 @@ export class NatsBridge {
     Deferred.doneUnsafe(entry.released, Effect.void);
   }
 
-  private open(key: string, creds: Credentials): Shared {
+  private open(key: string, creds: Credentials, role: ConnectionRole): Shared {
     const { servers, gatewayId, supervisor, registry, log } = this.options;
     let resolveReady!: (nc: NatsConnection) => void;
     let rejectReady!: (e: Error) => void;
@@ -159,7 +169,9 @@ export class NatsBridge {
             pass: creds.pass,
             token: creds.token,
             ...(creds.authenticator ? { authenticator: creds.authenticator } : {}),
-            name: `mq-gateway ${gatewayId}`,
+            name: role === "gateway" ? `mq-gateway ${gatewayId}` : `mq-gateway ${gatewayId} client`,
+            // Replies to the gateway's own requests are recognisable, and never delivered to clients (deliveryGuard.ts).
+            inboxPrefix: role === "gateway" ? gatewayInboxPrefix(gatewayId) : clientInboxPrefix(gatewayId),
             maxReconnectAttempts: -1,
             reconnectTimeWait: 250,
             noAsyncTraces: true,
@@ -266,6 +278,11 @@ export async function moveConnection(
 export async function flushAndSettle(nc: NatsConnection): Promise<void> {
   await nc.flush();
   await new Promise<void>((resolve) => setImmediate(resolve));
+}
+
+/** A new reply subject under the connection's own inbox prefix (nats.js keeps it in its options). */
+export function inboxOf(nc: NatsConnection): string {
+  return createInbox((nc as { options?: { inboxPrefix?: string } }).options?.inboxPrefix);
 }
 
 /** Clients with equal credentials share one connection; the key never holds a secret in clear. */

@@ -75,14 +75,14 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
     // (a server that requires auth has no anonymous user), else anonymous.
     const coreUser = Object.values(config.gateway_users)[0];
     const core: NatsLease = yield* Effect.tryPromise({
-      try: async () => bridge.acquire(coreUser ? await bridgeCredentials(coreUser) : {}),
+      try: async () => bridge.acquire(coreUser ? await bridgeCredentials(coreUser) : {}, "gateway"),
       catch: (e) => new StartError(`cannot reach NATS at ${servers.join(", ")}: ${(e as Error).message}`),
     });
     yield* Effect.addFinalizer(() => Effect.sync(() => core.release()));
     log.info({ servers, server_version: core.nc.info?.version, server_name: core.nc.info?.server_name }, "connected to NATS");
 
     const accounts = new AccountResolver(() => config.routing);
-    const services = new AccountServices(bridge, core, () => config, log);
+    const services = new AccountServices(bridge, core, () => config, log, () => accounts.resolve(core.nc, undefined));
     const bindings = new Bindings(log, async (account) => (account === null ? core.nc : (await services.jetstream(account)).lease.nc));
     yield* Effect.promise(() => bindings.load(config.bindings));
     // With gateway users, each account's liveness actor answers there (src/actors/admin/liveness.ts).

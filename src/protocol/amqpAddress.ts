@@ -42,13 +42,6 @@ export function subjectIsAdmin(subject: string): boolean {
   return subject.startsWith(ADMIN) && (subject.length === ADMIN.length || subject.startsWith(ADMIN_PREFIX));
 }
 
-/** A pattern whose first token is `*`, `>` or $MQG can match admin subjects: its deliveries need subjectIsAdmin. */
-export function patternMayMatchAdmin(pattern: string): boolean {
-  const dot = pattern.indexOf(".");
-  const first = dot < 0 ? pattern : pattern.slice(0, dot);
-  return first === "*" || first === ">" || first === ADMIN;
-}
-
 const invalid = (description: string) => err<AddressRefusal>({ condition: "amqp:invalid-field", description });
 const unauthorized = (description: string) =>
   err<AddressRefusal>({ condition: "amqp:unauthorized-access", description });

@@ -55,7 +55,7 @@ describe("jetStreamFeed", () => {
     for (let i = 0; i < 5; i++) nc.publish(`feed.${name}`, `m${i}`);
     await nc.flush();
     const s = sink();
-    const feed = jetStreamFeed({ nc, stream: "FEED", consumer: name, sink: s, expiresMs: 5_000, ackWaitMs: 30_000 });
+    const feed = jetStreamFeed({ nc, stream: "FEED", consumer: name, source: "feed.>", sink: s, expiresMs: 5_000, ackWaitMs: 30_000 });
     feed.want(2);
     await eventually(() => (s.offered.length === 2 ? true : undefined), 5_000, "two offered");
     // The link holds those two now: it wants nothing more.
@@ -74,7 +74,7 @@ describe("jetStreamFeed", () => {
   it("renews a pull that ran out, so a message published later still arrives", async () => {
     const name = await consumer("renew");
     const s = sink();
-    const feed = jetStreamFeed({ nc, stream: "FEED", consumer: name, sink: s, expiresMs: 1_000, ackWaitMs: 30_000 });
+    const feed = jetStreamFeed({ nc, stream: "FEED", consumer: name, source: "feed.>", sink: s, expiresMs: 1_000, ackWaitMs: 30_000 });
     feed.want(1);
     await eventually(() => (s.refills() > 0 ? true : undefined), 5_000, "the first pull expired");
     feed.want(1);
@@ -89,6 +89,7 @@ describe("jetStreamFeed", () => {
       nc,
       stream: "FEED",
       consumer: name,
+      source: "feed.>",
       sink: sink(),
       expiresMs: 30_000,
       ackWaitMs: 30_000,
@@ -104,7 +105,7 @@ describe("jetStreamFeed", () => {
     nc.publish(`feed.${name}`, "held");
     await nc.flush();
     const s = sink();
-    const feed = jetStreamFeed({ nc, stream: "FEED", consumer: name, sink: s, expiresMs: 5_000, ackWaitMs: 30_000 });
+    const feed = jetStreamFeed({ nc, stream: "FEED", consumer: name, source: "feed.>", sink: s, expiresMs: 5_000, ackWaitMs: 30_000 });
     feed.want(1);
     await eventually(() => (s.offered.length === 1 ? true : undefined), 5_000, "held");
     feed.close();
@@ -114,6 +115,7 @@ describe("jetStreamFeed", () => {
       nc,
       stream: "FEED",
       consumer: name,
+      source: "feed.>",
       sink: next,
       expiresMs: 5_000,
       ackWaitMs: 30_000,
@@ -136,6 +138,7 @@ describe("jetStreamFeed", () => {
       nc,
       stream: "FEED",
       consumer: "never-made",
+      source: "feed.>",
       sink: recording(),
       expiresMs: 5_000,
       ackWaitMs: 30_000,
@@ -150,6 +153,7 @@ describe("jetStreamFeed", () => {
       nc,
       stream: "FEED",
       consumer: name,
+      source: "feed.>",
       sink: recording(),
       expiresMs: 5_000,
       ackWaitMs: 30_000,
@@ -181,6 +185,7 @@ describe("jetStreamFeed", () => {
         nc: bareNc,
         stream: "FEED",
         consumer: "later",
+        source: "feed.>",
         sink: {
           ...s,
           refill: () => {

@@ -10,6 +10,8 @@ export interface GatewayHandle {
   readonly process: ChildProcess;
   readonly listeners: Record<string, string>;
   readonly id: string;
+  /** The config file it runs on (rewrite it and send SIGHUP to reload). */
+  readonly file: string;
   /** Every log line so far, parsed. */
   readonly logs: Array<Record<string, unknown>>;
   port(name: string): number;
@@ -86,6 +88,7 @@ export async function startGateway(options: { nats?: string; config?: Record<str
     process: proc,
     listeners,
     id: String(serving.id),
+    file,
     logs,
     port: (name) => Number(listeners[name]?.split(":").pop()),
     waitForLog,

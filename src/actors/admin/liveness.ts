@@ -26,7 +26,7 @@ export const livenessActor = (deps: {
     });
     const lease = yield* Effect.acquireRelease(
       Effect.tryPromise({
-        try: () => deps.bridge.acquire(creds),
+        try: () => deps.bridge.acquire(creds, "gateway"),
         catch: (e) => new Error(`gateway user of ${deps.account}: ${(e as Error).message}`),
       }),
       (l) => Effect.sync(() => l.release()),

@@ -1,5 +1,5 @@
 import type { NatsConnection, Subscription } from "@nats-io/transport-node";
-import { patternMayMatchAdmin, subjectIsAdmin } from "../../protocol/amqpAddress.js";
+import { coreDeliverable } from "../../protocol/deliveryGuard.js";
 import type { Feed, FeedSink } from "./feed.js";
 
 /**
@@ -7,8 +7,6 @@ import type { Feed, FeedSink } from "./feed.js";
  * what the client has no credit for waits in the link's bounded queue.
  */
 export function coreFeed(nc: NatsConnection, subject: string, sink: FeedSink): Feed {
-  // `*.x` and `>` also match $MQG subjects, which no AMQP client may read.
-  const guard = patternMayMatchAdmin(subject);
   let sub: Subscription | undefined = nc.subscribe(subject, {
     callback: (e, m) => {
       if (e) {
@@ -18,8 +16,10 @@ export function coreFeed(nc: NatsConnection, subject: string, sink: FeedSink): F
         });
         return;
       }
-      if (guard && subjectIsAdmin(m.subject)) return;
-      sink.offer({ subject: m.subject, headers: m.headers, data: m.data, reply: m.reply || undefined });
+      const reply = m.reply || undefined;
+      // Never the gateway's own subjects, nor a JetStream delivery routed to an inbox this matches (deliveryGuard.ts).
+      if (!coreDeliverable(subject, m.subject, reply)) return;
+      sink.offer({ subject: m.subject, headers: m.headers, data: m.data, reply });
     },
   });
   return {

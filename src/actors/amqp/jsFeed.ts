@@ -1,10 +1,14 @@
-import { createInbox, type Msg, type NatsConnection, type Subscription } from "@nats-io/transport-node";
+import type { Msg, NatsConnection, Subscription } from "@nats-io/transport-node";
+import { storedDeliverable } from "../../protocol/deliveryGuard.js";
+import { inboxOf } from "../natsBridge.js";
 import type { Feed, FeedSink, Outcome, Pending } from "./feed.js";
 
 export interface JetStreamFeedOptions {
   readonly nc: NatsConnection;
   readonly stream: string;
   readonly consumer: string;
+  /** The link's source address: a delivery on a subject outside it is never offered (deliveryGuard.ts). */
+  readonly source: string;
   readonly sink: FeedSink;
   /** How long one pull waits for messages. */
   readonly expiresMs: number;
@@ -102,7 +106,8 @@ class JetStreamFeed implements Feed {
 
   private pull(batch: number, noWait: boolean): Promise<void> {
     return new Promise((resolve) => {
-      const inbox = createInbox();
+      // The client connection's gateway inbox (_INBOX.MQGW.<id>): never delivered to a client subscription.
+      const inbox = inboxOf(this.o.nc);
       const pull: Pull = {
         started: Date.now(),
         noWait,
@@ -128,6 +133,13 @@ class JetStreamFeed implements Feed {
     }
     pull.remaining--;
     this.requested--;
+    if (!storedDeliverable([this.o.source], m.subject)) {
+      // Only an operator queue whose filter changed after attach delivers outside its
+      // address: not the client's to read, and not ours to drop; JetStream offers it again later.
+      this.o.nc.publish(m.reply, `-NAK {"delay":${this.o.ackWaitMs * 1_000_000}}`);
+      if (pull.remaining <= 0) this.end(pull);
+      return;
+    }
     const pending: Pending = {
       subject: m.subject,
       headers: m.headers,

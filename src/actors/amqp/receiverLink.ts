@@ -263,6 +263,7 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
       nc,
       stream: plan.stream,
       consumer: info.name,
+      source: plan.subject,
       sink: this,
       expiresMs: this.ctx.settings.pullExpiresMs,
       ackWaitMs: info.config.ack_wait ? info.config.ack_wait / 1_000_000 : DEFAULT_ACK_WAIT_MS,

@@ -1,4 +1,5 @@
-import { createInbox, type Msg, type NatsConnection, type Subscription } from "@nats-io/transport-node";
+import type { Msg, NatsConnection, Subscription } from "@nats-io/transport-node";
+import { inboxOf } from "../natsBridge.js";
 
 /**
  * Pull requests of a durable pull consumer that overlap, on one inbox subscription read
@@ -25,7 +26,7 @@ interface OpenRequest {
 }
 
 export class PullWindow {
-  private readonly inbox = createInbox();
+  private readonly inbox: string;
   private readonly subject: string;
   private readonly open: OpenRequest[] = [];
   private outstanding = 0;
@@ -45,6 +46,8 @@ export class PullWindow {
     private readonly onMessage: (m: Msg) => void,
   ) {
     this.subject = `$JS.API.CONSUMER.MSG.NEXT.${stream}.${consumer}`;
+    // The gateway user's own inbox prefix ($MQG.inbox.<id>): no client subscription is served from it.
+    this.inbox = inboxOf(nc);
   }
 
   start(): void {

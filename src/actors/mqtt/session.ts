@@ -1,5 +1,6 @@
 import type { Msg } from "@nats-io/transport-node";
 import type { ISubscribePacket, IUnsubscribePacket, Packet } from "mqtt-packet";
+import { storedDeliverable } from "../../protocol/deliveryGuard.js";
 import { Reason, SubackFailureV4 } from "../../protocol/mqttReasons.js";
 import { natsToMqttPublish } from "../../protocol/natsToMqtt.js";
 import type { AccountServices } from "../accountServices.js";
@@ -279,6 +280,10 @@ export class ClientSession {
       this.held.push(() => this.deliverStored(sub, m, d, checked));
       return;
     }
+    if (!checked && !storedDeliverable(sub.subjects, m.subject)) {
+      d.ack(m); // not on this subscription's subjects: never the client's
+      return;
+    }
     const may = checked || this.mayRead(sub, m.subject);
     if (may !== true) {
       // Denied: consumed for this client, which may not read it. Unknown (NATS away): left for redelivery.
@@ -302,6 +307,7 @@ export class ClientSession {
   private async sendRetained(sub: ActiveSubscription): Promise<void> {
     const found = await this.deps.retained.matching(this.link.account, sub.subjects).catch(() => []);
     for (const r of found) {
+      if (!storedDeliverable(sub.subjects, r.subject)) continue;
       const may = this.mayRead(sub, r.subject);
       if (may === true || (await may) === true) this.deliver(sub, r.subject, r.headers, r.data, undefined, true);
     }

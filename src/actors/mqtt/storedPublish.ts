@@ -1,5 +1,5 @@
+import { inboxOf } from "../natsBridge.js";
 import {
-  createInbox,
   type Msg,
   type MsgHdrs,
   type NatsConnection,
@@ -76,7 +76,8 @@ export class StoredPublisher {
   private sweeper: ReturnType<typeof setInterval> | undefined;
 
   private constructor(private readonly nc: NatsConnection) {
-    this.prefix = `${createInbox()}.`;
+    // _INBOX.MQGW.<id> on a client's connection: recognisably the gateway's (deliveryGuard.ts).
+    this.prefix = `${inboxOf(nc)}.`;
     void this.watchDenials();
   }
 

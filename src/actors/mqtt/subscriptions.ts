@@ -6,6 +6,7 @@ import type { Result } from "../../protocol/result.js";
 import { err, ok } from "../../protocol/result.js";
 import { isAdminSubject } from "../../protocol/mqttToNats.js";
 import { Reason } from "../../protocol/mqttReasons.js";
+import { coreDeliverable } from "../../protocol/deliveryGuard.js";
 import { headerPairsOf } from "./natsHeaders.js";
 
 /** One MQTT subscription: its filter, options and the NATS subscriptions behind it. */
@@ -56,14 +57,16 @@ export function openSubscription(
 ): ActiveSubscription {
   const active: ActiveSubscription = { ...plan, nats: [] };
   for (const subject of plan.subjects) {
-    // Without wildcards every message's subject is this one: not decoded again per message.
-    const exact = !subject.includes("*") && !subject.includes(">");
     active.nats.push(
       nc.subscribe(subject, {
         ...(plan.queue ? { queue: plan.queue } : {}),
         callback: (e, m) => {
           if (e || skip?.(m)) return;
-          onMessage(active, exact ? subject : m.subject, headerPairsOf(m), m.data, m.reply || undefined);
+          const reply = m.reply || undefined;
+          // The gateway's own traffic and JetStream deliveries routed to an inbox this
+          // subscription matches are not the client's (deliveryGuard.ts).
+          if (!coreDeliverable(subject, m.subject, reply)) return;
+          onMessage(active, m.subject, headerPairsOf(m), m.data, reply);
         },
       }),
     );
