@@ -91,6 +91,11 @@ export interface GatewayConfig {
     /** Where the embedded nats-server listens for clients (used only when servers is empty). An addition to the CONTRACT. */
     readonly embedded_listen: ListenAddress;
     readonly tls: ClientTls | null;
+    /**
+     * nats-server's max_control_line, in bytes: subjects and client ids whose protocol
+     * lines would not fit are refused before they reach NATS (docs/decisions/trust-model.md). An addition.
+     */
+    readonly max_control_line: number;
   };
   /** null: no admin connection, no admin API. */
   readonly admin: Credentials | null;
@@ -135,6 +140,8 @@ export interface GatewayConfig {
     readonly max_topic_levels: number;
     /** From accept to MQTT CONNECT / AMQP open, in milliseconds. */
     readonly connect_timeout: number;
+    /** Bytes all MQTT sockets together may hold before their CONNECT is complete. An addition. */
+    readonly max_connect_buffer: number;
   };
   readonly source: ConfigSource;
 }
@@ -430,6 +437,8 @@ export const configFileSchema = z
             .prefault("127.0.0.1:4222")
             .refine((l) => l !== null, "the embedded nats-server needs an address")
             .transform((l) => l as ListenAddress),
+          // nats-server's max_control_line (its default): the longest protocol line it reads.
+          max_control_line: size.prefault("4KiB").pipe(z.number().min(1024, "must be at least 1KiB").max(64 * 1024 * 1024, "must be at most 64MiB")),
         })
         .prefault({}),
     ),
@@ -454,6 +463,7 @@ export const configFileSchema = z
           max_subscriptions_per_client: count().default(1_000),
           max_topic_levels: count().default(128),
           connect_timeout: duration.prefault("10s").pipe(z.number().min(1, "must be more than 0s")),
+          max_connect_buffer: size.prefault("16MiB").pipe(z.number().min(1, "must be more than 0")),
         })
         .prefault({}),
     ),

@@ -1,6 +1,7 @@
 import type { MqttSettings } from "../actors/mqtt/settings.js";
 import type { GatewayConfig } from "../config/schema.js";
 import type { Route } from "../protocol/mqttToNats.js";
+import { lineLimits } from "../protocol/natsLimits.js";
 import { parseTemplate } from "../protocol/route.js";
 
 /** GatewayConfig -> what an MQTT connection reads; rebuilt on reload. */
@@ -9,6 +10,7 @@ export function mqttSettingsOf(config: GatewayConfig): MqttSettings {
     const t = parseTemplate(r.template);
     return t.ok ? [{ subject: r.subject, template: t.value }] : [];
   });
+  const lines = lineLimits(config.nats.max_control_line, config.id, config.mqtt.sessions_bucket);
   return {
     maxPacketSize: config.mqtt.max_packet_size,
     receiveMaximum: config.mqtt.receive_maximum,
@@ -22,5 +24,7 @@ export function mqttSettingsOf(config: GatewayConfig): MqttSettings {
     routes: new Map(routeList.map((r) => [r.subject, r])),
     routeList,
     maxQueuedBytes: 8 * 1024 * 1024,
+    maxSubjectBytes: lines.subjectBytes,
+    maxClientIdBytes: lines.clientIdBytes,
   };
 }

@@ -3,6 +3,7 @@
  * addresses"). An address is the NATS subject itself, with no conversion; a refusal
  * carries the AMQP condition of CONTRACT.md's error table for the detach.
  */
+import { isGatewayOwn } from "./deliveryGuard.js";
 import { err, ok, type Result } from "./result.js";
 import { isWhitespaceOrControl } from "./topic.js";
 
@@ -30,17 +31,15 @@ export type SourceAddress =
   | { readonly kind: "dynamic" };
 
 const ADMIN = "$MQG";
-const ADMIN_PREFIX = "$MQG.";
 const QUEUE_SEPARATOR = "::";
 
 /**
  * The gateway's own subjects, refused to MQTT and AMQP clients alike. CONTRACT.md fixes
  * the prefix as $MQG; the `$MQGW.admin.>` in mapping-to-nats.md is a typo for it, so
- * `$MQGW...` is an ordinary subject.
+ * `$MQGW...` is an ordinary subject. `_INBOX.MQGW.>` (the gateway's requests on client
+ * connections) is the gateway's too (deliveryGuard.ts).
  */
-export function subjectIsAdmin(subject: string): boolean {
-  return subject.startsWith(ADMIN) && (subject.length === ADMIN.length || subject.startsWith(ADMIN_PREFIX));
-}
+export const subjectIsAdmin = isGatewayOwn;
 
 const invalid = (description: string) => err<AddressRefusal>({ condition: "amqp:invalid-field", description });
 const unauthorized = (description: string) =>
@@ -115,6 +114,11 @@ export function validateRelayTo(to: string | null | undefined): Result<string, A
   if (isAbsent(to)) return invalid("a message to the anonymous relay needs a to address");
   const checked = checkSubject(to, "to", false);
   return checked.ok ? ok(to) : checked;
+}
+
+/** An address whose NATS protocol line would not fit (nats.max_control_line; natsLimits.ts). */
+export function addressTooLong(maxBytes: number): AddressRefusal {
+  return { condition: "amqp:invalid-field", description: `address longer than ${maxBytes} bytes (nats.max_control_line)` };
 }
 
 /**

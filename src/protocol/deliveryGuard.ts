@@ -43,6 +43,15 @@ export function coreDeliverable(pattern: string, subject: string, reply: string 
 }
 
 /**
+ * The reply subject a client is shown (MQTT Response Topic, AMQP reply-to): not one of
+ * the gateway's inboxes. A stored publish's core copy carries its JetStream ack inbox as
+ * reply; a reader answering it would forge the stream's acknowledgement.
+ */
+export function clientReply(reply: string | undefined): string | undefined {
+  return reply === undefined || isGatewayOwn(reply) ? undefined : reply;
+}
+
+/**
  * A message the gateway read for a client with its own user (a stored delivery from the
  * session's consumer, a retained message): its subject must match one of the subjects
  * the client's subscription maps to.

@@ -2,6 +2,8 @@ import { type MessageMeta, metaToHeaders } from "./headers.js";
 import { Reason } from "./mqttReasons.js";
 import { err, ok, type Result } from "./result.js";
 import { agreesWithProps, buildSubject, matchBuiltSubject, type RouteTemplate } from "./route.js";
+import { isGatewayOwn } from "./deliveryGuard.js";
+import { publishSubjectProblem } from "./natsLimits.js";
 import { publishTopicToSubject } from "./topic.js";
 
 /** The MQTT 5 PUBLISH properties the mapping reads (as mqtt-packet decodes them). */
@@ -43,6 +45,8 @@ export interface PublishContext {
    * compares this header with the receiving client's own id (docs/performance.md).
    */
   readonly markClientId?: boolean;
+  /** Subject plus reply, in UTF-8 bytes, that fit a NATS protocol line (natsLimits.ts); 0 or absent: no limit. */
+  readonly maxSubjectBytes?: number;
 }
 
 export interface NatsPublish {
@@ -58,9 +62,8 @@ export interface Refusal {
   readonly reason: string;
 }
 
-export function isAdminSubject(subject: string): boolean {
-  return subject === "$MQG" || subject.startsWith("$MQG.");
-}
+/** `$MQG.>` and `_INBOX.MQGW.>`: the gateway's own subjects, refused to clients (deliveryGuard.ts). */
+export const isAdminSubject = isGatewayOwn;
 
 /**
  * PUBLISH -> NATS message, or the refusal the client must get. Pure: the actor decides
@@ -76,6 +79,7 @@ export function mqttPublishToNats(p: InboundPublish, ctx: PublishContext): Resul
   const props = v5 ? p.properties : undefined;
   const userProps = props?.userProperties ? flattenUserProperties(props.userProperties) : undefined;
 
+  let routed = false;
   if (v5 && ctx.routeList.length > 0) {
     const lookup = (name: string) => userProps?.find(([k]) => k === name)?.[1];
     const route = ctx.routes.get(subject);
@@ -85,6 +89,7 @@ export function mqttPublishToNats(p: InboundPublish, ctx: PublishContext): Resul
         return err({ reasonCode: Reason.implementationSpecific, reason: `route property missing: ${built.error.missing}` });
       }
       subject = built.value;
+      routed = true;
     } else {
       // A send straight to a subject a template makes must agree with its properties.
       for (const r of ctx.routeList) {
@@ -109,6 +114,10 @@ export function mqttPublishToNats(p: InboundPublish, ctx: PublishContext): Resul
     if (!r.ok) return err({ reasonCode: Reason.topicNameInvalid, reason: `response topic: ${r.error}` });
     reply = r.value;
   }
+  // The subject NATS gets, routed or not, and its reply pass the door's checks (a route
+  // builds from client-chosen values; a line too long would close a shared connection).
+  const problem = publishSubjectProblem(subject, reply, ctx.maxSubjectBytes ?? 0, routed);
+  if (problem) return err({ reasonCode: problem.kind === "reserved" ? Reason.notAuthorized : Reason.topicNameInvalid, reason: problem.reason });
 
   // The common case, a QoS 0 publish with nothing to say, is a plain PUB (docs/performance.md).
   if (p.qos === 0 && !p.retain && props === undefined && ctx.markClientId === false) return ok({ subject, headers: undefined, reply });

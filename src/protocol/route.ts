@@ -57,6 +57,9 @@ export function parseTemplate(template: string): Result<RouteTemplate> {
     names.push(name);
   }
   if (names.length === 0) return err(`template "${template}" has no {name} placeholder`);
+  const first = tokens[0]!;
+  if (first.kind === "literal" && (first.text === "$MQG" || (first.text === "_INBOX" && tokens[1]?.kind === "literal" && tokens[1].text === "MQGW")))
+    return err(`template "${template}" builds subjects reserved for the gateway`);
   return ok({ template, tokens, names });
 }
 
@@ -78,6 +81,8 @@ export function buildSubject(t: RouteTemplate, props: Props): Result<string, { m
 
 const HEX = "0123456789ABCDEF";
 
+const DOLLAR = 0x24;
+
 function needsEncoding(c: number): boolean {
   // . / + # and % are the characters the spec names; `%` so that decoding is exact.
   return c === 0x2e || c === 0x25 || c === 0x2f || c === 0x2b || c === 0x23 || isWhitespaceOrControl(c);
@@ -85,7 +90,7 @@ function needsEncoding(c: number): boolean {
 
 /**
  * One literal NATS token for any value: the spec's characters (`.`, `%`, `/`, `+`, `#`,
- * whitespace, controls) become `%XX` of their UTF-8 bytes, upper-case hex. Other
+ * whitespace, controls) and a leading `$` become `%XX` of their UTF-8 bytes, upper-case hex. Other
  * non-ASCII stays as it is, so NATS clients can subscribe to `orders.zürich`. A lone
  * surrogate (no UTF-8 form) is written as U+FFFD, as any UTF-8 encoder would.
  */
@@ -93,11 +98,18 @@ export function encodeRouteValue(v: string): string {
   if (v === "") return "%"; // a token cannot be empty, and no other encoding is a lone %
   if (v === "*") return "%2A";
   if (v === ">") return "%3E";
-  let i = 0;
-  while (i < v.length && !needsEncoding(v.charCodeAt(i)) && !isSurrogate(v.charCodeAt(i))) i++;
-  if (i === v.length) return v;
+  // A leading `$` names a system namespace when the value lands first ($MQG, $JS, $SYS,
+  // $KV), and a `$` topic escapes MQTT's `#` and `+` [MQTT-4.7.2-1]: a value is data, never that.
+  if (v.charCodeAt(0) === DOLLAR) return `%24${encodeChars(v, 1)}`;
+  return encodeChars(v, 0);
+}
 
-  let out = v.slice(0, i);
+function encodeChars(v: string, from: number): string {
+  let i = from;
+  while (i < v.length && !needsEncoding(v.charCodeAt(i)) && !isSurrogate(v.charCodeAt(i))) i++;
+  if (i === v.length) return from === 0 ? v : v.slice(from);
+
+  let out = v.slice(from, i);
   for (; i < v.length; i++) {
     const c = v.charCodeAt(i);
     if (isSurrogate(c)) {

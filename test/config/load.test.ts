@@ -34,7 +34,7 @@ describe("defaults", () => {
     const c = config(await loadConfig({ flags: {} }));
     expect(c.id).toMatch(/^[0-9a-f]{16}$/);
     expect(c.source.id_generated).toBe(true);
-    expect(c.nats).toEqual({ servers: [], tls: null, embedded_listen: { host: "127.0.0.1", port: 4222 } });
+    expect(c.nats).toEqual({ servers: [], tls: null, embedded_listen: { host: "127.0.0.1", port: 4222 }, max_control_line: 4096 });
     expect(c.admin).toBeNull();
     expect(c.gateway_users).toEqual({});
     expect(c.mqtt).toEqual({
@@ -69,6 +69,7 @@ describe("defaults", () => {
       max_subscriptions_per_client: 1000,
       max_topic_levels: 128,
       connect_timeout: 10_000,
+      max_connect_buffer: 16 * 1024 * 1024,
     });
     expect(c.data).toBe(join(process.cwd(), "data"));
   });

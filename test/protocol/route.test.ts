@@ -77,7 +77,10 @@ describe("encodeRouteValue (spec rules)", () => {
     ["non-ASCII, kept", "zürich", "zürich"],
     ["an emoji, kept", "😀", "😀"],
     ["a lone surrogate, as U+FFFD", "a\ud800", "a%EF%BF%BD"],
-    ["$, kept", "$SYS", "$SYS"],
+    ["a leading $ (a value never names a system namespace)", "$SYS", "%24SYS"],
+    ["a lone $", "$", "%24"],
+    ["a leading $ with more to encode", "$a.b", "%24a%2Eb"],
+    ["$ inside a value, kept", "US$", "US$"],
     ["a plain value, unchanged", "eu", "eu"],
   ])("%s: %j -> %j", (_name, value, encoded) => {
     expect(encodeRouteValue(value)).toBe(encoded);
@@ -94,6 +97,7 @@ describe("encodeRouteValue (spec rules)", () => {
     ["%C3%BC", "ü"],
     ["%FF", "\ufffd"],
     ["%EF%BB%BFx", "\ufeffx"],
+    ["%24MQG", "$MQG"],
   ])("decodeRouteValue(%j) -> %j", (encoded, value) => {
     expect(decodeRouteValue(encoded)).toBe(value);
   });
@@ -139,6 +143,8 @@ describe("parseTemplate", () => {
     ["whitespace", "orders.{re gion}", "whitespace"],
     ["a control character", "orders\x01.{region}", "control"],
     ["a name used twice", "{a}.{a}", "twice"],
+    ["the gateway's namespace", "$MQG.{a}", "reserved for the gateway"],
+    ["the gateway's client inboxes", "_INBOX.MQGW.{a}", "reserved for the gateway"],
   ])("refuses %s: %j", (_name, text, reason) => {
     const r = parseTemplate(text);
     expect(r.ok).toBe(false);
@@ -205,14 +211,15 @@ const value = fc.oneof(
     unit: fc.constantFrom(..."a.%/+#*> \t\x00\x7f\u0085\u2028é😀\ufeff"),
     maxLength: 8,
   }),
-  fc.constantFrom("", "*", ">", "%", "%2A", "%%", "%25"),
+  fc.constantFrom("", "*", ">", "%", "%2A", "%%", "%25", "$", "$MQG", "$JS", "MQGW", "%24MQG", "alive", "retained"),
+  fc.string({ unit: fc.constantFrom(..."$MQG.a"), maxLength: 6 }),
 );
 
 const isValidPublishSubject = (s: string): boolean =>
   s.split(".").every((tok) => tok !== "" && tok !== "*" && tok !== ">") &&
   ![...s].some((ch) => isWhitespaceOrControl(ch.codePointAt(0)!));
 
-const templates = fc.constantFrom("orders.{region}", "{a}", "{a}.{b}", "x.{a}.y.{b}.z", "$app.{a}", "a//b.{a}");
+const templates = fc.constantFrom("orders.{region}", "{a}", "{a}.{b}", "{a}.{b}.{region}", "x.{a}.y.{b}.z", "$app.{a}", "a//b.{a}", "_INBOX.{a}.{b}");
 
 describe("properties", () => {
   it("decodeRouteValue(encodeRouteValue(v)) === v", () => {
@@ -233,6 +240,18 @@ describe("properties", () => {
         expect(isValidPublishSubject(e)).toBe(true);
         // Every % starts an upper-case escape, except the lone % of the empty value.
         if (e !== "%") expect(e.replace(/%[0-9A-F]{2}/g, "")).not.toContain("%");
+      }),
+      RUNS,
+    );
+  });
+
+  it("a value never starts a token with $, so a route cannot name $MQG, $JS or $SYS, nor hide from MQTT's # and +", () => {
+    fc.assert(
+      fc.property(templates, value, value, value, (text, a, b, region) => {
+        const built = buildSubject(template(text), propsOf({ a, b, region }));
+        if (!built.ok) throw new Error("unreachable");
+        const literals = new Set(template(text).tokens.flatMap((t) => (t.kind === "literal" ? [t.text] : [])));
+        for (const tok of built.value.split(".")) if (!literals.has(tok)) expect(tok.startsWith("$")).toBe(false);
       }),
       RUNS,
     );

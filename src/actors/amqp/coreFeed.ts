@@ -1,5 +1,5 @@
 import type { NatsConnection, Subscription } from "@nats-io/transport-node";
-import { coreDeliverable } from "../../protocol/deliveryGuard.js";
+import { clientReply, coreDeliverable } from "../../protocol/deliveryGuard.js";
 import type { Feed, FeedSink } from "./feed.js";
 
 /**
@@ -19,7 +19,7 @@ export function coreFeed(nc: NatsConnection, subject: string, sink: FeedSink): F
       const reply = m.reply || undefined;
       // Never the gateway's own subjects, nor a JetStream delivery routed to an inbox this matches (deliveryGuard.ts).
       if (!coreDeliverable(subject, m.subject, reply)) return;
-      sink.offer({ subject: m.subject, headers: m.headers, data: m.data, reply });
+      sink.offer({ subject: m.subject, headers: m.headers, data: m.data, reply: clientReply(reply) });
     },
   });
   return {

@@ -16,6 +16,8 @@ import { isTyped, messageIdToBytes, messageIdToText } from "../../protocol/amqpV
 import { type MessageMeta, metaToHeaders } from "../../protocol/headers.js";
 import type { Route } from "../../protocol/mqttToNats.js";
 import { err, ok, type Result } from "../../protocol/result.js";
+import { isGatewayOwn } from "../../protocol/deliveryGuard.js";
+import { publishSubjectProblem } from "../../protocol/natsLimits.js";
 import { buildSubject, firstDisagreement } from "../../protocol/route.js";
 
 export interface InboundContext {
@@ -27,6 +29,8 @@ export interface InboundContext {
   readonly routes: ReadonlyMap<string, Route>;
   readonly routeList: readonly Route[];
   readonly now: number;
+  /** Subject plus reply bytes that fit a NATS protocol line (natsLimits.ts); 0 or absent: no limit. */
+  readonly maxSubjectBytes?: number;
 }
 
 export interface NatsMessage {
@@ -93,6 +97,7 @@ export function amqpToNats(encoded: Uint8Array, ctx: InboundContext): Result<Nat
     subject = to.value;
   }
 
+  let routed = false;
   const appProps = head ? headApplicationProperties(head) : [];
   const lookup = (name: string) => appProps.find(([k]) => k === name)?.[1];
   const route = ctx.routes.get(subject);
@@ -104,7 +109,7 @@ export function amqpToNats(encoded: Uint8Array, ctx: InboundContext): Result<Nat
       );
     }
     subject = built.value;
-    // A route template of the operator's own cannot reach $MQG, but a property value could not either: values are encoded.
+    routed = true;
   } else {
     for (const r of ctx.routeList) {
       const name = firstDisagreement(r.template, subject, lookup);
@@ -126,6 +131,16 @@ export function amqpToNats(encoded: Uint8Array, ctx: InboundContext): Result<Nat
   const replyTo = text(field(properties, P.replyTo));
   // Only a subject can be replied to on NATS; anything else would break a NATS service's reply.
   const reply = replyTo !== undefined && classifyTarget(replyTo, false).ok ? replyTo : undefined;
+  if (replyTo !== undefined && isGatewayOwn(replyTo))
+    return err(refusal("amqp:unauthorized-access", `reply-to ${JSON.stringify(replyTo.slice(0, 80))} is reserved for the gateway`, "admin_subject"));
+  // What NATS gets, routed or not, passes the door's checks: a route builds from the sender's values.
+  const problem = publishSubjectProblem(subject, reply, ctx.maxSubjectBytes ?? 0, routed);
+  if (problem)
+    return err(
+      problem.kind === "reserved"
+        ? refusal("amqp:unauthorized-access", problem.reason, "admin_subject")
+        : refusal("amqp:invalid-field", problem.reason, "bad_address"),
+    );
   const messageId = messageIdToText(field(properties, P.messageId));
   const correlation = messageIdToBytes(field(properties, P.correlationId));
   const contentType = text(field(properties, P.contentType));

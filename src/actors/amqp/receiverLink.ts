@@ -4,7 +4,8 @@ import { createInbox, nanos } from "@nats-io/transport-node";
 import type { Delivery, EventContext, Sender } from "rhea";
 import type { Actor } from "xstate";
 import type { amqpReceiverLinkMachine, LinkError } from "../../machines/amqpLink.js";
-import { classifySource, tooManyTokens } from "../../protocol/amqpAddress.js";
+import { addressTooLong, classifySource, tooManyTokens } from "../../protocol/amqpAddress.js";
+import { tooLong } from "../../protocol/natsLimits.js";
 import type { LinkContext } from "./context.js";
 import { coreFeed } from "./coreFeed.js";
 import { closedByClient, findDurable, linkNameOf, openDurable } from "./durable.js";
@@ -172,6 +173,9 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
       // Queue addresses too: the part before `::` is the subject the queue reads.
       const deep = tooManyTokens(classified.value.subject, this.ctx.maxTopicLevels);
       if (deep) return this.refused(deep);
+      // Before the SUB or consumer request: nats-server closes a connection whose line is too long.
+      if (tooLong(classified.value.subject, undefined, this.ctx.settings.maxSubjectBytes))
+        return this.refused(addressTooLong(this.ctx.settings.maxSubjectBytes));
     }
     const mode = (this.link.snd_settle_mode ?? 2) as SettleMode;
     let plan: SourcePlan;

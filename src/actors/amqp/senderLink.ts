@@ -3,7 +3,8 @@ import { createInbox } from "@nats-io/transport-node";
 import type { Delivery, EventContext, Receiver } from "rhea";
 import type { Actor } from "xstate";
 import type { amqpSenderLinkMachine, LinkError } from "../../machines/amqpLink.js";
-import { classifyTarget, tooManyTokens } from "../../protocol/amqpAddress.js";
+import { addressTooLong, classifyTarget, tooManyTokens } from "../../protocol/amqpAddress.js";
+import { tooLong } from "../../protocol/natsLimits.js";
 import type { LinkContext } from "./context.js";
 import { amqpToNats, type Refusal } from "./inbound.js";
 import type { LinkEdge } from "./linkActor.js";
@@ -131,6 +132,8 @@ export class SenderLink implements LinkEdge<Machine> {
     const target = classified.value;
     const deep = target.kind === "subject" ? tooManyTokens(target.subject, this.ctx.maxTopicLevels) : undefined;
     if (deep) return this.refuseAttach(deep);
+    if (target.kind === "subject" && tooLong(target.subject, undefined, this.ctx.settings.maxSubjectBytes))
+      return this.refuseAttach(addressTooLong(this.ctx.settings.maxSubjectBytes));
     this.target = target.kind === "subject" ? target.subject : target.kind === "dynamic" ? createInbox() : null;
     sendIfActive(this.actor, { type: "RESOLVED", address: this.target });
   }
@@ -222,6 +225,7 @@ export class SenderLink implements LinkEdge<Machine> {
       routes: this.ctx.settings.routes,
       routeList: this.ctx.settings.routeList,
       now: Date.now(),
+      maxSubjectBytes: this.ctx.settings.maxSubjectBytes,
     });
     if (!mapped.ok) {
       this.refuse(d, settled, mapped.error);

@@ -1,5 +1,6 @@
 import type { GatewayConfig, SaslMechanism } from "../../config/schema.js";
 import type { Route } from "../../protocol/mqttToNats.js";
+import { lineLimits } from "../../protocol/natsLimits.js";
 import { parseTemplate } from "../../protocol/route.js";
 
 /**
@@ -27,6 +28,8 @@ export interface AmqpSettings {
   readonly storedPublishTimeoutMs: number;
   /** How long a JetStream pull waits for messages before it is renewed. */
   readonly pullExpiresMs: number;
+  /** Address (plus reply-to) bytes that fit a NATS protocol line (protocol/natsLimits.ts). */
+  readonly maxSubjectBytes: number;
 }
 
 export function amqpSettingsOf(config: GatewayConfig): AmqpSettings {
@@ -49,6 +52,7 @@ export function amqpSettingsOf(config: GatewayConfig): AmqpSettings {
     maxQueuedPerLink: 1_000,
     storedPublishTimeoutMs: 5_000,
     pullExpiresMs: 30_000,
+    maxSubjectBytes: lineLimits(config.nats.max_control_line, config.id, config.mqtt.sessions_bucket).subjectBytes,
   };
 }
 

@@ -3,6 +3,7 @@ import type { IConnectPacket, Packet } from "mqtt-packet";
 import type { ConnectRequest, WillMessage } from "../../machines/mqttConnection.js";
 import { ConnackV4, Reason } from "../../protocol/mqttReasons.js";
 import type { Credentials } from "../natsBridge.js";
+import { tooLong } from "../../protocol/natsLimits.js";
 import type { MqttSettings } from "./settings.js";
 
 /** What a CONNECT asks for, or the CONNACK that refuses it (then the connection closes). */
@@ -41,6 +42,17 @@ export function readConnect(p: IConnectPacket, settings: MqttSettings): ConnectO
     }
     clientId = `mqgw-${randomBytes(8).toString("hex")}`;
     assignedId = clientId;
+  }
+  if (tooLong(clientId, undefined, settings.maxClientIdBytes)) {
+    // Its session key would not fit a NATS protocol line: nats-server would close the gateway user's connection.
+    return {
+      ok: false,
+      connack: version === 5
+        ? { cmd: "connack", reasonCode: Reason.clientIdNotValid, sessionPresent: false, properties: { reasonString: `client id longer than ${settings.maxClientIdBytes} bytes` } }
+        : { cmd: "connack", returnCode: ConnackV4.identifierRejected, sessionPresent: false },
+      reasonCode: Reason.clientIdNotValid,
+      reason: `client id longer than ${settings.maxClientIdBytes} bytes (nats.max_control_line)`,
+    } as ConnectOutcome;
   }
   const sessionExpirySec =
     version === 5

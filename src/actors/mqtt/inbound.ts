@@ -87,6 +87,7 @@ export class InboundPublisher {
       routeList: link.settings.routeList,
       now: 0,
       markClientId: true,
+      maxSubjectBytes: link.settings.maxSubjectBytes,
     });
     ctx.now = Date.now();
     ctx.markClientId = link.settings.clientIdHeaderAlways || link.noLocal.count > 0;

@@ -70,7 +70,7 @@ export class ClientSession {
   async resume(stored: StoredSession, ownerGone = false): Promise<void> {
     const opened: Entry[] = [];
     for (const s of stored.subscriptions) {
-      const plan = planSubscription(s.subscription, s.subscriptionId);
+      const plan = planSubscription(s.subscription, s.subscriptionId, this.link.settings.maxSubjectBytes);
       if (plan.ok) opened.push(await this.open(plan.value, false));
     }
     // NATS judges them again (permissions may have changed since they were saved) before
@@ -92,7 +92,7 @@ export class ClientSession {
     for (const [index, s] of p.subscriptions.entries()) {
       const plan = tooManyLevels(s.topic, link.settings.maxTopicLevels)
         ? ({ ok: false, error: { reasonCode: Reason.topicFilterInvalid, reason: "too many levels" } } as const)
-        : planSubscription(s, subId);
+        : planSubscription(s, subId, link.settings.maxSubjectBytes);
       if (!plan.ok) {
         link.metrics.refused("mqtt", plan.error.reasonCode === Reason.notAuthorized ? "not_authorized" : "bad_filter");
         granted.push(link.version === 5 ? plan.error.reasonCode : SubackFailureV4);

@@ -17,4 +17,8 @@ export interface MqttSettings {
   readonly routeList: readonly Route[];
   /** Bytes queued on a slow client's socket before its QoS 0 messages are dropped. */
   readonly maxQueuedBytes: number;
+  /** Subject plus reply (or queue group) bytes that fit a NATS protocol line (protocol/natsLimits.ts). */
+  readonly maxSubjectBytes: number;
+  /** Client id bytes whose sessions-bucket key fits a NATS protocol line. */
+  readonly maxClientIdBytes: number;
 }

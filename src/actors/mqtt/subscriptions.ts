@@ -6,7 +6,8 @@ import type { Result } from "../../protocol/result.js";
 import { err, ok } from "../../protocol/result.js";
 import { isAdminSubject } from "../../protocol/mqttToNats.js";
 import { Reason } from "../../protocol/mqttReasons.js";
-import { coreDeliverable } from "../../protocol/deliveryGuard.js";
+import { tooLong } from "../../protocol/natsLimits.js";
+import { clientReply, coreDeliverable } from "../../protocol/deliveryGuard.js";
 import { headerPairsOf } from "./natsHeaders.js";
 
 /** One MQTT subscription: its filter, options and the NATS subscriptions behind it. */
@@ -25,9 +26,15 @@ export type OnMessage = (sub: ActiveSubscription, subject: string, headers: Iter
 export function planSubscription(
   s: ISubscription,
   subscriptionId: number | undefined,
+  /** Subject plus queue group bytes that fit a NATS SUB line (natsLimits.ts); 0 = no limit. */
+  maxSubjectBytes = 0,
 ): Result<Omit<ActiveSubscription, "nats">, { reasonCode: number; reason: string }> {
   const mapped = filterToSubscription(s.topic);
   if (!mapped.ok) return err({ reasonCode: Reason.topicFilterInvalid, reason: mapped.error });
+  // Checked before the SUB goes out: nats-server closes a connection whose line is too long, and SUBACK would have said granted.
+  if (mapped.value.subjects.some((subject) => tooLong(subject, mapped.value.queue, maxSubjectBytes))) {
+    return err({ reasonCode: Reason.topicFilterInvalid, reason: `filter longer than ${maxSubjectBytes} bytes as a NATS subject (nats.max_control_line)` });
+  }
   // `#` and `+/...` never reach $MQG: the $ rule keeps wildcard-first filters off $ topics.
   if (mapped.value.subjects.some(isAdminSubject)) {
     return err({ reasonCode: Reason.notAuthorized, reason: "$MQG is reserved for the gateway" });
@@ -66,7 +73,7 @@ export function openSubscription(
           // The gateway's own traffic and JetStream deliveries routed to an inbox this
           // subscription matches are not the client's (deliveryGuard.ts).
           if (!coreDeliverable(subject, m.subject, reply)) return;
-          onMessage(active, m.subject, headerPairsOf(m), m.data, reply);
+          onMessage(active, m.subject, headerPairsOf(m), m.data, clientReply(reply));
         },
       }),
     );
