@@ -9,6 +9,7 @@ import { Metrics } from "../actors/metrics.js";
 import { mqttConnectionActor } from "../actors/mqtt/connection.js";
 import type { MqttDeps } from "../actors/mqtt/deps.js";
 import { amqpDoor, amqpSettingsFor } from "../actors/amqp/door.js";
+import { ConnectBuffers } from "../actors/mqtt/connectBuffers.js";
 import { KvSessionStore } from "../actors/mqtt/kvSessionStore.js";
 import { RetainedMessages } from "../actors/mqtt/retained.js";
 import { AccountServices } from "../actors/accountServices.js";
@@ -107,6 +108,7 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
       settings: () => mqttSettings,
       accountOf: (lease, username) => accounts.resolve(lease.nc, username),
       maxConnectionsPerAccount: () => config.limits.max_connections_per_account,
+      connectBuffers: new ConnectBuffers(() => config.limits.max_connect_buffer),
       remoteTakeover: async (account, clientId, owner) =>
         requestTakeover((await services.jetstream(account)).lease.nc, owner, account, clientId),
     };

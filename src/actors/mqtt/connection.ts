@@ -148,6 +148,7 @@ class MqttClientConnection {
 
   /** The actor's scope closes: release everything, keeping the session if it outlives us. */
   async cleanup(): Promise<void> {
+    this.releaseConnectBuffer();
     keepaliveWheel.unwatch(this);
     this.endConnectDeadline();
     for (const u of this.unlisten) u();
@@ -195,6 +196,7 @@ class MqttClientConnection {
       return this.protocolError(Reason.malformedPacket, frames.reason);
     }
     this.buffered = frames.rest;
+    if (this.parserSettings === beforeConnect && !this.holdBeforeConnect(frames.rest.length)) return;
     for (const p of frames.packets) {
       if (this.actor.getSnapshot().status !== "active") return;
       // The PUBLISH fast path (docs/performance.md); anything it does not take goes to mqtt-packet.
@@ -296,10 +298,34 @@ class MqttClientConnection {
     this.connectDeadline = undefined;
   }
 
+  /** Bytes of a partial CONNECT this socket holds, counted in the shared limits.max_connect_buffer. */
+  private connectHeld = 0;
+
+  private holdBeforeConnect(bytes: number): boolean {
+    if (this.deps.connectBuffers.resize(this.connectHeld, bytes)) {
+      this.connectHeld = bytes;
+      return true;
+    }
+    this.releaseConnectBuffer();
+    this.buffered = Buffer.alloc(0);
+    this.deps.metrics.refused("mqtt", "connect_buffer_full");
+    this.log.info({ bytes }, "closing a socket before CONNECT: limits.max_connect_buffer is full");
+    this.socket.destroy();
+    return false;
+  }
+
+  private releaseConnectBuffer(): void {
+    this.deps.connectBuffers.resize(this.connectHeld, 0);
+    this.connectHeld = 0;
+  }
+
   private onConnect(p: IConnectPacket): void {
+    this.releaseConnectBuffer();
     this.endConnectDeadline();
     const outcome = readConnect(p, this.settings);
     if (!outcome.ok) {
+      // A refused v5 CONNECT is answered in v5 (a reason code, not a 3.1.1 return code).
+      if (p.protocolVersion === 5) this.version = 5;
       this.write(outcome.connack);
       return this.protocolError(outcome.reasonCode, outcome.reason);
     }

@@ -3,6 +3,7 @@ import type { ClientRegistry } from "../clients.js";
 import type { Metrics } from "../metrics.js";
 import type { NatsBridge, NatsLease } from "../natsBridge.js";
 import type { ActorRegistry } from "../registry.js";
+import type { ConnectBuffers } from "./connectBuffers.js";
 import type { SessionDeps } from "./session.js";
 import type { MqttSettings } from "./settings.js";
 
@@ -20,4 +21,6 @@ export interface MqttDeps {
   readonly maxConnectionsPerAccount: () => number;
   /** Asks the gateway that holds a client's session to let it go (false: it did not answer). */
   readonly remoteTakeover: (account: string, clientId: string, owner: string) => Promise<boolean>;
+  /** limits.max_connect_buffer: partial CONNECTs of all sockets together. */
+  readonly connectBuffers: ConnectBuffers;
 }
