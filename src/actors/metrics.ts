@@ -41,6 +41,12 @@ export class Metrics {
     labelNames: ["protocol", "reason"] as const,
     registers: [this.registry],
   });
+  private readonly propertiesDropped = new Counter({
+    name: "mqgw_properties_dropped_total",
+    help: "Message properties left out because the receiving protocol cannot carry them (mapping-to-nats.md, What a crossing loses)",
+    labelNames: ["protocol"] as const,
+    registers: [this.registry],
+  });
   private readonly adminRequests = new Counter({
     name: "mqgw_admin_requests_total",
     help: "Admin requests answered, by op, scope and outcome",
@@ -84,6 +90,10 @@ export class Metrics {
   }
   dropped(protocol: Protocol, reason: string): void {
     this.droppedTotal.inc({ protocol, reason });
+  }
+  /** Properties (header values) a delivery left out: too long, not UTF-8, U+0000. */
+  propertiesLost(protocol: Protocol, n: number): void {
+    this.propertiesDropped.inc({ protocol }, n);
   }
   adminRequest(op: string, scope: string, outcome: string): void {
     this.adminRequests.inc({ op, scope, outcome });

@@ -31,6 +31,8 @@ export interface MessageMeta {
   amqpBody?: "sections";
   /** The sender's footer section, AMQP-encoded. */
   amqpFooter?: Uint8Array;
+  /** Read strictly (headersToMeta): text values whose escapes are not UTF-8, left out. */
+  lost?: number;
 }
 
 export const HEADER = {
@@ -140,6 +142,18 @@ export function decodeHeaderKey(key: string): string {
 
 export const decodeHeaderValue = decodeHeaderKey;
 
+const strictDecoder = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
+/** As decodeHeaderValue, but undefined for escapes that are not UTF-8 (a text field MQTT cannot carry). */
+function decodeStrict(s: string): string | undefined {
+  if (s.indexOf("%") < 0) return s;
+  try {
+    return strictDecoder.decode(percentDecodeBytes(s));
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * Binary as a value: printable ASCII bytes stay readable, so a text correlation id
  * ("req-42", a UUID) reads the same in a NATS service as it did in the client.
@@ -160,6 +174,8 @@ type ScalarField = Exclude<keyof MessageMeta, "userProps">;
 interface FieldRow<K extends ScalarField> {
   readonly header: string;
   readonly field: K;
+  /** A text field: read strictly, its escapes must be UTF-8. */
+  readonly text?: boolean;
   /** undefined: nothing to send (a default, or a value that has no header form). */
   readonly write: (v: NonNullable<MessageMeta[K]>) => string | undefined;
   /** undefined: the header holds no valid value, so the field stays unset. */
@@ -175,13 +191,15 @@ const row = <K extends ScalarField>(
   read: FieldRow<K>["read"],
 ): FieldRow<K> => ({ header, field, write, read });
 
-const text = <K extends ScalarField>(header: string, field: K) =>
-  row(
+const text = <K extends ScalarField>(header: string, field: K): FieldRow<K> => ({
+  ...row(
     header,
     field,
     (v) => encodeHeaderValue(v as string),
     (s) => decodeHeaderValue(s) as MessageMeta[K],
-  );
+  ),
+  text: true,
+});
 
 const toBase64 = (b: Uint8Array): string => Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString("base64");
 const fromBase64 = (s: string): Uint8Array => {
@@ -279,8 +297,12 @@ function isInterleaved(props: ReadonlyArray<readonly [string, string]>): boolean
 
 export type HeaderEntries = Iterable<readonly [string, string | readonly string[]]>;
 
-/** Unknown headers are ignored; of a repeated single-valued header the first value counts. */
-export function headersToMeta(headers: HeaderEntries): MessageMeta {
+/**
+ * Unknown headers are ignored; of a repeated single-valued header the first value counts.
+ * `strict` (for MQTT, whose strings must be UTF-8): a text key or value whose escapes are
+ * not UTF-8 is left out and counted in `lost`, rather than read with U+FFFD in it.
+ */
+export function headersToMeta(headers: HeaderEntries, strict = false): MessageMeta {
   const meta: MessageMeta = {};
   const m = meta as Record<string, unknown>;
   let props: Array<[string, string]> | undefined;
@@ -291,9 +313,13 @@ export function headersToMeta(headers: HeaderEntries): MessageMeta {
     const lower = key.toLowerCase();
     if (!lower.startsWith(MQGW_PREFIX_LOWER)) continue;
     if (lower.startsWith(PROP_PREFIX_LOWER)) {
-      const name = decodeHeaderKey(key.slice(PROP_PREFIX_LOWER.length));
-      props ??= [];
-      for (const v of values) props.push([name, decodeHeaderValue(v.trim())]);
+      const encodedName = key.slice(PROP_PREFIX_LOWER.length);
+      const name = strict ? decodeStrict(encodedName) : decodeHeaderKey(encodedName);
+      for (const v of values) {
+        const value = name === undefined ? undefined : strict ? decodeStrict(v.trim()) : decodeHeaderValue(v.trim());
+        if (name === undefined || value === undefined) meta.lost = (meta.lost ?? 0) + 1;
+        else (props ??= []).push([name, value]);
+      }
       continue;
     }
     if (lower === PROPS_ORDER_LOWER) {
@@ -302,8 +328,10 @@ export function headersToMeta(headers: HeaderEntries): MessageMeta {
     }
     const r = ROW_BY_LOWER_NAME.get(lower);
     if (r === undefined || m[r.field] !== undefined) continue;
-    const v = r.read(values[0]!.trim());
+    const raw = values[0]!.trim();
+    const v = strict && r.text ? decodeStrict(raw) : r.read(raw);
     if (v !== undefined) m[r.field] = v;
+    else if (strict && r.text) meta.lost = (meta.lost ?? 0) + 1;
   }
   if (props) meta.userProps = order === undefined ? props : applyOrder(props, order);
   return meta;

@@ -1,5 +1,5 @@
 import { headersToMeta, type MessageMeta } from "./headers.js";
-import { deliverableTo, subjectToTopic } from "./topic.js";
+import { deliverableTo, subjectToTopic, utf8Length } from "./topic.js";
 
 /** What a subscription asked for, as far as delivery is concerned. */
 export interface SubscriptionOptions {
@@ -23,6 +23,8 @@ export interface OutboundPublish {
   qos: 0 | 1 | 2;
   retain: boolean;
   properties?: Record<string, unknown>;
+  /** Properties MQTT cannot carry, left out ("What a crossing loses"): counted in /metrics. */
+  lost?: number;
 }
 
 export type Skip = "no_topic" | "dollar" | "no_local" | "expired";
@@ -43,7 +45,8 @@ export function natsToMqttPublish(
   const topic = subjectToTopic(subject);
   if (topic === undefined) return "no_topic";
   if (!deliverableTo(topic, sub.dollarGuard)) return "dollar";
-  const meta: MessageMeta = headers ? headersToMeta(headers) : {};
+  // MQTT 5 strings must be UTF-8: read strictly what becomes one (v5 properties).
+  const meta: MessageMeta = headers ? headersToMeta(headers, rx.protocolVersion === 5) : {};
   if (sub.noLocal && meta.mqttClientId === rx.clientId) return "no_local";
   let expiry: number | undefined;
   if (meta.expiresAt !== undefined) {
@@ -56,21 +59,45 @@ export function natsToMqttPublish(
   const retain = retainedDelivery || (sub.retainAsPublished && meta.mqttRetain === true);
   const out: OutboundPublish = { topic, payload, qos, retain };
   if (rx.protocolVersion === 5) {
+    // A value MQTT cannot carry (over 65,535 bytes, U+0000, not UTF-8) does not reach the
+    // client (mapping-to-nats.md, "What a crossing loses"): left out, never truncated.
+    let lost = meta.lost ?? 0;
     const props: Record<string, unknown> = {};
     const replyTo = meta.replyTo ?? reply;
     if (replyTo !== undefined) {
       const rt = subjectToTopic(replyTo);
       if (rt !== undefined) props.responseTopic = rt;
+      else if (meta.replyTo !== undefined) lost++;
     }
-    if (meta.contentType !== undefined) props.contentType = meta.contentType;
-    if (meta.correlationId !== undefined) props.correlationData = Buffer.from(meta.correlationId);
+    if (meta.contentType !== undefined) {
+      if (mqttString(meta.contentType)) props.contentType = meta.contentType;
+      else lost++;
+    }
+    if (meta.correlationId !== undefined) {
+      if (meta.correlationId.byteLength <= MAX_MQTT_STRING) props.correlationData = Buffer.from(meta.correlationId);
+      else lost++;
+    }
     if (expiry !== undefined) props.messageExpiryInterval = expiry;
     if (meta.mqttPayloadFormat !== undefined) props.payloadFormatIndicator = meta.mqttPayloadFormat === 1;
-    if (meta.userProps?.length) props.userProperties = groupUserProperties(meta.userProps);
+    if (meta.userProps?.length) {
+      const carried = meta.userProps.filter(([k, v]) => mqttString(k) && mqttString(v));
+      lost += meta.userProps.length - carried.length;
+      if (carried.length > 0) props.userProperties = groupUserProperties(carried);
+    }
     if (sub.subscriptionId !== undefined) props.subscriptionIdentifier = sub.subscriptionId;
     if (Object.keys(props).length > 0) out.properties = props;
+    if (lost > 0) out.lost = lost;
   }
   return out;
+}
+
+/** MQTT's two-byte length prefix (MQTT 5, 1.5.4). */
+const MAX_MQTT_STRING = 65_535;
+
+/** An MQTT UTF-8 Encoded String: at most 65,535 bytes and no U+0000 [MQTT-1.5.4-1, -2] (JS strings from a decoder are UTF-8 already). */
+export function mqttString(s: string): boolean {
+  if (s.length * 3 > MAX_MQTT_STRING && (s.length > MAX_MQTT_STRING || utf8Length(s) > MAX_MQTT_STRING)) return false;
+  return s.indexOf("\u0000") < 0;
 }
 
 /** mqtt-packet writes user properties from an object: one key, its values in order. */

@@ -1,6 +1,6 @@
 import type { Duplex } from "node:stream";
 import { Effect, type Scope } from "effect";
-import mqtt, { type IConnectPacket, type IPublishPacket, type Packet } from "mqtt-packet";
+import type { IConnectPacket, IPublishPacket, Packet } from "mqtt-packet";
 import { type Actor, toPromise } from "xstate";
 import type { Logger } from "../../log.js";
 import {
@@ -13,6 +13,7 @@ import {
 import type { mqttSessionMachine } from "../../machines/mqttSession.js";
 import { encodePubackFast, parsePubackFast, parsePublishFast } from "../../protocol/mqttFastPath.js";
 import { badPublishTopic, splitFrames } from "../../protocol/mqttFrame.js";
+import { encodeMqttPacket } from "../../protocol/mqttEncode.js";
 import { beforeConnect, type ParserSettings, parsePacket, settingsAfterConnect } from "../../protocol/mqttParse.js";
 import { ConnackV4, Reason } from "../../protocol/mqttReasons.js";
 import type { PublishProperties } from "../../protocol/mqttToNats.js";
@@ -482,14 +483,20 @@ class MqttClientConnection {
   write(packet: Packet): void {
     if (this.socket.destroyed) return;
     const p = packet as Omit<IPublishPacket, "cmd"> & { cmd: string; reasonCode?: number };
-    if (p.cmd === "publish" && p.properties === undefined && typeof p.payload !== "string")
+    if (p.cmd === "publish" && p.properties === undefined && typeof p.payload !== "string" && fitsTwoByteLength(p.topic))
       this.outbox.publish(this.version, p.topic, p.payload, p.qos, p.retain, p.dup, p.messageId);
-    else
-      this.outbox.bytes(
-        p.cmd === "puback" && p.reasonCode === undefined && p.properties === undefined && p.messageId !== undefined
-          ? encodePubackFast(this.version, p.messageId)
-          : mqtt.generate(packet, { protocolVersion: this.version }),
-      );
+    else if (p.cmd === "puback" && p.reasonCode === undefined && p.properties === undefined && p.messageId !== undefined)
+      this.outbox.bytes(encodePubackFast(this.version, p.messageId));
+    else {
+      // Whole or not at all: a length that does not match its bytes would desynchronise the client's stream (mqttEncode.ts).
+      const bytes = encodeMqttPacket(packet, this.version);
+      if (bytes instanceof Error) {
+        this.deps.metrics.dropped("mqtt", "unencodable");
+        this.log.warn({ cmd: p.cmd, err: bytes.message }, "MQTT packet not sent: it cannot be encoded");
+        return;
+      }
+      this.outbox.bytes(bytes);
+    }
   }
 
   /** The wheel found no packet within the limit. */
@@ -503,6 +510,11 @@ class MqttClientConnection {
     // A peer that never reads must not keep the socket (and its buffers) alive.
     setTimeout(() => this.socket.destroy(), 2_000).unref();
   }
+}
+
+/** A topic the fast encoder's two-byte length can hold (subjectToTopic already keeps them so). */
+function fitsTwoByteLength(topic: string): boolean {
+  return topic.length * 3 <= 65_535 || Buffer.byteLength(topic, "utf8") <= 65_535;
 }
 
 /** One MQTT connection as a supervised actor: its socket, lease and machine live in its scope. */

@@ -265,6 +265,7 @@ export class ClientSession {
       if (out === "expired") link.metrics.dropped("mqtt", "expired");
       return;
     }
+    if (out.lost) link.metrics.propertiesLost("mqtt", out.lost);
     if (!this.fits(out.topic, data)) return;
     if (out.qos === 0 && link.queuedBytes() > link.settings.maxQueuedBytes) {
       // A slow consumer loses QoS 0 messages, not the gateway's memory (docs/decisions/mqtt-sessions.md).
@@ -300,6 +301,7 @@ export class ClientSession {
       d.ack(m);
       return;
     }
+    if (out.lost) this.link.metrics.propertiesLost("mqtt", out.lost);
     this.outbound.send(out, () => d.ack(m));
     this.link.metrics.messageOut("mqtt", "delivered_stored");
   }
