@@ -88,7 +88,11 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
     yield* Effect.promise(() => bindings.load(config.bindings));
     // With gateway users, each account's liveness actor answers there (src/actors/admin/liveness.ts).
     if (Object.keys(config.gateway_users).length === 0) {
-      const liveness = answerLiveness(core.nc, config.id, clients, log);
+      // The single-account core: its own account, or clients whose account NATS did not name (AccountServices).
+      const coreAccount = yield* Effect.promise(() => accounts.resolve(core.nc, undefined));
+      const liveness = answerLiveness(core.nc, config.id, clients, log, (named) =>
+        named === undefined || named === "" || coreAccount === "" || named === coreAccount ? (named ?? "") : undefined,
+      );
       yield* Effect.addFinalizer(() => Effect.sync(() => liveness.unsubscribe()));
     }
     let mqttSettings = mqttSettingsOf(config);

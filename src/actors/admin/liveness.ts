@@ -31,7 +31,8 @@ export const livenessActor = (deps: {
       }),
       (l) => Effect.sync(() => l.release()),
     );
-    const sub = answerLiveness(lease.nc, deps.id, deps.clients, deps.log);
+    // The gateway user's connection is in this account alone: whatever the body says.
+    const sub = answerLiveness(lease.nc, deps.id, deps.clients, deps.log, () => deps.account);
     yield* Effect.addFinalizer(() => Effect.sync(() => sub.unsubscribe()));
     deps.log.debug({ account: deps.account }, "answering liveness asks");
     yield* Effect.never;

@@ -14,6 +14,7 @@ import type { mqttSessionMachine } from "../../machines/mqttSession.js";
 import { encodePubackFast, parsePubackFast, parsePublishFast } from "../../protocol/mqttFastPath.js";
 import { badPublishTopic, splitFrames } from "../../protocol/mqttFrame.js";
 import { encodeMqttPacket } from "../../protocol/mqttEncode.js";
+import { propertiesProblem } from "../../protocol/mqttProperties.js";
 import { beforeConnect, type ParserSettings, parsePacket, settingsAfterConnect } from "../../protocol/mqttParse.js";
 import { ConnackV4, Reason } from "../../protocol/mqttReasons.js";
 import type { PublishProperties } from "../../protocol/mqttToNats.js";
@@ -206,7 +207,7 @@ class MqttClientConnection {
         this.onPacket(fast as Packet);
         continue;
       }
-      const bad = badPublishTopic(p);
+      const bad = badPublishTopic(p) ?? propertiesProblem(p, this.version);
       if (bad) return this.protocolError(Reason.malformedPacket, bad);
       const parsed = parsePacket(p, this.parserSettings);
       if (parsed instanceof Error) return this.protocolError(Reason.malformedPacket, parsed.message);
