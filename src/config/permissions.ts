@@ -18,6 +18,8 @@ interface UserBlock {
 
 /** Clients get everything but the gateway's own namespace: the gateway refuses MQTT and AMQP clients there, NATS clients only NATS can stop. */
 const CLIENT_PERMISSIONS = "MQG_CLIENT_PERMISSIONS";
+// Clients may not publish into the inboxes of the gateway's requests on their connections
+// (_INBOX.MQGW.<id>): an answer there would be taken for JetStream's (a stored publish's ack).
 const ADMIN_ACCOUNT = "MQG_ADMIN";
 // Used when the config names no client account (the single-account, no-auth setup).
 const EXAMPLE_ACCOUNT = "CLIENTS";
@@ -84,7 +86,9 @@ export function natsServerPermissions(config: GatewayConfig): string {
             "The gateway user: liveness asks between gateways ($MQG.alive.*) and their replies,",
             `the sessions bucket ${config.mqtt.sessions_bucket} and retained stream ${config.mqtt.retained_stream}`,
             "(created on first use; the gateway's writes stay under $MQG.>, which clients cannot reach),",
-            "and pausing / reading consumers of the account's binding streams for rebalance.",
+            "stored delivery on the account's binding streams (a durable consumer per MQTT session and",
+            "filter: made, pulled, acknowledged, reset, paused for rebalance, deleted), and the replies to",
+            "its own requests under $MQG.inbox.<gateway id>.",
             ...gateway.comment,
           ],
         },
@@ -98,7 +102,8 @@ export function natsServerPermissions(config: GatewayConfig): string {
   });
 
   const body = [
-    `# Client NATS users: everything except $MQG.>, the gateway's own subjects.`,
+    `# Client NATS users: everything except $MQG.>, the gateway's own subjects, and publishing`,
+    `# to _INBOX.MQGW.>, where the gateway's requests on client connections get their answers.`,
     `${CLIENT_PERMISSIONS} = {`,
     `  publish: { allow: [">"], deny: ["$MQG.>"] }`,
     `  subscribe: { allow: [">"], deny: ["$MQG.>"] }`,
@@ -148,29 +153,79 @@ function clientAccounts(config: GatewayConfig): string[] {
   return named.size === 0 ? [EXAMPLE_ACCOUNT] : [...named].sort();
 }
 
+/**
+ * The gateway user of one client account: what the gateway does there with its own user
+ * and nothing more (docs/decisions/trust-model.md, "What generate grants").
+ */
 function gatewayPermissions(config: GatewayConfig, bindingStreams: readonly string[]): Permissions {
-  const own = [`KV_${config.mqtt.sessions_bucket}`, config.mqtt.retained_stream];
   return {
     publish: [
-      "$MQG.>",
+      // Liveness asks to the other gateways, and the retained messages it writes.
+      "$MQG.alive.*",
+      `${RETAINED_SUBJECTS}`,
+      ...ownStreamWrites(config),
+      // jetstreamManager() asks for the account's JetStream info first.
       "$JS.API.INFO",
-      ...own.flatMap((s) => [
-        `$JS.API.STREAM.*.${s}`,
-        `$JS.API.STREAM.MSG.*.${s}`,
-        `$JS.API.DIRECT.GET.${s}`,
-        `$JS.API.DIRECT.GET.${s}.>`,
-        `$JS.API.CONSUMER.*.${s}`,
-        `$JS.API.CONSUMER.*.${s}.>`,
-        `$JS.API.CONSUMER.*.*.${s}.>`,
-        `$JS.ACK.${s}.>`,
-        `$JS.FC.${s}.>`,
-      ]),
-      `$KV.${config.mqtt.sessions_bucket}.>`,
-      ...bindingStreams.flatMap((s) => [`$JS.API.CONSUMER.PAUSE.${s}.*`, `$JS.API.CONSUMER.INFO.${s}.*`]),
+      ...ownStreams(config).flatMap(ownStreamApi),
+      ...bindingStreams.flatMap(storedDeliveryApi),
     ],
-    subscribe: ["$MQG.alive.*", "_INBOX.>"],
+    // Liveness asks for this gateway, and the replies to its own requests ($MQG.inbox.<id>: every
+    // gateway that shares this user has its own id, so all of them).
+    subscribe: ["$MQG.alive.*", "$MQG.inbox.*.>"],
+    // Liveness replies, to the asking gateway's inbox.
     allowResponses: true,
   };
+}
+
+const RETAINED_SUBJECTS = "$MQG.retained.>";
+
+/** The streams the gateway makes and keeps in each client account (CONTRACT: created on first use). */
+function ownStreams(config: GatewayConfig): string[] {
+  return [`KV_${config.mqtt.sessions_bucket}`, config.mqtt.retained_stream];
+}
+
+/** Subjects the gateway writes into its own streams beside the retained ones: the sessions bucket's keys. */
+function ownStreamWrites(config: GatewayConfig): string[] {
+  return [`$KV.${config.mqtt.sessions_bucket}.>`];
+}
+
+/**
+ * Its own streams: made when missing (INFO, CREATE), the retained stream purged per subject
+ * (an empty retained payload), read by direct get (sessions, retained), and the bucket
+ * watched with ordered consumers (CREATE with the filter, INFO, DELETE, flow control).
+ */
+function ownStreamApi(stream: string): string[] {
+  return [
+    `$JS.API.STREAM.INFO.${stream}`,
+    `$JS.API.STREAM.CREATE.${stream}`,
+    `$JS.API.STREAM.PURGE.${stream}`,
+    `$JS.API.DIRECT.GET.${stream}`,
+    `$JS.API.DIRECT.GET.${stream}.>`,
+    `$JS.API.CONSUMER.CREATE.${stream}.>`,
+    `$JS.API.CONSUMER.INFO.${stream}.*`,
+    `$JS.API.CONSUMER.DELETE.${stream}.*`,
+    `$JS.FC.${stream}.>`,
+  ];
+}
+
+/**
+ * A binding's stream: its subjects read at start (STREAM.INFO); a durable consumer per MQTT
+ * session and filter, made, updated, looked at, reset after a dead holder and deleted with
+ * the session; pulled (MSG.NEXT) and acknowledged; paused for rebalance. JetStream
+ * permissions cannot name a consumer prefix, so these cover every consumer of the stream.
+ */
+function storedDeliveryApi(stream: string): string[] {
+  return [
+    `$JS.API.STREAM.INFO.${stream}`,
+    `$JS.API.CONSUMER.DURABLE.CREATE.${stream}.*`,
+    `$JS.API.CONSUMER.CREATE.${stream}.>`,
+    `$JS.API.CONSUMER.INFO.${stream}.*`,
+    `$JS.API.CONSUMER.DELETE.${stream}.*`,
+    `$JS.API.CONSUMER.RESET.${stream}.*`,
+    `$JS.API.CONSUMER.MSG.NEXT.${stream}.*`,
+    `$JS.API.CONSUMER.PAUSE.${stream}.*`,
+    `$JS.ACK.${stream}.>`,
+  ];
 }
 
 type SecretFn = (value: string | undefined, fallback: string, what: string) => string;

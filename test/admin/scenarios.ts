@@ -252,7 +252,8 @@ export function apiScenarios(world: () => World): void {
 
   it("liveness: each gateway answers $MQG.alive.<id> in the sessions account", async () => {
     const { gwA, gwB } = world();
-    const gatewayUser = await world().as("mqg-a", SECRETS.MQG_A_PASSWORD);
+    // As a gateway asks: from its own inbox ($MQG.inbox.<id>), where a gateway user's replies go.
+    const gatewayUser = await world().as("mqg-a", SECRETS.MQG_A_PASSWORD, "$MQG.inbox.gw-test");
     for (const gw of [gwA, gwB]) {
       const reply = await gatewayUser.request(`$MQG.alive.${gw.id}`, "", { timeout: 2_000 });
       expect(reply.json()).toMatchObject({ id: gw.id, alive: true });

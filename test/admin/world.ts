@@ -68,7 +68,7 @@ export interface World {
   readonly gwB: GatewayHandle;
   readonly operator: NatsConnection;
   /** A NATS connection as the given user (closed with the world). */
-  as(user: string, password: string): Promise<NatsConnection>;
+  as(user: string, password: string, inboxPrefix?: string): Promise<NatsConnection>;
   close(): Promise<void>;
 }
 
@@ -79,8 +79,8 @@ export async function startWorld(serverConfig: string): Promise<World> {
     ["gw-a", "gw-b"].map((id) => startGateway({ nats: nats.url, config: FLEET_CONFIG, args: ["--id", id], env })),
   );
   const conns: NatsConnection[] = [];
-  const as = async (user: string, pass: string) => {
-    const nc = await connect({ servers: nats.url, user, pass });
+  const as = async (user: string, pass: string, inboxPrefix?: string) => {
+    const nc = await connect({ servers: nats.url, user, pass, ...(inboxPrefix ? { inboxPrefix } : {}) });
     conns.push(nc);
     return nc;
   };

@@ -126,8 +126,8 @@ describe("the generated permissions on a running nats-server", () => {
   let server: NatsServerHandle;
   const conns: NatsConnection[] = [];
   const pw = (name: string) => `pw-${name}`;
-  const as = async (user: string, password: string) => {
-    const nc = await connect({ servers: server.url, user, pass: password });
+  const as = async (user: string, password: string, inboxPrefix?: string) => {
+    const nc = await connect({ servers: server.url, user, pass: password, ...(inboxPrefix ? { inboxPrefix } : {}) });
     conns.push(nc);
     return nc;
   };
@@ -164,7 +164,8 @@ describe("the generated permissions on a running nats-server", () => {
   });
 
   it("lets the gateway user keep its sessions bucket and retained stream, and answer liveness asks", async () => {
-    const gw = await as("mqg-clients", pw("MQG_GATEWAY_CLIENTS_PASSWORD"));
+    // As the gateway connects its own users: replies under $MQG.inbox.<id>.
+    const gw = await as("mqg-clients", pw("MQG_GATEWAY_CLIENTS_PASSWORD"), "$MQG.inbox.gw-live");
     const kv = await new Kvm(gw).create("MQGW_SESSIONS");
     await kv.put("client-1", "session");
     expect((await kv.get("client-1"))?.string()).toBe("session");
@@ -175,12 +176,13 @@ describe("the generated permissions on a running nats-server", () => {
     }
     // The retained stream keeps its subjects under $MQG., where clients cannot write.
     const jsm = await jetstreamManager(gw);
-    await jsm.streams.add({ name: "MQGW_RETAINED", subjects: ["$MQG.retained.>"], max_msgs_per_subject: 1 });
+    await jsm.streams.add({ name: "MQGW_RETAINED", subjects: ["$MQG.retained.>"], max_msgs_per_subject: 1, allow_direct: true });
     await jetstream(gw).publish("$MQG.retained.orders.eu", "last");
-    expect((await jsm.streams.getMessage("MQGW_RETAINED", { last_by_subj: "$MQG.retained.orders.eu" }))?.string()).toBe(
+    // Read as the gateway reads it: a direct get.
+    expect((await jsm.direct.getMessage("MQGW_RETAINED", { last_by_subj: "$MQG.retained.orders.eu" }))?.string()).toBe(
       "last",
     );
-    const peer = await as("mqg-clients", pw("MQG_GATEWAY_CLIENTS_PASSWORD"));
+    const peer = await as("mqg-clients", pw("MQG_GATEWAY_CLIENTS_PASSWORD"), "$MQG.inbox.gw-peer");
     peer.subscribe("$MQG.alive.gw-live", { callback: (_e, msg) => msg.respond("alive") });
     await peer.flush();
     expect((await gw.request("$MQG.alive.gw-live", "", { timeout: 2000 })).string()).toBe("alive");

@@ -80,7 +80,11 @@ export class ClientSession {
       const [main, ...parents] = e.sub.subjects;
       for (const p of parents) if (this.link.denied.subscribe.delete(p)) dropSubject(e.sub, p);
       if (main !== undefined && this.link.denied.subscribe.delete(main)) this.close(e.sub.filter, true);
-      else await this.startStored(e, ownerGone);
+      else if ((await this.startStored(e, ownerGone)) !== undefined) {
+        // Nobody to tell now (no SUBACK on resume): the subscription goes on live, QoS 1/2 copies included.
+        this.close(e.sub.filter, false);
+        await this.open({ ...e.sub, options: e.sub.options }, false, true);
+      }
     }
   }
 
@@ -122,8 +126,19 @@ export class ClientSession {
         link.metrics.refused("mqtt", "not_authorized");
       }
     }
-    for (const f of fresh) if (granted[f.index] === p.subscriptions[f.index]?.qos) await this.startStored(f.entry);
-    link.write({ cmd: "suback", messageId: p.messageId, granted } as Packet);
+    const unstored: string[] = [];
+    for (const f of fresh) {
+      if (granted[f.index] !== p.subscriptions[f.index]?.qos) continue;
+      const failed = await this.startStored(f.entry);
+      if (failed === undefined) continue;
+      // QoS 1/2 on a stored subject is the stream's to deliver: without it, not granted (the SUBACK says why).
+      this.close(f.entry.sub.filter, false);
+      granted[f.index] = link.version === 5 ? (failed.permission ? Reason.notAuthorized : Reason.unspecified) : SubackFailureV4;
+      unstored.push(`${f.entry.sub.filter}: ${failed.reason}`);
+      link.metrics.refused("mqtt", "stored_delivery_unavailable");
+    }
+    const reasonString = link.version === 5 && unstored.length > 0 ? `stored delivery unavailable for ${unstored.join("; ")}` : undefined;
+    link.write({ cmd: "suback", messageId: p.messageId, granted, ...(reasonString ? { properties: { reasonString } } : {}) } as Packet);
     for (const f of fresh) {
       if (granted[f.index] !== p.subscriptions[f.index]?.qos) continue;
       const rh = f.entry.sub.retainHandling;
@@ -180,9 +195,9 @@ export class ClientSession {
     });
   }
 
-  private async open(plan: Omit<ActiveSubscription, "nats">, withStored = true): Promise<Entry> {
+  private async open(plan: Omit<ActiveSubscription, "nats">, withStored = true, liveOnly = false): Promise<Entry> {
     const { link } = this;
-    const stream = this.storedStreamOf(plan);
+    const stream = liveOnly ? undefined : this.storedStreamOf(plan);
     if (plan.options.noLocal) link.noLocal.count++;
     const sub = openSubscription(
       link.lease.nc,
@@ -203,11 +218,12 @@ export class ClientSession {
   /**
    * The durable consumer of a QoS 1/2 subscription on stored subjects. It reads with the
    * gateway's own user, so it starts only after NATS granted the client's subscription.
+   * Resolves to why it could not start (and whether the gateway user lacks a permission), else undefined.
    */
-  private async startStored(entry: Entry, ownerGone = false): Promise<void> {
+  private async startStored(entry: Entry, ownerGone = false): Promise<{ reason: string; permission: boolean } | undefined> {
     const { link } = this;
     const { sub, stream } = entry;
-    if (!stream || this.entries.get(sub.filter) !== entry) return;
+    if (!stream || this.entries.get(sub.filter) !== entry) return undefined;
     try {
       const stored = await StoredDelivery.open({
         services: this.deps.services,
@@ -224,8 +240,15 @@ export class ClientSession {
       // Closed meanwhile (UNSUBSCRIBE, the same filter subscribed again, the connection ending).
       if (this.entries.get(sub.filter) === entry && sub.nats.length > 0) entry.stored = stored;
       else stored.stop();
+      return undefined;
     } catch (e) {
-      link.log.warn({ filter: sub.filter, stream, err: (e as Error).message }, "stored delivery unavailable; live delivery only");
+      const message = (e as Error).message;
+      const missing = missingPermission(e);
+      link.log.warn(
+        { filter: sub.filter, stream, err: message, ...(missing ? { missing_permission: missing } : {}) },
+        missing ? `stored delivery unavailable: the gateway user may not ${missing.operation} ${missing.subject}` : "stored delivery unavailable",
+      );
+      return { reason: missing ? `the gateway user may not ${missing.operation} ${missing.subject}` : message, permission: missing !== undefined };
     }
   }
 
@@ -356,6 +379,15 @@ export class ClientSession {
     this.link.metrics.dropped("mqtt", "too_large_for_client");
     return false;
   }
+}
+
+/** The permission NATS refused, from a nats.js error (or its cause). */
+function missingPermission(e: unknown): { operation: string; subject: string } | undefined {
+  for (let x: unknown = e; x instanceof Error; x = (x as { cause?: unknown }).cause) {
+    const m = /Permissions Violation for (Publish|Subscription) to "([^"]+)"/i.exec(x.message);
+    if (m) return { operation: m[1]!.toLowerCase() === "publish" ? "publish to" : "subscribe to", subject: m[2]! };
+  }
+  return undefined;
 }
 
 function dropSubject(sub: ActiveSubscription, subject: string): void {
