@@ -90,11 +90,21 @@ export class AccountServices {
     return { name, handles };
   }
 
+  private forget(account: string): void {
+    this.handles.delete(account);
+    this.buckets.delete(account);
+    for (const key of this.streams.keys()) if (key.startsWith(`${account}\u0000`)) this.streams.delete(key);
+  }
+
   private async open(account: string): Promise<AccountJetStream> {
     const users = this.config().gateway_users;
     const user = users[account];
     let lease: NatsLease;
-    if (user) lease = await this.bridge.acquire(await bridgeCredentials(user), "gateway");
+    if (user) {
+      lease = await this.bridge.acquire(await bridgeCredentials(user), "gateway");
+      // The gateway user removed or revoked: what was opened with it is opened again on next use.
+      lease.onGone(() => this.forget(account));
+    }
     else {
       // The core connection is in one account: what it keeps for a client of another
       // account (sessions, retained messages, consumers) would be that account's to read.

@@ -41,6 +41,12 @@ export interface NatsLease {
   onStatus(listener: (status: LeaseStatus) => void): () => void;
   /** Permission errors the server reported on this connection, by subject. */
   onPermissionError(listener: (subject: string, op: "publish" | "subscribe") => void): () => void;
+  /**
+   * The connection is gone for good: NATS no longer takes its user (removed on a config
+   * reload, revoked or expired in operator mode: `auth`), or it closed otherwise. The
+   * clients on it must end; a new acquire makes a new connection.
+   */
+  onGone(listener: (reason: string, auth: boolean) => void): () => void;
   release(): void;
 }
 
@@ -59,6 +65,7 @@ interface Shared {
   actor?: Actor<typeof natsConnectionMachine>;
   statusListeners: Set<(s: LeaseStatus) => void>;
   permissionListeners: Set<(subject: string, op: "publish" | "subscribe") => void>;
+  goneListeners: Set<(reason: string, auth: boolean) => void>;
   released: Deferred.Deferred<void>;
 }
 
@@ -79,11 +86,22 @@ export interface NatsBridgeOptions {
  */
 export class NatsBridge {
   private readonly shared = new Map<string, Shared>();
+  /**
+   * Credentials NATS refused (a bad password, a user removed or revoked), until when: the
+   * clients of a revoked user all come back at once, and are answered from here rather
+   * than each dialling NATS to hear the same refusal.
+   */
+  private readonly refused = new Map<string, number>();
 
   constructor(private readonly options: NatsBridgeOptions) {}
 
   async acquire(creds: Credentials, role: ConnectionRole = "client"): Promise<NatsLease> {
     const key = role === "gateway" ? `gateway:${credentialKey(creds)}` : credentialKey(creds);
+    const until = this.refused.get(key);
+    if (until !== undefined) {
+      if (until > Date.now()) throw new NatsConnectError("NATS refused these credentials moments ago", true);
+      this.refused.delete(key);
+    }
     let entry = this.shared.get(key);
     if (!entry) {
       entry = this.open(key, creds, role);
@@ -110,6 +128,10 @@ export class NatsBridge {
       onPermissionError: (l) => {
         held.permissionListeners.add(l);
         return () => held.permissionListeners.delete(l);
+      },
+      onGone: (l) => {
+        held.goneListeners.add(l);
+        return () => held.goneListeners.delete(l);
       },
       release: () => {
         if (released) return;
@@ -143,10 +165,16 @@ export class NatsBridge {
       }),
       statusListeners: new Set(),
       permissionListeners: new Set(),
+      goneListeners: new Set(),
       released: Deferred.makeUnsafe<void>(),
     };
     entry.ready.catch(() => {});
     const shared = this.shared;
+    const refused = this.refused;
+    const refuse = (k: string) => {
+      if (refused.size >= 10_000) refused.clear();
+      refused.set(k, Date.now() + REFUSED_CREDENTIALS_MS);
+    };
     const connection = Effect.gen(function* () {
       const actor = yield* startMachine(natsConnectionMachine, {
         input: undefined,
@@ -182,6 +210,7 @@ export class NatsBridge {
           const message = e instanceof Error ? e.message : String(e);
           const auth = e instanceof AuthorizationError || /authoriz|authenticat/i.test(message);
           actor.send({ type: "CONNECT_FAILED", reason: message, auth });
+          if (auth) refuse(key);
           return new NatsConnectError(message, auth);
         },
       }).pipe(Effect.tapError((e) => Effect.sync(() => rejectReady(e))));
@@ -191,7 +220,13 @@ export class NatsBridge {
         }),
       );
       actor.send({ type: "CONNECTED", server: nc.info?.server_name ?? "" });
-      watchStatus(nc, actor, entry);
+      watchStatus(nc, actor, entry, (reason, auth) => {
+        // Gone for good: the next acquire opens a new connection (after a pause, when NATS refused the user).
+        if (shared.get(key) === entry) shared.delete(key);
+        if (auth) refuse(key);
+        log.info({ key, reason }, auth ? "NATS no longer accepts a connection's user: closing its clients" : "a NATS connection closed: closing its clients");
+        for (const l of [...entry.goneListeners]) l(reason, auth);
+      });
       resolveReady(nc);
       // Held until the last client lets go (or the supervisor stops everything).
       yield* Deferred.await(entry.released);
@@ -211,7 +246,15 @@ export class NatsBridge {
   }
 }
 
-function watchStatus(nc: NatsConnection, actor: Actor<typeof natsConnectionMachine>, entry: Shared): void {
+/** How long refused credentials are answered without asking NATS again. */
+const REFUSED_CREDENTIALS_MS = 5_000;
+
+function watchStatus(
+  nc: NatsConnection,
+  actor: Actor<typeof natsConnectionMachine>,
+  entry: Shared,
+  gone: (reason: string, auth: boolean) => void,
+): void {
   void (async () => {
     for await (const s of nc.status()) {
       switch (s.type) {
@@ -234,7 +277,12 @@ function watchStatus(nc: NatsConnection, actor: Actor<typeof natsConnectionMachi
       }
     }
   })();
-  void nc.closed().then(() => actor.send({ type: "CLOSED" }));
+  void nc.closed().then((e) => {
+    // nats.js closes on its own only when NATS refused the user twice in a row
+    // (ignoreAuthErrorAbort: false; reconnects are otherwise unlimited): not a drain of ours.
+    if (e instanceof Error) gone(e.message, e instanceof AuthorizationError || /authoriz|authenticat|revoked|expired/i.test(e.message));
+    actor.send({ type: "CLOSED" });
+  });
 }
 
 /**

@@ -16,6 +16,8 @@ export interface NatsServerHandle {
   readonly port: number;
   readonly storeDir: string;
   readonly process: ChildProcess;
+  /** Rewrites the config file and has nats-server reload it (SIGHUP); resolves once it says so. */
+  reload(config: string): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -25,8 +27,8 @@ export async function startNatsServer(options: { jetstream?: boolean; config?: s
   const storeDir = options.storeDir ?? join(dir, "js");
   const args = ["-a", "127.0.0.1", "-p", String(options.port ?? -1)];
   if (options.jetstream !== false) args.push("-js", "-sd", storeDir);
+  const file = join(dir, "server.conf");
   if (options.config) {
-    const file = join(dir, "server.conf");
     writeFileSync(file, options.config);
     args.push("-c", file);
   }
@@ -49,6 +51,20 @@ export async function startNatsServer(options: { jetstream?: boolean; config?: s
     port,
     storeDir,
     process: proc,
+    reload: (config) =>
+      new Promise<void>((resolve, reject) => {
+        if (!options.config) return reject(new Error("nats-server was started without a config file"));
+        writeFileSync(file, config);
+        const timer = setTimeout(() => reject(new Error("nats-server did not reload")), 10_000);
+        const onData = (chunk: string) => {
+          if (!chunk.includes("Reloaded server configuration")) return;
+          clearTimeout(timer);
+          proc.stderr!.off("data", onData);
+          resolve();
+        };
+        proc.stderr!.on("data", onData);
+        proc.kill("SIGHUP");
+      }),
     stop: () =>
       new Promise((resolve) => {
         if (proc.exitCode !== null || proc.signalCode !== null) return resolve();

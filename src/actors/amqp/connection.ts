@@ -252,6 +252,10 @@ class AmqpClientConnection {
     this.lease = lease;
     this.unlisten.push(
       lease.onStatus((s) => sendIfActiveConnection(this.actor, { type: s === "up" ? "NATS_UP" : "NATS_DOWN" })),
+      // The client's NATS user is gone (removed, revoked): so is the client.
+      lease.onGone((reason, auth) =>
+        this.protocolError(auth ? "amqp:unauthorized-access" : "amqp:connection:forced", `NATS closed the client's connection: ${reason}`),
+      ),
     );
     this.account = await this.deps.accountOf(lease, login.username);
     const perAccount = this.deps.maxConnectionsPerAccount();

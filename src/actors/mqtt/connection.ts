@@ -359,9 +359,13 @@ class MqttClientConnection {
         this.natsUp = s === "up";
         this.flow();
       }),
-      lease.onPermissionError((subject, op) =>
-        (op === "publish" ? this.denied.publish : this.denied.subscribe).add(subject),
-      ),
+      lease.onPermissionError((subject, op) => {
+        (op === "publish" ? this.denied.publish : this.denied.subscribe).add(subject);
+        // NATS removed a subscription it had granted (permissions shrank on a reload): so does the session.
+        if (op === "subscribe") this.session?.subscriptionRefused(subject);
+      }),
+      // The client's NATS user is gone (removed, revoked): so is the client (v5 0x87; 3.1.1 close).
+      lease.onGone((reason, auth) => this.protocolError(auth ? Reason.notAuthorized : Reason.unspecified, `NATS closed the client's connection: ${reason}`)),
     );
     try {
       const account = await this.deps.accountOf(lease, request.username);

@@ -40,8 +40,8 @@ export class ClientSession {
   readonly outbound: OutboundFlow;
   /** Deliveries that arrive before CONNACK is out wait here; undefined once the client is served. */
   private held: Array<() => void> | undefined = [];
-  /** Subjects NATS was asked about with a probe subscription (see mayRead); bounded. */
-  private readable: Map<string, Promise<boolean | undefined>> | undefined;
+  /** Subjects NATS was asked about with a probe subscription (see mayRead), and when; bounded. */
+  private readable: Map<string, { readonly answer: Promise<boolean | undefined>; readonly at: number }> | undefined;
 
   constructor(
     private readonly link: ClientLink,
@@ -152,6 +152,27 @@ export class ClientSession {
     const codes = p.unsubscriptions.map((filter) => (this.close(filter, true) ? Reason.success : Reason.noSubscriptionExisted));
     this.link.write({ cmd: "unsuback", messageId: p.messageId, ...(this.link.version === 5 ? { granted: codes } : {}) } as Packet);
     await this.save();
+  }
+
+  /**
+   * NATS refused, outside a SUBSCRIBE, a subject this session subscribes to: it removed a
+   * subscription it had granted (permissions shrank on a reload). Stored delivery reads
+   * with the gateway's user, so it stops here as NATS stopped the core one, and what NATS
+   * said may be read before is asked again.
+   */
+  subscriptionRefused(subject: string): void {
+    let ours = false;
+    for (const e of [...this.entries.values()]) {
+      const at = e.sub.subjects.indexOf(subject);
+      if (at < 0) continue;
+      ours = true;
+      if (at === 0) this.close(e.sub.filter, true);
+      else dropSubject(e.sub, subject);
+    }
+    if (ours) {
+      this.readable = undefined;
+      void this.save();
+    }
   }
 
   /** The connection ends: stop reading (what the client held goes back to the stream). */
@@ -348,13 +369,15 @@ export class ClientSession {
   private mayRead(sub: ActiveSubscription, subject: string): true | Promise<boolean | undefined> {
     if (sub.subjects.includes(subject)) return true;
     const readable = (this.readable ??= new Map());
+    const now = Date.now();
     let known = readable.get(subject);
-    if (!known) {
+    // NATS does not tell when a deny list grows under a granted wildcard: an answer is kept a few seconds.
+    if (!known || now - known.at > PROBE_TTL_MS) {
       if (readable.size >= 10_000) readable.clear();
-      known = this.probe(subject);
+      known = { answer: this.probe(subject), at: now };
       readable.set(subject, known);
     }
-    return known;
+    return known.answer;
   }
 
   private async probe(subject: string): Promise<boolean | undefined> {
@@ -397,6 +420,9 @@ function dropSubject(sub: ActiveSubscription, subject: string): void {
   const at = sub.subjects.indexOf(subject);
   if (at >= 0) sub.subjects.splice(at, 1);
 }
+
+/** How long NATS's answer to a probe stands (docs/decisions/trust-model.md, "Revocation"). */
+const PROBE_TTL_MS = 5_000;
 
 function isQos12(headers: Iterable<[string, string]> | undefined): boolean {
   if (!headers) return false;
