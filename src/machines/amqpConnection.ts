@@ -191,7 +191,18 @@ export const amqpConnectionMachine = setup({
           },
           { target: "loginRefused", actions: "holdLimitError" },
         ],
-        PROTOCOL_ERROR: { target: "closed", actions: assign({ closeReason: ({ event }) => event.error.description }) },
+        PROTOCOL_ERROR: [
+          {
+            // Without SASL rhea has answered the open already: the client is owed a close with the error.
+            guard: "opened",
+            target: "closing",
+            actions: [
+              emit(({ event }) => ({ type: "close_connection" as const, error: event.error })),
+              assign({ closeReason: ({ event }) => event.error.description }),
+            ],
+          },
+          { target: "closed", actions: assign({ closeReason: ({ event }) => event.error.description }) },
+        ],
         SHUTDOWN: { target: "closed", actions: assign({ closeReason: "shutdown" }) },
       },
     },
