@@ -1,9 +1,10 @@
 import { createHash } from "node:crypto";
-import { type Authenticator, AuthorizationError, connect, createInbox, type NatsConnection, PermissionViolationError } from "@nats-io/transport-node";
+import { type Authenticator, AuthorizationError, connect, createInbox, jwtAuthenticator, type NatsConnection, PermissionViolationError } from "@nats-io/transport-node";
 import { Deferred, Effect } from "effect";
 import type { Actor } from "xstate";
 import type { Logger } from "../log.js";
 import { clientInboxPrefix, gatewayInboxPrefix } from "../protocol/deliveryGuard.js";
+import type { LoginCredentials } from "../protocol/natsLogin.js";
 import { natsConnectionMachine } from "../machines/natsConnection.js";
 import { startMachine } from "./machineActor.js";
 import type { ActorRegistry } from "./registry.js";
@@ -14,6 +15,8 @@ export interface Credentials {
   readonly user?: string | undefined;
   readonly pass?: string | undefined;
   readonly token?: string | undefined;
+  /** A NATS user JWT presented alone (bearer), as an operator-mode client's password (protocol/natsLogin.ts). */
+  readonly jwt?: string | undefined;
   /** The gateway's own users may also log in with a creds file or an nkey seed. */
   readonly authenticator?: Authenticator | undefined;
   /** Identifies an authenticator's secret for sharing (a file path), never the secret itself. */
@@ -196,7 +199,7 @@ export class NatsBridge {
             user: creds.user,
             pass: creds.pass,
             token: creds.token,
-            ...(creds.authenticator ? { authenticator: creds.authenticator } : {}),
+            ...(creds.authenticator ? { authenticator: creds.authenticator } : creds.jwt ? { authenticator: jwtAuthenticator(creds.jwt) } : {}),
             name: role === "gateway" ? `mq-gateway ${gatewayId}` : `mq-gateway ${gatewayId} client`,
             // Replies to the gateway's own requests are recognisable, and never delivered to clients (deliveryGuard.ts).
             inboxPrefix: role === "gateway" ? gatewayInboxPrefix(gatewayId) : clientInboxPrefix(gatewayId),
@@ -328,6 +331,20 @@ export async function flushAndSettle(nc: NatsConnection): Promise<void> {
   await new Promise<void>((resolve) => setImmediate(resolve));
 }
 
+/** A login as the bridge takes it. */
+export function bridgeCredentialsOf(login: LoginCredentials): Credentials {
+  switch (login.kind) {
+    case "user":
+      return { user: login.user, pass: login.pass };
+    case "token":
+      return { token: login.token };
+    case "jwt":
+      return { jwt: login.jwt };
+    case "anonymous":
+      return {};
+  }
+}
+
 /** A new reply subject under the connection's own inbox prefix (nats.js keeps it in its options). */
 export function inboxOf(nc: NatsConnection): string {
   return createInbox((nc as { options?: { inboxPrefix?: string } }).options?.inboxPrefix);
@@ -335,9 +352,9 @@ export function inboxOf(nc: NatsConnection): string {
 
 /** Clients with equal credentials share one connection; the key never holds a secret in clear. */
 export function credentialKey(creds: Credentials): string {
-  if (!creds.user && !creds.pass && !creds.token && !creds.authenticatorKey) return "anonymous";
+  if (!creds.user && !creds.pass && !creds.token && !creds.jwt && !creds.authenticatorKey) return "anonymous";
   return createHash("sha256")
-    .update(JSON.stringify([creds.user ?? null, creds.pass ?? null, creds.token ?? null, creds.authenticatorKey ?? null]))
+    .update(JSON.stringify([creds.user ?? null, creds.pass ?? null, creds.token ?? null, creds.authenticatorKey ?? null, creds.jwt ?? null]))
     .digest("hex")
     .slice(0, 24);
 }

@@ -105,7 +105,7 @@ export function natsServerPermissions(config: GatewayConfig): string {
     `# Client NATS users: everything except $MQG.>, the gateway's own subjects, and publishing`,
     `# to _INBOX.MQGW.>, where the gateway's requests on client connections get their answers.`,
     `${CLIENT_PERMISSIONS} = {`,
-    `  publish: { allow: [">"], deny: ["$MQG.>"] }`,
+    `  publish: { allow: [">"], deny: ["$MQG.>", "_INBOX.MQGW.>"] }`,
     `  subscribe: { allow: [">"], deny: ["$MQG.>"] }`,
     "}",
     "",

@@ -108,10 +108,17 @@ describe("natsServerPermissions", () => {
       "$JS.API.CONSUMER.PAUSE.ORDERS.*",
       "$JS.API.CONSUMER.INFO.ORDERS.*",
       "$KV.MQGW_SESSIONS.>",
+      // Stored delivery on the bound stream, and the replies to the gateway's own requests.
+      "$JS.API.STREAM.INFO.ORDERS",
+      "$JS.API.CONSUMER.DURABLE.CREATE.ORDERS.*",
+      "$JS.API.CONSUMER.MSG.NEXT.ORDERS.*",
+      "$JS.API.CONSUMER.RESET.ORDERS.*",
+      "$JS.ACK.ORDERS.>",
+      "$MQG.inbox.*.>",
     ]) {
       expect(text).toContain(`"${subject}"`);
     }
-    expect(text).toMatch(/publish: \{ allow: \[">"\], deny: \["\$MQG\.>"\] \}/);
+    expect(text).toMatch(/publish: \{ allow: \[">"\], deny: \["\$MQG\.>", "_INBOX\.MQGW\.>"\] \}/);
     expect(text).toMatch(/subscribe: \{ allow: \[">"\], deny: \["\$MQG\.>"\] \}/);
     expect(text.match(/allow_responses: true/g)).toHaveLength(2);
   });

@@ -1,6 +1,8 @@
 import { TLSSocket } from "node:tls";
 import type { SaslMechanism } from "../../config/schema.js";
 import type { Login } from "../../machines/amqpConnection.js";
+import { loginCredentials } from "../../protocol/natsLogin.js";
+import { bridgeCredentialsOf } from "../natsBridge.js";
 import type { ServerMechanism } from "./rhea.js";
 
 /**
@@ -20,9 +22,8 @@ export function plainLogin(response: Buffer | undefined): Login | undefined {
   if (first < 0 || second < 0 || response.indexOf(0, second + 1) >= 0) return undefined;
   const user = response.toString("utf8", first + 1, second);
   const pass = response.toString("utf8", second + 1);
-  if (user === "" && pass === "") return { credentials: {}, mechanism: "PLAIN" };
-  if (user === "") return { credentials: { token: pass }, mechanism: "PLAIN" };
-  return { credentials: { user, pass }, username: user, mechanism: "PLAIN" };
+  const credentials = bridgeCredentialsOf(loginCredentials(user, pass));
+  return { credentials, ...(user !== "" ? { username: user } : {}), mechanism: "PLAIN" };
 }
 
 function mechanism(

@@ -2,8 +2,9 @@ import { randomBytes } from "node:crypto";
 import type { IConnectPacket, Packet } from "mqtt-packet";
 import type { ConnectRequest, WillMessage } from "../../machines/mqttConnection.js";
 import { ConnackV4, Reason } from "../../protocol/mqttReasons.js";
-import type { Credentials } from "../natsBridge.js";
+import { bridgeCredentialsOf, type Credentials } from "../natsBridge.js";
 import { tooLong } from "../../protocol/natsLimits.js";
+import { loginCredentials } from "../../protocol/natsLogin.js";
 import type { MqttSettings } from "./settings.js";
 
 /** What a CONNECT asks for, or the CONNACK that refuses it (then the connection closes). */
@@ -125,9 +126,8 @@ export function connackPacket(
   } as Packet;
 }
 
-/** CONNECT username/password become the client's own NATS login; a password alone is a token (CONTRACT). */
+/** CONNECT username/password become the client's own NATS login; a password alone is a token (CONTRACT), a user JWT a JWT. */
 export function credentialsOf(request: ConnectRequest): Credentials {
-  if (request.username !== undefined) return { user: request.username, pass: request.password ?? "" };
-  if (request.password !== undefined) return { token: request.password };
-  return {};
+  return bridgeCredentialsOf(loginCredentials(request.username, request.password));
 }
+
