@@ -37,7 +37,7 @@ export function isGatewayOwn(subject: string): boolean {
  * the client? `reply` is the message's reply subject, if any.
  */
 export function coreDeliverable(pattern: string, subject: string, reply: string | undefined): boolean {
-  if (reply !== undefined && reply.startsWith(JS_ACK)) return false;
+  if (reply?.startsWith(JS_ACK)) return false;
   if (isGatewayOwn(subject)) return false;
   return pattern === subject || subjectMatches(pattern, subject);
 }

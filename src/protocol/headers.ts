@@ -318,7 +318,10 @@ export function headersToMeta(headers: HeaderEntries, strict = false): MessageMe
       for (const v of values) {
         const value = name === undefined ? undefined : strict ? decodeStrict(v.trim()) : decodeHeaderValue(v.trim());
         if (name === undefined || value === undefined) meta.lost = (meta.lost ?? 0) + 1;
-        else (props ??= []).push([name, value]);
+        else {
+          props ??= [];
+          props.push([name, value]);
+        }
       }
       continue;
     }

@@ -40,7 +40,15 @@ describe("a user property running past its property block (MQTT 5: malformed)", 
     nc = await connect({ servers: nats.url });
     mosquittoPort = await freePort();
     mosquitto = spawn("/usr/sbin/mosquitto", ["-p", String(mosquittoPort)], { stdio: ["ignore", "ignore", "pipe"] });
-    await eventually(() => RawMqtt.connected(mosquittoPort, 5).then((c) => (c.end(), true)), 10_000, "mosquitto up");
+    await eventually(
+      () =>
+        RawMqtt.connected(mosquittoPort, 5).then((c) => {
+          c.end();
+          return true;
+        }),
+      10_000,
+      "mosquitto up",
+    );
   });
   afterAll(async () => {
     mosquitto?.kill();

@@ -12,6 +12,7 @@ import { AmqpClient, bodyText, collect, rhea, send, sendSettled } from "../amqp/
 import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
 import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
 import { eventually } from "../helpers/poll.js";
+import { publishesOf } from "../helpers/inbound.js";
 import { RawMqtt } from "../helpers/rawMqtt.js";
 
 const serverConfig = `
@@ -34,29 +35,8 @@ no_auth_user: open
 const narrow = { username: "narrow", password: Buffer.from("narrow") };
 const denier = { username: "denier", password: Buffer.from("denier") };
 
-/** PUBLISHes a raw client receives, by topic, leaving other packets for next(). */
-function publishes(c: RawMqtt) {
-  const got: mqtt.IPublishPacket[] = [];
-  const take = () => {
-    for (
-      let i = c.packets.findIndex((p) => p.cmd === "publish");
-      i >= 0;
-      i = c.packets.findIndex((p) => p.cmd === "publish")
-    ) {
-      const p = c.packets.splice(i, 1)[0] as mqtt.IPublishPacket;
-      got.push(p);
-      if (p.qos === 1) c.send({ cmd: "puback", messageId: p.messageId } as mqtt.Packet);
-    }
-  };
-  c.socket.on("data", take);
-  take();
-  return {
-    got,
-    topics: () => got.map((p) => p.topic),
-    waitFor: (topic: string, ms = 10_000) =>
-      eventually(() => got.find((p) => p.topic === topic), ms, `a PUBLISH on ${topic}`),
-  };
-}
+/** PUBLISHes a raw client receives (acknowledged), by topic, leaving other packets for next(). */
+const publishes = publishesOf;
 
 describe("authorization cannot be bypassed through the gateway", () => {
   let nats: NatsServerHandle;
