@@ -14,7 +14,8 @@ import { RetainedMessages } from "../actors/mqtt/retained.js";
 import { AccountServices } from "../actors/accountServices.js";
 import { bridgeCredentials } from "../actors/gatewayCredentials.js";
 import { Bindings } from "../actors/bindings.js";
-import { answerLiveness, requestTakeover } from "../actors/liveness.js";
+import { announceClaim, answerLiveness, requestTakeover } from "../actors/liveness.js";
+import { SessionDirectory } from "../actors/mqtt/sessionDirectory.js";
 import { lameDuckActor } from "../actors/admin/lameDuck.js";
 import { startAdmin } from "../actors/admin/start.js";
 import { Reloader } from "../actors/reload.js";
@@ -52,6 +53,7 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
     const metrics = new Metrics(registry);
     const supervisor = yield* Supervisor.make(log);
     const clients = new ClientRegistry();
+    const directory = new SessionDirectory();
     const exitCode = yield* Deferred.make<number>();
     const closers: Array<() => void> = [];
 
@@ -87,7 +89,7 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
     yield* Effect.promise(() => bindings.load(config.bindings));
     // With gateway users, each account's liveness actor answers there (src/actors/admin/liveness.ts).
     if (Object.keys(config.gateway_users).length === 0) {
-      const liveness = answerLiveness(core.nc, config.id, clients, log);
+      const liveness = answerLiveness({ nc: core.nc, id: config.id, clients, directory, log });
       yield* Effect.addFinalizer(() => Effect.sync(() => liveness.unsubscribe()));
     }
     let mqttSettings = mqttSettingsOf(config);
@@ -107,6 +109,12 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
       settings: () => mqttSettings,
       accountOf: (lease, username) => accounts.resolve(lease.nc, username),
       maxConnectionsPerAccount: () => config.limits.max_connections_per_account,
+      directory,
+      announce: (account, clientId) =>
+        void services.jetstream(account).then(
+          ({ lease }) => announceClaim(lease.nc, config.id, account, clientId),
+          () => {},
+        ),
       remoteTakeover: async (account, clientId, owner) =>
         requestTakeover((await services.jetstream(account)).lease.nc, owner, account, clientId),
     };
@@ -190,7 +198,7 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
       },
     });
 
-    const admin = startAdmin({ config, servers, bridge, clients, registry, supervisor, metrics, log, gateway: gw, version: VERSION });
+    const admin = startAdmin({ config, servers, bridge, clients, directory, registry, supervisor, metrics, log, gateway: gw, version: VERSION });
 
     if (config.http.listen) {
       const httpPort = yield* serveHttp(config.http.listen, {

@@ -7,6 +7,7 @@ import type { Bindings } from "../bindings.js";
 import { flushAndSettle } from "../natsBridge.js";
 import type { ClientLink } from "./link.js";
 import type { RetainedMessages } from "./retained.js";
+import type { InboundState } from "./inboundState.js";
 import { StoredPublisher } from "./storedPublish.js";
 
 const STORED_ACK_TIMEOUT_MS = 5_000;
@@ -34,6 +35,8 @@ export class InboundPublisher {
     private readonly link: ClientLink,
     private readonly bindings: Bindings,
     private readonly retained: RetainedMessages,
+    /** The session's memory of the client's QoS 1/2 publishes (resends, QoS 2 exactly once). */
+    readonly state: InboundState,
   ) {}
 
   onPublish(inbound: InboundPublish, messageId: number | undefined, dup: boolean): void {
