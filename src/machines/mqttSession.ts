@@ -73,8 +73,6 @@ export const mqttSessionMachine = setup({
     // Past the asker's own bounds (liveness.ts: a 1 s ping, then the owner's release).
     ownerTimeout: 8_000,
     storeTimeout: 5_000,
-    // An earlier session of the id ends within its own store timeouts; this only guards a bug there.
-    claimTimeout: 15_000,
   },
   guards: {
     heldElsewhere: ({ event }) => event.type === "LOADED" && event.found.heldBy !== undefined,
@@ -106,7 +104,6 @@ export const mqttSessionMachine = setup({
         CLAIMED: [{ guard: "nothingStored", target: "fresh" }, { target: "loading" }],
         DETACH: { target: "ended" },
       },
-      after: { claimTimeout: { target: "loading" } },
     },
     loading: {
       entry: emit({ type: "load" }),
@@ -143,7 +140,8 @@ export const mqttSessionMachine = setup({
       on: {
         LOADED: { target: "deciding", actions: assign({ found: ({ event }) => event.found }) },
         LOAD_FAILED: [
-          { guard: "cleanStart", target: "fresh" },
+          // A clean start still clears what the first read found.
+          { guard: "cleanStart", target: "deciding" },
           { target: "refused", actions: assign({ reason: ({ event }) => event.reason }) },
         ],
         DETACH: { target: "ended" },
