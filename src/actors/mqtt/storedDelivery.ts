@@ -19,8 +19,10 @@ import { PullWindow } from "./pullWindow.js";
  * the floor (the session record keeps it) is acknowledged again without being sent, and
  * what it held unacknowledged goes out with its old packet id and DUP (outbound.ts).
  */
-// Short requests bound how long a stopped delivery keeps reading its inbox.
+// Pull requests of a few seconds: an idle consumer asks again this often.
 const PULL_EXPIRES_MS = 3_000;
+// nats-server keeps a request whose inbox went for a moment when gateways or leafnodes are on (defaultGatewayRecentSubExpiration).
+const HAND_BACK_DELAY_MS = 300;
 
 // The acknowledgement bodies, encoded once (JetStream AckExplicit: one per message).
 const ACK = new TextEncoder().encode("+ACK");
@@ -111,7 +113,7 @@ export class StoredDelivery {
   private received(m: Msg): void {
     const seq = parseJsAckReply(m.reply)?.streamSeq;
     if (seq === undefined) return;
-    if (this.stopped) return this.nak(m, this.afterRequest());
+    if (this.stopped) return this.nak(m, HAND_BACK_DELAY_MS);
     if (this.pending.has(seq)) {
       // ack_wait ran out while the client holds it: MQTT sends nothing twice on one
       // connection [MQTT-4.4.0-1]; the newest delivery's reply is the one to acknowledge.
@@ -145,15 +147,14 @@ export class StoredDelivery {
   }
 
   /**
-   * Stop reading. What the client still holds stays unacknowledged for the next
-   * connection's reset; on a server without reset it is handed back after the last open
-   * request (a NAK with that delay), so a resumed session gets it within seconds.
+   * Stop reading. What the client still holds stays for the next connection's reset; on a
+   * server without reset it is handed back now (a NAK, delayed past the short while a
+   * clustered server keeps the stopped requests), so a resumed session gets it at once.
    */
   stop(): void {
     this.stopped = true;
     this.window?.stop();
-    const delay = this.afterRequest();
-    for (const m of this.pending.values()) this.nak(m, delay);
+    for (const m of this.pending.values()) this.nak(m, HAND_BACK_DELAY_MS);
     this.pending.clear();
   }
 
@@ -167,14 +168,6 @@ export class StoredDelivery {
     } catch {
       // The connection is closed: the message comes back after ack_wait.
     }
-  }
-
-  /**
-   * A message handed back must not go to a request still open for a client that left
-   * (it would bounce back and forth until the request expires): redeliver it just after.
-   */
-  private afterRequest(): number {
-    return Math.max(0, (this.window?.lastEndsAt ?? 0) - Date.now()) + 50;
   }
 
   static async remove(services: AccountServices, account: string, stream: string, name: string): Promise<void> {
