@@ -107,6 +107,8 @@ export interface GatewayConfig {
     readonly receive_maximum: number;
     readonly max_keepalive: number;
     readonly session_expiry_max: number;
+    /** How often one gateway looks through the sessions bucket for records a gone gateway left; 0 = never. An addition. */
+    readonly session_sweep_interval: number;
     /** "always" (the spec's header table) or "when_needed" (plain PUB for bare QoS 0; docs/performance.md). An addition. */
     readonly client_id_header: "always" | "when_needed";
   };
@@ -311,6 +313,7 @@ const mqtt = z.strictObject({
   ),
   // MQTT carries the session expiry as 32-bit seconds.
   session_expiry_max: duration.prefault("7d").pipe(between(0, 4_294_967_295_000, seconds)),
+  session_sweep_interval: duration.prefault("5m").pipe(between(0, 7 * 24 * 3_600_000, seconds)),
   client_id_header: z.enum(["always", "when_needed"]).default("always"),
 });
 

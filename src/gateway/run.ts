@@ -10,6 +10,8 @@ import { mqttConnectionActor } from "../actors/mqtt/connection.js";
 import type { MqttDeps } from "../actors/mqtt/deps.js";
 import { amqpDoor, amqpSettingsFor } from "../actors/amqp/door.js";
 import { KvSessionStore } from "../actors/mqtt/kvSessionStore.js";
+import { SessionSweeper } from "../actors/mqtt/sessionSweeper.js";
+import { sweepActor } from "../actors/mqtt/sweepActor.js";
 import { RetainedMessages } from "../actors/mqtt/retained.js";
 import { AccountServices } from "../actors/accountServices.js";
 import { bridgeCredentials } from "../actors/gatewayCredentials.js";
@@ -92,6 +94,13 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
       const liveness = answerLiveness({ nc: core.nc, id: config.id, clients, directory, log });
       yield* Effect.addFinalizer(() => Effect.sync(() => liveness.unsubscribe()));
     }
+    const sessionStore = new KvSessionStore(services);
+    const sweepEvery = config.mqtt.session_sweep_interval;
+    if (sweepEvery > 0) {
+      const sweeper = new SessionSweeper(services, sessionStore, directory, config.id, sweepEvery, log);
+      const accounts = () => new Set([...sessionStore.accounts(), ...Object.keys(config.gateway_users)]);
+      supervisor.spawn("sessionSweeper", "sessionSweeper", sweepActor(sweeper, sweepEvery, accounts));
+    }
     let mqttSettings = mqttSettingsOf(config);
     const mqttDeps: MqttDeps = {
       bridge,
@@ -101,7 +110,7 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
         services,
         bindings,
         retained: new RetainedMessages(services),
-        store: new KvSessionStore(services),
+        store: sessionStore,
         gatewayId: config.id,
       },
       metrics,

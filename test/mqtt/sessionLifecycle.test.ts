@@ -208,4 +208,25 @@ describe("MQTT session lifecycle: one client id, one session, in order", () => {
       await Promise.all([pub.endAsync(), back.endAsync(false, { reasonCode: 0, properties: { sessionExpiryInterval: 0 } })]);
     });
   });
+
+  it("a gateway killed with sessions marked connected: another settles them, and they expire from then on", async () => {
+    const sweeping = { ...config, mqtt: { listen: "127.0.0.1:0", session_sweep_interval: "1s" } };
+    const survivor = await startGateway({ nats: nats.url, config: sweeping });
+    const victim = await startGateway({ nats: nats.url, config });
+    try {
+      // The survivor serves the account too (its sweeper looks through buckets it has used).
+      const warm = await connectMqtt(survivor.port("mqtt"), { protocolVersion: 5 });
+      await warm.endAsync();
+      const held = [];
+      for (let i = 0; i < 5; i++) held.push(await connectMqtt(victim.port("mqtt"), v5session(`orphan-${i}`, 2)));
+      const mine = (keys: string[]) => keys.filter((k) => Buffer.from(k, "base64url").toString().startsWith("orphan-"));
+      expect(mine(await sessionKeys())).toHaveLength(5);
+      victim.process.kill("SIGKILL");
+      for (const c of held) c.end(true);
+      await eventually(async () => (mine(await sessionKeys()).length === 0 ? true : undefined), 20_000, "orphaned sessions settled and expired");
+    } finally {
+      await victim.stop();
+      await survivor.stop();
+    }
+  });
 });

@@ -86,6 +86,11 @@ export class KvSessionStore implements SessionStore {
     }
   }
 
+  /** The accounts whose bucket this gateway has used (the sweeper looks through these). */
+  accounts(): string[] {
+    return [...this.indexes.keys()];
+  }
+
   /**
    * False only when the bucket is known to hold no session of this client: the gateway
    * listed the bucket's keys and follows its writes (docs/decisions/mqtt-sessions.md,

@@ -58,6 +58,12 @@ export class SessionDirectory {
     return new Promise((resolve) => entry.onEnd.push(resolve));
   }
 
+  /** Whether a session of the client id is open here. */
+  holds(account: string, clientId: string): boolean {
+    const entry = this.latest.get(keyOf(account, clientId));
+    return entry !== undefined && !entry.ended;
+  }
+
   /** Sessions open now (tests and metrics). */
   size(): number {
     return this.latest.size;
