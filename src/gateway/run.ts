@@ -65,7 +65,15 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
         );
       }
       const at = config.nats.embedded_listen;
-      const embedded = yield* embeddedNats({ binary, host: at.host, port: at.port, dataDir: config.data, log, registry });
+      const embedded = yield* embeddedNats({
+        binary,
+        host: at.host,
+        port: at.port,
+        dataDir: config.data,
+        maxPayload: config.nats.embedded_max_payload,
+        log,
+        registry,
+      });
       servers = [embedded.url];
     }
 
@@ -90,7 +98,13 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
       const liveness = answerLiveness(core.nc, config.id, clients, log);
       yield* Effect.addFinalizer(() => Effect.sync(() => liveness.unsubscribe()));
     }
-    let mqttSettings = mqttSettingsOf(config);
+    let mqttSettings = mqttSettingsOf(config, core.nc.info?.max_payload);
+    // The cap follows the server the gateway is connected to (a reconnect may reach another).
+    const currentMqttSettings = () => {
+      const maxPayload = core.nc.info?.max_payload;
+      if (maxPayload !== undefined && maxPayload !== mqttSettings.natsMaxPayload) mqttSettings = mqttSettingsOf(config, maxPayload);
+      return mqttSettings;
+    };
     const mqttDeps: MqttDeps = {
       bridge,
       clients,
@@ -104,7 +118,7 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
       },
       metrics,
       log,
-      settings: () => mqttSettings,
+      settings: currentMqttSettings,
       accountOf: (lease, username) => accounts.resolve(lease.nc, username),
       maxConnectionsPerAccount: () => config.limits.max_connections_per_account,
       remoteTakeover: async (account, clientId, owner) =>
@@ -222,7 +236,7 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
       () => config,
       async (next, changed) => {
         config = next;
-        mqttSettings = mqttSettingsOf(next);
+        mqttSettings = mqttSettingsOf(next, core.nc.info?.max_payload);
         log.level = next.log.level;
         if (changed.includes("bindings")) await bindings.load(next.bindings);
       },
