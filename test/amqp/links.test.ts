@@ -3,7 +3,7 @@
 import { connect, headers, type Msg, type NatsConnection } from "@nats-io/transport-node";
 import type { Source } from "rhea";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
+import { type GatewayHandle, metric, startGateway } from "../helpers/gateway.js";
 import { collect as collectMqtt, connectMqtt } from "../helpers/mqttClient.js";
 import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
 import { eventually } from "../helpers/poll.js";
@@ -27,17 +27,6 @@ function nextMsg(nc: NatsConnection, subject: string, ms = 5_000): Promise<Msg> 
       }
     })();
   });
-}
-
-async function metric(gw: GatewayHandle, name: string, labels: Record<string, string>): Promise<number> {
-  const text = await (await fetch(`http://127.0.0.1:${gw.port("http")}/metrics`)).text();
-  const want = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
-  let total = 0;
-  for (const line of text.split("\n")) {
-    if (!line.startsWith(`${name}{`)) continue;
-    if (want.every((w) => line.includes(w))) total += Number(line.split(" ").pop());
-  }
-  return total;
 }
 
 describe("AMQP links: targets, sources, messages and routes", () => {

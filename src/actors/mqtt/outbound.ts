@@ -22,30 +22,32 @@ export class OutboundFlow {
   constructor(
     private readonly receiveMaximum: number,
     private readonly maxBacklog: number,
-    private readonly write: (packet: IPublishPacket) => void,
+    /** false: larger than the client allows, not sent (packetWriter.ts). */
+    private readonly write: (packet: IPublishPacket) => boolean,
     /** A message dropped from a full backlog (counted in mqgw_dropped_total). */
     private readonly onDrop: (packet: IPublishPacket) => void = () => {},
   ) {}
 
-  send(msg: OutboundPublish, onAcked?: () => void): void {
+  /**
+   * false: the message is larger than the client allows and was dropped; a QoS 1/2 one
+   * counts as delivered and acknowledged (`onAcked` runs) [MQTT-3.1.2-25].
+   */
+  send(msg: OutboundPublish, onAcked?: () => void): boolean {
     if (msg.qos === 0 && !msg.properties) {
       // Encoded straight from the NATS message's bytes (a Uint8Array is all the encoder needs).
-      this.write({ cmd: "publish", topic: msg.topic, payload: msg.payload as Buffer, qos: 0, retain: msg.retain, dup: false });
-      return;
+      return this.write({ cmd: "publish", topic: msg.topic, payload: msg.payload as Buffer, qos: 0, retain: msg.retain, dup: false });
     }
     const packet: IPublishPacket = {
       cmd: "publish",
       topic: msg.topic,
-      payload: Buffer.from(msg.payload.buffer, msg.payload.byteOffset, msg.payload.byteLength),
+      payload: msg.payload as Buffer,
       qos: msg.qos,
       retain: msg.retain,
       dup: false,
+      // Ours, User Properties as a list in order: the writer encodes them (mqttProperties.ts).
       ...(msg.properties ? { properties: msg.properties as IPublishPacket["properties"] } : {}),
     };
-    if (msg.qos === 0) {
-      this.write(packet);
-      return;
-    }
+    if (msg.qos === 0) return this.write(packet);
     if (this.size() >= this.receiveMaximum) {
       const backlog = (this.backlog ??= []);
       if (backlog.length >= this.maxBacklog) {
@@ -54,16 +56,20 @@ export class OutboundFlow {
         this.onDrop(oldest.packet);
       }
       backlog.push({ packet, onAcked });
-      return;
+      return true;
     }
-    this.dispatch(packet, onAcked);
+    return this.dispatch(packet, onAcked);
   }
 
-  private dispatch(packet: IPublishPacket, onAcked?: () => void): void {
+  private dispatch(packet: IPublishPacket, onAcked?: () => void): boolean {
     const id = this.allocateId();
     packet.messageId = id;
+    if (!this.write(packet)) {
+      onAcked?.();
+      return false;
+    }
     (this.inflight ??= new Map()).set(id, { packet, released: false, onAcked });
-    this.write(packet);
+    return true;
   }
 
   /** PUBACK (QoS 1) or PUBCOMP (QoS 2): the slot is free. */
@@ -72,8 +78,8 @@ export class OutboundFlow {
     if (!f) return false;
     this.inflight!.delete(id);
     f.onAcked?.();
-    const next = this.backlog?.shift();
-    if (next) this.dispatch(next.packet, next.onAcked);
+    // A backlogged message too large for the client frees its slot at once: take the next.
+    for (let next = this.backlog?.shift(); next; next = this.backlog?.shift()) if (this.dispatch(next.packet, next.onAcked)) break;
     return true;
   }
 

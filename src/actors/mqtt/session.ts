@@ -46,7 +46,6 @@ export class ClientSession {
     private readonly link: ClientLink,
     private readonly deps: SessionDeps,
     receiveMaximum: number,
-    private readonly clientMaxPacket: number,
     private readonly expirySec: number,
   ) {
     // A stored message dropped from the backlog is not acknowledged: the stream sends it again after ack_wait.
@@ -264,14 +263,13 @@ export class ClientSession {
       if (out === "expired") link.metrics.dropped("mqtt", "expired");
       return;
     }
-    if (!this.fits(out.topic, data)) return;
     if (out.qos === 0 && link.queuedBytes() > link.settings.maxQueuedBytes) {
       // A slow consumer loses QoS 0 messages, not the gateway's memory (docs/decisions/mqtt-sessions.md).
       link.metrics.dropped("mqtt", "slow_consumer");
       return;
     }
-    this.outbound.send(out);
-    link.metrics.messageOut("mqtt", "delivered");
+    // One larger than the client allows is dropped and counted by the connection's writer.
+    if (this.outbound.send(out)) link.metrics.messageOut("mqtt", "delivered");
   }
 
   private deliverStored(sub: ActiveSubscription, m: Msg, d: StoredDelivery, checked = false): void {
@@ -291,12 +289,12 @@ export class ClientSession {
       return;
     }
     const out = natsToMqttPublish(m.subject, headers, m.data, undefined, sub.options, { protocolVersion: this.link.version, clientId: this.link.clientId, now: Date.now() });
-    if (typeof out === "string" || !this.fits(out.topic, m.data)) {
+    if (typeof out === "string") {
       d.ack(m);
       return;
     }
-    this.outbound.send(out, () => d.ack(m));
-    this.link.metrics.messageOut("mqtt", "delivered_stored");
+    // Too large for the client: dropped, and acknowledged as if delivered [MQTT-3.1.2-25].
+    if (this.outbound.send(out, () => d.ack(m))) this.link.metrics.messageOut("mqtt", "delivered_stored");
   }
 
   private async sendRetained(sub: ActiveSubscription): Promise<void> {
@@ -341,12 +339,6 @@ export class ClientSession {
     } finally {
       probe?.unsubscribe();
     }
-  }
-
-  private fits(topic: string, data: Uint8Array): boolean {
-    if (data.byteLength + topic.length + 64 <= this.clientMaxPacket) return true;
-    this.link.metrics.dropped("mqtt", "too_large_for_client");
-    return false;
   }
 }
 
