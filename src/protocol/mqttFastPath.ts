@@ -7,7 +7,7 @@
  * returns undefined and goes through mqtt-packet as before, so errors and their messages
  * stay mqtt-packet's.
  */
-import { type PublishProperties, publishPropertiesLength, readPublishProperties, varIntLength, writePublishProperties } from "./mqttProperties.js";
+import { type PublishProperties, publishPropertiesLength, readPublishProperties, varIntLength, writePublishProperties, writeVarInt } from "./mqttProperties.js";
 
 /** What mqtt-packet would give for the same bytes (its IPublishPacket fields). */
 export interface FastPublish {
@@ -108,14 +108,7 @@ export function encodePublishInto(
 ): void {
   const remaining = remainingLength(version, topicBytes, payload.byteLength, qos, propsBytes);
   out[at] = 0x30 | (dup ? 8 : 0) | (qos << 1) | (retain ? 1 : 0);
-  let pos = at + 1;
-  let n = remaining;
-  do {
-    let b = n % 128;
-    n = Math.floor(n / 128);
-    if (n > 0) b |= 0x80;
-    out[pos++] = b;
-  } while (n > 0);
+  let pos = writeVarInt(out, at + 1, remaining);
   out[pos++] = topicBytes >> 8;
   out[pos++] = topicBytes & 0xff;
   pos += out.write(topic, pos, topicBytes, "utf8");

@@ -20,7 +20,7 @@ export interface PublishProperties {
 }
 
 /** How each property's value is encoded (MQTT 5 section 2.2.2.2, the property table as data). */
-const enum Kind {
+enum Kind {
   Byte,
   TwoBytes,
   FourBytes,
@@ -88,7 +88,12 @@ export function varIntLength(n: number): number {
  * property's id and value bounds. Returns the position after the block, or undefined when
  * it is malformed (an unknown id, a value past the block's end).
  */
-function scan(buf: Uint8Array, at: number, end: number, visit: (id: number, from: number, to: number) => boolean): number | undefined {
+function scan(
+  buf: Uint8Array,
+  at: number,
+  end: number,
+  visit: (id: number, from: number, to: number) => boolean,
+): number | undefined {
   const len = readVarInt(buf, at, end);
   if (!len) return undefined;
   const blockEnd = len.next + len.value;
@@ -150,7 +155,11 @@ const u32 = (b: Uint8Array, at: number) => ((b[at]! << 24) | (b[at + 1]! << 16) 
  * is malformed, holds a property a PUBLISH may not carry, or repeats one that may appear
  * once. The caller then leaves the packet to mqtt-packet, whose error answers stand.
  */
-export function readPublishProperties(buf: Uint8Array, at: number, end: number): { props: PublishProperties | undefined; next: number } | undefined {
+export function readPublishProperties(
+  buf: Uint8Array,
+  at: number,
+  end: number,
+): { props: PublishProperties | undefined; next: number } | undefined {
   let props: PublishProperties | undefined;
   let seen = 0;
   const next = scan(buf, at, end, (id, from) => {

@@ -4,11 +4,12 @@
 // operator queues on the wrong stream, wildcard sources that mix stored and unstored
 // subjects, and multi-frame messages at the configured maximum, both ways.
 import { AckPolicy, type JetStreamManager, jetstreamManager } from "@nats-io/jetstream";
-import { connect, type Msg, type NatsConnection } from "@nats-io/transport-node";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
 import type { Source } from "rhea";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
 import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
+import { nextMsg } from "../helpers/natsMessages.js";
 import { eventually } from "../helpers/poll.js";
 import { AmqpClient, bodyText, collect, rhea, send } from "./rheaClient.js";
 import { HEADER_ROOM } from "../../src/protocol/natsLimits.js";
@@ -18,19 +19,6 @@ const MAX_PAYLOAD = 65_536;
 const DYNAMIC = { dynamic: true } as unknown as Source;
 let n = 0;
 const unique = (prefix: string) => `${prefix}.${process.pid}x${++n}`;
-
-function nextMsg(nc: NatsConnection, subject: string, ms = 5_000): Promise<Msg> {
-  const sub = nc.subscribe(subject, { max: 1 });
-  return new Promise<Msg>((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error(`no NATS message on ${subject}`)), ms);
-    void (async () => {
-      for await (const m of sub) {
-        clearTimeout(t);
-        resolve(m);
-      }
-    })();
-  });
-}
 
 /** The encoded bytes of each message the test process's rhea receives, as they came off the wire. */
 function captureIncoming(): { raws: Buffer[]; stop: () => void } {

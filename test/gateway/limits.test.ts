@@ -7,19 +7,21 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { connect, type Msg, type NatsConnection } from "@nats-io/transport-node";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
 import type mqttPacket from "mqtt-packet";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HEADER_ROOM } from "../../src/protocol/natsLimits.js";
 import { AmqpClient, collect, detached, rhea, send } from "../amqp/rheaClient.js";
 import { type GatewayHandle, startEmbeddedGateway } from "../helpers/gateway.js";
 import { connectMqtt } from "../helpers/mqttClient.js";
+import { nextMsg } from "../helpers/natsMessages.js";
 import { eventually } from "../helpers/poll.js";
 import { runPython } from "../helpers/python.js";
 import { RawMqtt } from "../helpers/rawMqtt.js";
 
 const run = promisify(execFile);
-const proton = (script: string, args: string[]) => runPython(join(import.meta.dirname, "../amqp/clients", script), args);
+const proton = (script: string, args: string[]) =>
+  runPython(join(import.meta.dirname, "../amqp/clients", script), args);
 const MiB = 1024 * 1024;
 
 let n = 0;
@@ -27,19 +29,6 @@ const unique = (prefix: string) => `${prefix}${process.pid}x${++n}`;
 /** The bytes send.py --size writes. */
 const protonBody = (size: number) => Buffer.from(Array.from({ length: size }, (_, i) => i % 251));
 const sha256 = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
-
-function nextMsg(nc: NatsConnection, subject: string, ms = 15_000): Promise<Msg> {
-  return new Promise((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error(`nothing on ${subject} in ${ms} ms`)), ms);
-    nc.subscribe(subject, {
-      max: 1,
-      callback: (_e, m) => {
-        clearTimeout(t);
-        resolve(m);
-      },
-    });
-  });
-}
 
 describe("limits on the defaults (embedded nats-server)", () => {
   let gw: GatewayHandle & { natsUrl: string };
@@ -71,16 +60,26 @@ describe("limits on the defaults (embedded nats-server)", () => {
     const payload = Buffer.from(Array.from({ length: MiB - (9 + topic.length) }, (_, i) => (i * 7) % 256));
     const file = join(mkdtempSync(join(tmpdir(), "mqgw-big-")), "payload.bin");
     writeFileSync(file, payload);
-    const onNats = nextMsg(nc, topic.replaceAll("/", "."));
-    const sub = run("mosquitto_sub", ["-p", String(gw.port("mqtt")), "-V", "mqttv5", "-q", "1", "-t", topic, "-C", "1", "-W", "20", "-N"], {
-      encoding: "buffer",
-      maxBuffer: 4 * MiB,
-    });
+    const onNats = nextMsg(nc, topic.replaceAll("/", "."), 20_000);
+    const sub = run(
+      "mosquitto_sub",
+      ["-p", String(gw.port("mqtt")), "-V", "mqttv5", "-q", "1", "-t", topic, "-C", "1", "-W", "20", "-N"],
+      {
+        encoding: "buffer",
+        maxBuffer: 4 * MiB,
+      },
+    );
     // mosquitto_sub says nothing once subscribed: publish until it has its message.
-    await eventually(async () => {
-      await run("mosquitto_pub", ["-p", String(gw.port("mqtt")), "-V", "mqttv5", "-q", "1", "-t", topic, "-f", file]);
-      return (await Promise.race([sub.then(() => true), new Promise((r) => setTimeout(() => r(undefined), 500))])) as true | undefined;
-    }, 20_000, "mosquitto_sub got the message");
+    await eventually(
+      async () => {
+        await run("mosquitto_pub", ["-p", String(gw.port("mqtt")), "-V", "mqttv5", "-q", "1", "-t", topic, "-f", file]);
+        return (await Promise.race([sub.then(() => true), new Promise((r) => setTimeout(() => r(undefined), 500))])) as
+          | true
+          | undefined;
+      },
+      20_000,
+      "mosquitto_sub got the message",
+    );
     expect(sha256((await onNats).data)).toBe(sha256(payload));
     const { stdout } = await sub;
     expect(stdout.length).toBe(payload.length);
@@ -91,7 +90,7 @@ describe("limits on the defaults (embedded nats-server)", () => {
     const address = unique("lim.amqp.in");
     const a = await AmqpClient.open(gw.port("amqp"));
     const got = collect(await a.receiver(address));
-    const onNats = nextMsg(nc, address);
+    const onNats = nextMsg(nc, address, 20_000);
     const s = proton("send.py", [`amqp://127.0.0.1:${gw.port("amqp")}`, address, "--size", String(MiB)]);
     expect(await s.upTo(1, 30_000)).toEqual([{ outcome: "accepted" }]);
     const body = protonBody(MiB);
@@ -108,8 +107,14 @@ describe("limits on the defaults (embedded nats-server)", () => {
     const a = await AmqpClient.open(gw.port("amqp"));
     const relay = await a.sender({ target: {} });
     const body = Buffer.alloc(MiB, 0x5a);
-    expect(await send(relay, { to: address, body: rhea.message.data_section(body) })).toMatchObject({ state: "accepted" });
-    expect(await r.line((l) => l.size !== undefined, 15_000)).toMatchObject({ to: address, size: MiB, sha256: sha256(body) });
+    expect(await send(relay, { to: address, body: rhea.message.data_section(body) })).toMatchObject({
+      state: "accepted",
+    });
+    expect(await r.line((l) => l.size !== undefined, 15_000)).toMatchObject({
+      to: address,
+      size: MiB,
+      sha256: sha256(body),
+    });
     await a.close();
   });
 
@@ -120,7 +125,9 @@ describe("limits on the defaults (embedded nats-server)", () => {
     sender.send({ body: rhea.message.data_section(Buffer.alloc(8 * MiB)) });
     expect(await gone).toMatchObject({ condition: "amqp:link:message-size-exceeded" });
     const ok = await a.sender(unique("lim.amqp.small"));
-    expect(await send(ok, { body: rhea.message.data_section(Buffer.from("after")) })).toMatchObject({ state: "accepted" });
+    expect(await send(ok, { body: rhea.message.data_section(Buffer.from("after")) })).toMatchObject({
+      state: "accepted",
+    });
     await a.close();
   });
 });
@@ -152,9 +159,25 @@ describe("limits capped by a smaller nats.embedded_max_payload", () => {
     const topic = "cap/t";
     const fits = told - (9 + topic.length);
     const c = await RawMqtt.connected(gw.port("mqtt"), 5);
-    c.send({ cmd: "publish", topic, payload: Buffer.alloc(fits), qos: 1, messageId: 1, retain: false, dup: false } as mqttPacket.Packet);
+    c.send({
+      cmd: "publish",
+      topic,
+      payload: Buffer.alloc(fits),
+      qos: 1,
+      messageId: 1,
+      retain: false,
+      dup: false,
+    } as mqttPacket.Packet);
     expect(((await c.next("puback")) as mqttPacket.IPubackPacket).reasonCode ?? 0).toBe(0);
-    c.send({ cmd: "publish", topic, payload: Buffer.alloc(fits + 1), qos: 1, messageId: 2, retain: false, dup: false } as mqttPacket.Packet);
+    c.send({
+      cmd: "publish",
+      topic,
+      payload: Buffer.alloc(fits + 1),
+      qos: 1,
+      messageId: 2,
+      retain: false,
+      dup: false,
+    } as mqttPacket.Packet);
     expect(((await c.next("disconnect")) as mqttPacket.IDisconnectPacket).reasonCode).toBe(0x95);
     await c.waitClosed();
   });

@@ -13,7 +13,9 @@ import { launchChromium } from "../helpers/chromium.js";
 import { type GatewayHandle, startEmbeddedGateway } from "../helpers/gateway.js";
 
 const PAGE_WAIT = 30_000;
-const bundle = readFileSync(join(createRequire(import.meta.url).resolve("mqtt/package.json"), "..", "dist", "mqtt.min.js"));
+const bundle = readFileSync(
+  join(createRequire(import.meta.url).resolve("mqtt/package.json"), "..", "dist", "mqtt.min.js"),
+);
 
 // The page keeps what happens in `window.seen`; every WebSocket it opens is kept too, so
 // the test can read the subprotocol the gateway chose.
@@ -50,7 +52,9 @@ describe("mqtt.js's browser bundle in headless Chromium, over WebSocket /mqtt", 
     browser = await launchChromium();
     page = await browser.newPage();
     await page.goto(`http://127.0.0.1:${sitePort}/`, { timeout: PAGE_WAIT });
-    await page.waitForFunction(() => typeof (window as unknown as { mqtt?: unknown }).mqtt === "object", undefined, { timeout: PAGE_WAIT });
+    await page.waitForFunction(() => typeof (window as unknown as { mqtt?: unknown }).mqtt === "object", undefined, {
+      timeout: PAGE_WAIT,
+    });
   }, 120_000);
 
   afterAll(async () => {
@@ -61,7 +65,9 @@ describe("mqtt.js's browser bundle in headless Chromium, over WebSocket /mqtt", 
   });
 
   for (const protocolVersion of [4, 5] as const) {
-    it(`MQTT ${protocolVersion === 4 ? "3.1.1" : "5"}: subscribe and publish from the page, a NATS client on the other side`, { timeout: 60_000 }, async () => {
+    it(`MQTT ${protocolVersion === 4 ? "3.1.1" : "5"}: subscribe and publish from the page, a NATS client on the other side`, {
+      timeout: 60_000,
+    }, async () => {
       const tag = `v${protocolVersion}x${process.pid}`;
       const url = `ws://127.0.0.1:${gw.port("mqtt_ws")}/mqtt`;
       // Browser -> gateway: CONNECT, SUBSCRIBE (SUBACK awaited), then a PUBLISH.
@@ -73,7 +79,16 @@ describe("mqtt.js's browser bundle in headless Chromium, over WebSocket /mqtt", 
         ([u, v, t]) =>
           new Promise<{ protocol: string; granted: number[] }>((resolve, reject) => {
             const w = window as unknown as {
-              mqtt: { connect(url: string, o: object): { on(e: string, f: (...a: unknown[]) => void): void; subscribe(t: string, o: object, f: (e: unknown, g: Array<{ qos: number }>) => void): void; publish(t: string, p: string, o: object): void } };
+              mqtt: {
+                connect(
+                  url: string,
+                  o: object,
+                ): {
+                  on(e: string, f: (...a: unknown[]) => void): void;
+                  subscribe(t: string, o: object, f: (e: unknown, g: Array<{ qos: number }>) => void): void;
+                  publish(t: string, p: string, o: object): void;
+                };
+              };
               seen: { messages: Array<{ topic: string; payload: string }>; errors: string[] };
               sockets: WebSocket[];
               client?: unknown;
@@ -81,7 +96,9 @@ describe("mqtt.js's browser bundle in headless Chromium, over WebSocket /mqtt", 
             const client = w.mqtt.connect(u, { protocolVersion: v, clientId: `browser-${t}`, reconnectPeriod: 0 });
             w.client = client;
             client.on("error", (e) => w.seen.errors.push(String(e)));
-            client.on("message", (topic, payload) => w.seen.messages.push({ topic: String(topic), payload: String(payload) }));
+            client.on("message", (topic, payload) =>
+              w.seen.messages.push({ topic: String(topic), payload: String(payload) }),
+            );
             client.on("connect", () => {
               client.subscribe(`browser/${t}/in`, { qos: 1 }, (err, granted) => {
                 if (err) return reject(String(err));
@@ -96,14 +113,24 @@ describe("mqtt.js's browser bundle in headless Chromium, over WebSocket /mqtt", 
       expect(await fromBrowser).toBe(`hello from chromium ${tag}`);
       // NATS -> browser.
       nc.publish(`browser.${tag}.in`, `hello from nats ${tag}`);
-      await page.waitForFunction((n) => (window as unknown as { seen: { messages: unknown[] } }).seen.messages.length >= n, 1, { timeout: PAGE_WAIT, polling: 50 });
+      await page.waitForFunction(
+        (n) => (window as unknown as { seen: { messages: unknown[] } }).seen.messages.length >= n,
+        1,
+        { timeout: PAGE_WAIT, polling: 50 },
+      );
       const seen = await page.evaluate(() => {
-        const w = window as unknown as { seen: { messages: unknown[]; errors: string[] }; client: { end(force: boolean): void } };
+        const w = window as unknown as {
+          seen: { messages: unknown[]; errors: string[] };
+          client: { end(force: boolean): void };
+        };
         w.client.end(true);
         const out = { messages: w.seen.messages.splice(0), errors: w.seen.errors.splice(0) };
         return out;
       });
-      expect(seen).toEqual({ messages: [{ topic: `browser/${tag}/in`, payload: `hello from nats ${tag}` }], errors: [] });
+      expect(seen).toEqual({
+        messages: [{ topic: `browser/${tag}/in`, payload: `hello from nats ${tag}` }],
+        errors: [],
+      });
     });
   }
 });

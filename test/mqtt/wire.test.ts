@@ -4,11 +4,12 @@
 import { execFile } from "node:child_process";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { connect, headers as natsHeaders, type Msg, type NatsConnection } from "@nats-io/transport-node";
+import { connect, type NatsConnection, headers as natsHeaders } from "@nats-io/transport-node";
 import mqttPacket from "mqtt-packet";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type GatewayHandle, metric, startEmbeddedGateway } from "../helpers/gateway.js";
 import { collect, connectMqtt } from "../helpers/mqttClient.js";
+import { nextMsg } from "../helpers/natsMessages.js";
 import { eventually } from "../helpers/poll.js";
 import { runPython } from "../helpers/python.js";
 import { RawMqtt } from "../helpers/rawMqtt.js";
@@ -18,20 +19,6 @@ const paho = (args: string[]) => runPython(join(import.meta.dirname, "clients", 
 
 let n = 0;
 const unique = (prefix: string) => `${prefix}${process.pid}x${++n}`;
-
-/** The next message on a NATS subject, within a bound. */
-function nextMsg(nc: NatsConnection, subject: string, ms = 10_000): Promise<Msg> {
-  return new Promise((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error(`nothing on ${subject} in ${ms} ms`)), ms);
-    nc.subscribe(subject, {
-      max: 1,
-      callback: (_e, m) => {
-        clearTimeout(t);
-        resolve(m);
-      },
-    });
-  });
-}
 
 describe("MQTT 5 on the wire, third-party clients, embedded nats-server", () => {
   let gw: GatewayHandle & { natsUrl: string };
@@ -51,8 +38,24 @@ describe("MQTT 5 on the wire, third-party clients, embedded nats-server", () => 
   describe("Receive Maximum [MQTT-3.3.4-9]", () => {
     it("paho holding its PUBRELs: 256 QoS 2 publishes are answered PUBREC, one more gets DISCONNECT 0x93", async () => {
       const topic = unique("rm/hold");
-      const c = paho([String(port), "--pub", topic, "--qos", "2", "--count", "256", "--hold-pubrel", "--more", "1", "--seconds", "15"]);
-      expect(await c.line((l) => l.connack !== undefined)).toMatchObject({ connack: 0, properties: { ReceiveMaximum: 256 } });
+      const c = paho([
+        String(port),
+        "--pub",
+        topic,
+        "--qos",
+        "2",
+        "--count",
+        "256",
+        "--hold-pubrel",
+        "--more",
+        "1",
+        "--seconds",
+        "15",
+      ]);
+      expect(await c.line((l) => l.connack !== undefined)).toMatchObject({
+        connack: 0,
+        properties: { ReceiveMaximum: 256 },
+      });
       const gone = await c.line((l) => l.disconnect !== undefined);
       expect(gone).toMatchObject({ disconnect: 0x93, properties: { ReasonString: "receive maximum exceeded" } });
       // Every PUBREC was in before the 257th went: the exchanges were open only for want of a PUBREL.
@@ -65,8 +68,25 @@ describe("MQTT 5 on the wire, third-party clients, embedded nats-server", () => 
       let got = 0;
       nc.subscribe(topic.replaceAll("/", "."), { callback: () => void got++ });
       await nc.flush();
-      const c = paho([String(port), "--pub", topic, "--qos", "2", "--count", "256", "--hold-pubrel", "--release-then", "256", "--seconds", "30"]);
-      await eventually(() => (c.lines.filter((l) => l.published !== undefined).length === 512 ? true : undefined), 30_000, "512 PUBCOMPs");
+      const c = paho([
+        String(port),
+        "--pub",
+        topic,
+        "--qos",
+        "2",
+        "--count",
+        "256",
+        "--hold-pubrel",
+        "--release-then",
+        "256",
+        "--seconds",
+        "30",
+      ]);
+      await eventually(
+        () => (c.lines.filter((l) => l.published !== undefined).length === 512 ? true : undefined),
+        30_000,
+        "512 PUBCOMPs",
+      );
       expect(c.lines.some((l) => l.disconnect !== undefined)).toBe(false);
       await eventually(() => (got === 512 ? true : undefined), 10_000, "512 messages on NATS");
       c.kill();
@@ -76,7 +96,18 @@ describe("MQTT 5 on the wire, third-party clients, embedded nats-server", () => 
   describe("the client's Maximum Packet Size, measured with topic and properties [MQTT-3.1.2-24]", () => {
     /** The size of the PUBLISH the gateway writes: mqtt-packet encodes it the same way for one User Property. */
     const sizeOf = (topic: string, payload: string, userProperties: Record<string, string>) =>
-      mqttPacket.generate({ cmd: "publish", topic, payload: Buffer.from(payload), qos: 0, retain: false, dup: false, properties: { userProperties } }, { protocolVersion: 5 }).length;
+      mqttPacket.generate(
+        {
+          cmd: "publish",
+          topic,
+          payload: Buffer.from(payload),
+          qos: 0,
+          retain: false,
+          dup: false,
+          properties: { userProperties },
+        },
+        { protocolVersion: 5 },
+      ).length;
 
     it("mqtt.js gets a message of exactly its maximum; one byte more in a User Property is dropped and counted in /metrics", async () => {
       const max = 300;
@@ -100,12 +131,17 @@ describe("MQTT 5 on the wire, third-party clients, embedded nats-server", () => 
       const [m] = await inbox.count(1);
       expect(m!.payload.toString()).toBe("small");
       expect(m!.packet.properties?.userProperties).toEqual({ k: value });
-      expect(await metric(gw, "mqgw_dropped_total", { protocol: "mqtt", reason: "too_large_for_client" })).toBe(before + 1);
+      expect(await metric(gw, "mqgw_dropped_total", { protocol: "mqtt", reason: "too_large_for_client" })).toBe(
+        before + 1,
+      );
       await c.endAsync();
     });
 
     it("a QoS 1 message too large for the client counts as delivered: with Receive Maximum 1 the next one still comes [MQTT-3.1.2-25]", async () => {
-      const c = await connectMqtt(port, { protocolVersion: 5, properties: { maximumPacketSize: 200, receiveMaximum: 1 } });
+      const c = await connectMqtt(port, {
+        protocolVersion: 5,
+        properties: { maximumPacketSize: 200, receiveMaximum: 1 },
+      });
       const inbox = collect(c);
       const topic = unique("mps1/t");
       await c.subscribeAsync(topic, { qos: 1 });
@@ -127,7 +163,15 @@ describe("MQTT 5 on the wire, third-party clients, embedded nats-server", () => 
       // No client library shows a PUBACK's size or reason string: a raw client does.
       // 24 bytes: the CONNACK, with its properties, just fits.
       const c = await RawMqtt.connected(port, 5, { properties: { maximumPacketSize: 24 } });
-      c.send({ cmd: "publish", topic: "$MQG/admin/x", payload: Buffer.from("x"), qos: 1, messageId: 1, retain: false, dup: false } as mqttPacket.Packet);
+      c.send({
+        cmd: "publish",
+        topic: "$MQG/admin/x",
+        payload: Buffer.from("x"),
+        qos: 1,
+        messageId: 1,
+        retain: false,
+        dup: false,
+      } as mqttPacket.Packet);
       const ack = (await c.next("puback")) as mqttPacket.IPubackPacket;
       expect(ack.reasonCode).toBe(0x87);
       expect(ack.properties?.reasonString).toBeUndefined();
@@ -148,20 +192,66 @@ describe("MQTT 5 on the wire, third-party clients, embedded nats-server", () => 
       expect(m.headers?.get("Mqgw-Mqtt-Props-Order")).toBe("b,2,b,10,a");
       expect(m.headers?.values("Mqgw-Prop-b")).toEqual(["1", "3"]);
       const got = await sub.line((l) => l.message !== undefined);
-      expect((got.message as { properties: { UserProperty: string[][] } }).properties.UserProperty).toEqual(props.map((p) => p.split("=")));
+      expect((got.message as { properties: { UserProperty: string[][] } }).properties.UserProperty).toEqual(
+        props.map((p) => p.split("=")),
+      );
       pub.kill();
       sub.kill();
     });
 
     it("mosquitto_pub with three different keys -> Mqgw-Mqtt-Props-Order; mosquitto_sub prints them in that order", async () => {
       const topic = unique("order/m");
-      const sub = run("mosquitto_sub", ["-p", String(port), "-V", "mqttv5", "-t", topic, "-C", "1", "-W", "10", "-F", "%P"]);
+      const sub = run("mosquitto_sub", [
+        "-p",
+        String(port),
+        "-V",
+        "mqttv5",
+        "-t",
+        topic,
+        "-C",
+        "1",
+        "-W",
+        "10",
+        "-F",
+        "%P",
+      ]);
       const onNats = nextMsg(nc, topic.replaceAll("/", "."));
       // mosquitto_sub says nothing once subscribed: publish until it has its message.
-      await eventually(async () => {
-        await run("mosquitto_pub", ["-p", String(port), "-V", "mqttv5", "-t", topic, "-m", "hi", "-D", "publish", "user-property", "zone", "eu", "-D", "publish", "user-property", "2", "two", "-D", "publish", "user-property", "1", "one"]);
-        return (await Promise.race([sub.then(() => true), new Promise((r) => setTimeout(() => r(undefined), 300))])) as true | undefined;
-      }, 10_000, "mosquitto_sub got a message");
+      await eventually(
+        async () => {
+          await run("mosquitto_pub", [
+            "-p",
+            String(port),
+            "-V",
+            "mqttv5",
+            "-t",
+            topic,
+            "-m",
+            "hi",
+            "-D",
+            "publish",
+            "user-property",
+            "zone",
+            "eu",
+            "-D",
+            "publish",
+            "user-property",
+            "2",
+            "two",
+            "-D",
+            "publish",
+            "user-property",
+            "1",
+            "one",
+          ]);
+          return (await Promise.race([
+            sub.then(() => true),
+            new Promise((r) => setTimeout(() => r(undefined), 300)),
+          ])) as true | undefined;
+        },
+        10_000,
+        "mosquitto_sub got a message",
+      );
       const m = await onNats;
       expect(m.headers?.get("Mqgw-Mqtt-Props-Order")).toBe("zone,2,1");
       expect((await sub).stdout.trim()).toBe("zone:eu 2:two 1:one");
@@ -205,7 +295,9 @@ describe("MQTT 5 on the wire, third-party clients, embedded nats-server", () => 
       await c.line((l) => l.subscribed !== undefined);
       for (let i = 0; i < 3; i++) nc.publish(topic.replaceAll("/", "."), `m${i}`);
       await c.line((l) => l.done !== undefined);
-      const msgs = c.lines.filter((l) => l.message).map((l) => l.message as { topic: string; wire_topic: string; alias: number });
+      const msgs = c.lines
+        .filter((l) => l.message)
+        .map((l) => l.message as { topic: string; wire_topic: string; alias: number });
       expect(msgs.map((m) => m.topic)).toEqual([topic, topic, topic]);
       expect(msgs.map((m) => m.wire_topic)).toEqual([topic, "", ""]);
       expect(msgs.map((m) => m.alias)).toEqual([1, 1, 1]);
@@ -232,7 +324,10 @@ describe("MQTT 5 on the wire, third-party clients, embedded nats-server", () => 
 
   describe("enhanced authentication (MQTT 5 section 4.12)", () => {
     it("a CONNECT with an Authentication Method: CONNACK 0x8C for mqtt.js, paho and mosquitto_pub", async () => {
-      const e = await connectMqtt(port, { protocolVersion: 5, properties: { authenticationMethod: "SCRAM-SHA-256" } }).then(
+      const e = await connectMqtt(port, {
+        protocolVersion: 5,
+        properties: { authenticationMethod: "SCRAM-SHA-256" },
+      }).then(
         () => undefined,
         (err: { code?: number }) => err,
       );
@@ -240,7 +335,20 @@ describe("MQTT 5 on the wire, third-party clients, embedded nats-server", () => 
       const c = paho([String(port), "--auth-method", "SCRAM-SHA-1", "--seconds", "5"]);
       expect(await c.line((l) => l.connack !== undefined)).toMatchObject({ connack: 0x8c });
       c.kill();
-      const m = await run("mosquitto_pub", ["-p", String(port), "-V", "mqttv5", "-t", "x", "-m", "x", "-D", "connect", "authentication-method", "GS2-KRB5"]).then(
+      const m = await run("mosquitto_pub", [
+        "-p",
+        String(port),
+        "-V",
+        "mqttv5",
+        "-t",
+        "x",
+        "-m",
+        "x",
+        "-D",
+        "connect",
+        "authentication-method",
+        "GS2-KRB5",
+      ]).then(
         () => undefined,
         (err: { code?: number; stderr?: string }) => err,
       );

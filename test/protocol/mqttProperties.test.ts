@@ -12,7 +12,10 @@ import { natsToMqttPublish } from "../../src/protocol/natsToMqtt.js";
 const RUNS = { numRuns: 500 };
 
 /** Keys that mqtt-packet's object form loses the order of: repeats, and integer-like keys (JS puts them first). */
-const key = fc.oneof(fc.constantFrom("a", "b", "1", "10", "2", "zone", "with space", "%", ",", ":", "é", ""), fc.string({ unit: "grapheme", maxLength: 6 }));
+const key = fc.oneof(
+  fc.constantFrom("a", "b", "1", "10", "2", "zone", "with space", "%", ",", ":", "é", ""),
+  fc.string({ unit: "grapheme", maxLength: 6 }),
+);
 const value = fc.oneof(fc.constantFrom("", " x ", "1", "100%"), fc.string({ unit: "grapheme", maxLength: 10 }));
 const userProps = fc.array(fc.tuple(key, value), { minLength: 1, maxLength: 8 });
 
@@ -73,12 +76,17 @@ describe("PUBLISH properties in wire order", () => {
 
   it("the fast path reads back exactly what was written, User Properties in order and repeated", () => {
     fc.assert(
-      fc.property(propsArb, fc.uint8Array({ maxLength: 50 }), fc.constantFrom(0 as const, 1 as const, 2 as const), (props, payload, qos) => {
-        const bytes = encodePublishFast(5, "plant/line1", payload, qos, false, false, qos > 0 ? 7 : undefined, props);
-        const got = parsePublishFast(bytes, 5)!;
-        expect(got.properties ?? {}).toEqual(props);
-        expect(Buffer.from(got.payload).equals(Buffer.from(payload))).toBe(true);
-      }),
+      fc.property(
+        propsArb,
+        fc.uint8Array({ maxLength: 50 }),
+        fc.constantFrom(0 as const, 1 as const, 2 as const),
+        (props, payload, qos) => {
+          const bytes = encodePublishFast(5, "plant/line1", payload, qos, false, false, qos > 0 ? 7 : undefined, props);
+          const got = parsePublishFast(bytes, 5)!;
+          expect(got.properties ?? {}).toEqual(props);
+          expect(Buffer.from(got.payload).equals(Buffer.from(payload))).toBe(true);
+        },
+      ),
       RUNS,
     );
   });
@@ -86,7 +94,9 @@ describe("PUBLISH properties in wire order", () => {
   it("mqtt-packet's own parse (a topic the fast path leaves to it) gets the User Properties back in wire order", () => {
     fc.assert(
       fc.property(userProps, (pairs) => {
-        const bytes = encodePublishFast(5, "usine/été", Buffer.from("x"), 1, false, false, 3, { userProperties: pairs });
+        const bytes = encodePublishFast(5, "usine/été", Buffer.from("x"), 1, false, false, 3, {
+          userProperties: pairs,
+        });
         expect(parsePublishFast(bytes, 5)).toBeUndefined();
         const p = parsePacket(bytes, { protocolVersion: 5 }) as IPublishPacket;
         expect(p.topic).toBe("usine/été");
@@ -105,7 +115,13 @@ describe("PUBLISH properties in wire order", () => {
       clean: true,
       keepalive: 30,
       properties: { sessionExpiryInterval: 10, userProperties: { conn: "x" } },
-      will: { topic: "w", payload: Buffer.from("bye"), qos: 1, retain: false, properties: { willDelayInterval: 0, userProperties: { b: "1", a: ["2", "3"] } } },
+      will: {
+        topic: "w",
+        payload: Buffer.from("bye"),
+        qos: 1,
+        retain: false,
+        properties: { willDelayInterval: 0, userProperties: { b: "1", a: ["2", "3"] } },
+      },
     };
     const bytes = mqtt.generate(connect, { protocolVersion: 5 });
     const p = parsePacket(bytes, { protocolVersion: 5 }) as IConnectPacket;
@@ -142,15 +158,23 @@ describe("MQTT -> NATS -> MQTT keeps User Property order and repeats (the header
   it("through nats.js headers and a hop that reorders keys", () => {
     fc.assert(
       fc.property(userProps, fc.integer(), fc.boolean(), (pairs, seed, goHop) => {
-        const wire = encodePublishFast(5, "plant/line1/temp", Buffer.from("21.5"), 1, false, false, 1, { userProperties: pairs });
+        const wire = encodePublishFast(5, "plant/line1/temp", Buffer.from("21.5"), 1, false, false, 1, {
+          userProperties: pairs,
+        });
         const inbound = parsePublishFast(wire, 5)!;
         const mapped = mqttPublishToNats({ ...inbound, properties: inbound.properties }, ctx);
         if (!mapped.ok) throw new Error(mapped.error.reason);
         const headers = mapped.value.headers!;
         if (new Set(pairs.map(([k]) => k)).size > 1) expect(headers.map(([k]) => k)).toContain(HEADER.mqttPropsOrder);
         // MsgHdrs iterates as [key, values]: what a NATS subscriber hands on.
-        const received = goHop ? shuffleKeys(headers, seed) : (viaNats(headers) as unknown as Iterable<[string, string]>);
-        const out = natsToMqttPublish(mapped.value.subject, received, inbound.payload, undefined, sub, { protocolVersion: 5, clientId: "sub", now: 0 });
+        const received = goHop
+          ? shuffleKeys(headers, seed)
+          : (viaNats(headers) as unknown as Iterable<[string, string]>);
+        const out = natsToMqttPublish(mapped.value.subject, received, inbound.payload, undefined, sub, {
+          protocolVersion: 5,
+          clientId: "sub",
+          now: 0,
+        });
         if (typeof out === "string") throw new Error(out);
         const back = encodePublishFast(5, out.topic, out.payload, out.qos, out.retain, false, 1, out.properties);
         expect(parsePublishFast(back, 5)!.properties?.userProperties).toEqual(pairs);

@@ -68,7 +68,19 @@ export class PacketWriter {
       const size = publishLength(version, sentTopicBytes, payload.byteLength, p.qos, propsBytes + ALIAS_BYTES);
       if (size <= this.maxPacket) {
         const aliased: PublishProperties = props ? { ...props, topicAlias: plan.alias } : { topicAlias: plan.alias };
-        this.outbox.publish(size, version, plan.known ? "" : p.topic, sentTopicBytes, payload, p.qos, p.retain, p.dup, p.messageId, aliased, propsBytes + ALIAS_BYTES);
+        this.outbox.publish(
+          size,
+          version,
+          plan.known ? "" : p.topic,
+          sentTopicBytes,
+          payload,
+          p.qos,
+          p.retain,
+          p.dup,
+          p.messageId,
+          aliased,
+          propsBytes + ALIAS_BYTES,
+        );
         this.aliases!.commit(p.topic, plan);
         return true;
       }
@@ -83,7 +95,19 @@ export class PacketWriter {
       this.onTooLarge("publish");
       return false;
     }
-    this.outbox.publish(size, version, p.topic, topicBytes, payload, p.qos, p.retain, p.dup, p.messageId, props, propsBytes);
+    this.outbox.publish(
+      size,
+      version,
+      p.topic,
+      topicBytes,
+      payload,
+      p.qos,
+      p.retain,
+      p.dup,
+      p.messageId,
+      props,
+      propsBytes,
+    );
     return true;
   }
 }
