@@ -16,6 +16,8 @@ import { RawMqtt } from "../helpers/rawMqtt.js";
 
 const run = promisify(execFile);
 const paho = (args: string[]) => runPython(join(import.meta.dirname, "clients", "paho_client.py"), args);
+/** Command-line options written as one string. */
+const options = (line: string) => line.split(" ");
 
 let n = 0;
 const unique = (prefix: string) => `${prefix}${process.pid}x${++n}`;
@@ -42,15 +44,7 @@ describe("MQTT 5 on the wire, third-party clients, embedded nats-server", () => 
         String(port),
         "--pub",
         topic,
-        "--qos",
-        "2",
-        "--count",
-        "256",
-        "--hold-pubrel",
-        "--more",
-        "1",
-        "--seconds",
-        "15",
+        ...options("--qos 2 --count 256 --hold-pubrel --more 1 --seconds 15"),
       ]);
       expect(await c.line((l) => l.connack !== undefined)).toMatchObject({
         connack: 0,
@@ -72,15 +66,7 @@ describe("MQTT 5 on the wire, third-party clients, embedded nats-server", () => 
         String(port),
         "--pub",
         topic,
-        "--qos",
-        "2",
-        "--count",
-        "256",
-        "--hold-pubrel",
-        "--release-then",
-        "256",
-        "--seconds",
-        "30",
+        ...options("--qos 2 --count 256 --hold-pubrel --release-then 256 --seconds 30"),
       ]);
       await eventually(
         () => (c.lines.filter((l) => l.published !== undefined).length === 512 ? true : undefined),
