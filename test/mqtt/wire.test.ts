@@ -187,53 +187,18 @@ describe("MQTT 5 on the wire, third-party clients, embedded nats-server", () => 
 
     it("mosquitto_pub with three different keys -> Mqgw-Mqtt-Props-Order; mosquitto_sub prints them in that order", async () => {
       const topic = unique("order/m");
-      const sub = run("mosquitto_sub", [
-        "-p",
-        String(port),
-        "-V",
-        "mqttv5",
-        "-t",
-        topic,
-        "-C",
-        "1",
-        "-W",
-        "10",
-        "-F",
-        "%P",
-      ]);
+      const at = ["-p", String(port), "-V", "mqttv5", "-t", topic];
+      const sub = run("mosquitto_sub", [...at, ...options("-C 1 -W 10 -F %P")]);
       const onNats = nextMsg(nc, topic.replaceAll("/", "."));
+      const props = options(
+        "-D publish user-property zone eu -D publish user-property 2 two -D publish user-property 1 one",
+      );
       // mosquitto_sub says nothing once subscribed: publish until it has its message.
       await eventually(
         async () => {
-          await run("mosquitto_pub", [
-            "-p",
-            String(port),
-            "-V",
-            "mqttv5",
-            "-t",
-            topic,
-            "-m",
-            "hi",
-            "-D",
-            "publish",
-            "user-property",
-            "zone",
-            "eu",
-            "-D",
-            "publish",
-            "user-property",
-            "2",
-            "two",
-            "-D",
-            "publish",
-            "user-property",
-            "1",
-            "one",
-          ]);
-          return (await Promise.race([
-            sub.then(() => true),
-            new Promise((r) => setTimeout(() => r(undefined), 300)),
-          ])) as true | undefined;
+          await run("mosquitto_pub", [...at, "-m", "hi", ...props]);
+          const within = new Promise<undefined>((r) => setTimeout(() => r(undefined), 300));
+          return Promise.race([sub.then(() => true as const), within]);
         },
         10_000,
         "mosquitto_sub got a message",
