@@ -90,6 +90,8 @@ export interface GatewayConfig {
     readonly servers: readonly string[];
     /** Where the embedded nats-server listens for clients (used only when servers is empty). An addition to the CONTRACT. */
     readonly embedded_listen: ListenAddress;
+    /** Bytes; the embedded nats-server's max_payload (used only when servers is empty). An addition to the CONTRACT. */
+    readonly embedded_max_payload: number;
     readonly tls: ClientTls | null;
   };
   /** null: no admin connection, no admin API. */
@@ -433,6 +435,8 @@ export const configFileSchema = z
             .prefault("127.0.0.1:4222")
             .refine((l) => l !== null, "the embedded nats-server needs an address")
             .transform((l) => l as ListenAddress),
+          // nats-server takes at most its max_pending (64 MiB) and warns past 8 MB.
+          embedded_max_payload: size.prefault("8MiB").pipe(between(1024, 64 * 1024 * 1024, (n) => (n >= 1024 * 1024 ? `${n / 1024 / 1024}MiB` : `${n / 1024}KiB`))),
         })
         .prefault({}),
     ),

@@ -69,7 +69,15 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
         );
       }
       const at = config.nats.embedded_listen;
-      const embedded = yield* embeddedNats({ binary, host: at.host, port: at.port, dataDir: config.data, log, registry });
+      const embedded = yield* embeddedNats({
+        binary,
+        host: at.host,
+        port: at.port,
+        dataDir: config.data,
+        maxPayload: config.nats.embedded_max_payload,
+        log,
+        registry,
+      });
       servers = [embedded.url];
     }
 
@@ -101,7 +109,13 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
       const accounts = () => new Set([...sessionStore.accounts(), ...Object.keys(config.gateway_users)]);
       supervisor.spawn("sessionSweeper", "sessionSweeper", sweepActor(sweeper, sweepEvery, accounts));
     }
-    let mqttSettings = mqttSettingsOf(config);
+    let mqttSettings = mqttSettingsOf(config, core.nc.info?.max_payload);
+    // The cap follows the server the gateway is connected to (a reconnect may reach another).
+    const currentMqttSettings = () => {
+      const maxPayload = core.nc.info?.max_payload;
+      if (maxPayload !== undefined && maxPayload !== mqttSettings.natsMaxPayload) mqttSettings = mqttSettingsOf(config, maxPayload);
+      return mqttSettings;
+    };
     const mqttDeps: MqttDeps = {
       bridge,
       clients,
@@ -115,7 +129,7 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
       },
       metrics,
       log,
-      settings: () => mqttSettings,
+      settings: currentMqttSettings,
       accountOf: (lease, username) => accounts.resolve(lease.nc, username),
       maxConnectionsPerAccount: () => config.limits.max_connections_per_account,
       directory,
@@ -239,7 +253,7 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
       () => config,
       async (next, changed) => {
         config = next;
-        mqttSettings = mqttSettingsOf(next);
+        mqttSettings = mqttSettingsOf(next, core.nc.info?.max_payload);
         log.level = next.log.level;
         if (changed.includes("bindings")) await bindings.load(next.bindings);
       },

@@ -1,6 +1,6 @@
 import type { Duplex } from "node:stream";
 import { Effect, type Scope } from "effect";
-import mqtt, { type IConnectPacket, type IPublishPacket, type Packet } from "mqtt-packet";
+import type { IAuthPacket, IConnectPacket, IPublishPacket, Packet } from "mqtt-packet";
 import type { Actor } from "xstate";
 import type { Logger } from "../../log.js";
 import {
@@ -10,7 +10,7 @@ import {
   mqttConnectionMachine,
   type WillMessage,
 } from "../../machines/mqttConnection.js";
-import { encodePubackFast, parsePubackFast, parsePublishFast } from "../../protocol/mqttFastPath.js";
+import { parsePubackFast, parsePublishFast } from "../../protocol/mqttFastPath.js";
 import { badPublishTopic, splitFrames } from "../../protocol/mqttFrame.js";
 import { beforeConnect, type ParserSettings, parsePacket, settingsAfterConnect } from "../../protocol/mqttParse.js";
 import { ConnackV4, Reason } from "../../protocol/mqttReasons.js";
@@ -18,13 +18,14 @@ import type { PublishProperties } from "../../protocol/mqttToNats.js";
 import type { ClientHandle } from "../clients.js";
 import { awaitDone, startMachine } from "../machineActor.js";
 import type { NatsLease } from "../natsBridge.js";
-import { connackPacket, credentialsOf, readConnect } from "./connect.js";
+import { authAnswer, connackPacket, credentialsOf, readConnect } from "./connect.js";
 import type { MqttDeps } from "./deps.js";
 import { InboundPublisher } from "./inbound.js";
 import { MqttClientHandle } from "./handle.js";
 import { ConnectionLink, DeniedSubjects } from "./link.js";
 import { ClientSession } from "./session.js";
 import { Outbox } from "./outbox.js";
+import { PacketWriter } from "./packetWriter.js";
 import { connectDeadline, connectWheel, type KeepaliveWatched, keepaliveWheel } from "./keepaliveWheel.js";
 import { scheduleReads } from "./readBatch.js";
 import { type SessionActor, startSessionActor } from "./sessionActor.js";
@@ -49,7 +50,6 @@ class MqttClientConnection {
   private inbound: InboundPublisher | undefined;
   private session: ClientSession | undefined;
   private sessionActor: SessionActor | undefined;
-  private clientMaxPacket = Number.POSITIVE_INFINITY;
   private clientReceiveMax = 65535;
   private topicAliases: Map<number, string> | undefined;
   private readonly denied = new DeniedSubjects();
@@ -75,6 +75,7 @@ class MqttClientConnection {
   ) {
     this.settings = deps.settings();
     this.outbox = new Outbox(socket);
+    this.writer = new PacketWriter(this.outbox, () => deps.metrics.dropped("mqtt", "too_large_for_client"));
   }
 
   /** The machine's commands (one dispatcher: a closure per command per connection adds up). */
@@ -289,6 +290,11 @@ class MqttClientConnection {
         });
         return;
       }
+      case "auth": {
+        // MQTT 5 section 4.12: the gateway offers no enhanced authentication.
+        const answer = authAnswer(p as IAuthPacket);
+        return this.protocolError(answer.reasonCode, answer.reason);
+      }
       default:
         return this.protocolError(Reason.protocolError, `unexpected ${p.cmd}`);
     }
@@ -310,13 +316,14 @@ class MqttClientConnection {
     this.endConnectDeadline();
     const outcome = readConnect(p, this.settings);
     if (!outcome.ok) {
+      this.writer.configure(outcome.version, outcome.clientMaxPacket);
       this.write(outcome.connack);
       return this.protocolError(outcome.reasonCode, outcome.reason);
     }
     this.version = outcome.request.protocolVersion;
+    this.writer.configure(this.version, outcome.clientMaxPacket, outcome.clientTopicAliasMax);
     this.parserSettings = settingsAfterConnect(this.version, (p as { bridgeMode?: boolean }).bridgeMode);
     this.assignedId = outcome.assignedId;
-    this.clientMaxPacket = outcome.clientMaxPacket;
     this.clientReceiveMax = outcome.clientReceiveMax;
     this.actor.send({ type: "CONNECT", request: outcome.request });
   }
@@ -383,7 +390,7 @@ class MqttClientConnection {
     const deps = this.deps.session;
     // In flight to the client: its Receive Maximum, capped by mqtt.receive_maximum.
     const inFlight = Math.min(this.clientReceiveMax, this.settings.receiveMaximum);
-    const session = new ClientSession(link, deps, inFlight, this.clientMaxPacket, request.sessionExpirySec, () => {
+    const session = new ClientSession(link, deps, inFlight, request.sessionExpirySec, () => {
       // Another connection of this client id wrote the session: this one lost it.
       this.log.info({ client_id: request.clientId }, "session moved to a newer connection");
       this.actor.send({ type: "TAKEN_OVER" });
@@ -476,18 +483,13 @@ class MqttClientConnection {
 
   /** What this tick writes leaves in one buffer and one write when the tick ends (outbox.ts). */
   private readonly outbox: Outbox;
+  /** Encodes into the outbox within the client's limits, aliasing topics it allows (packetWriter.ts). */
+  private readonly writer: PacketWriter;
 
-  write(packet: Packet): void {
-    if (this.socket.destroyed) return;
-    const p = packet as Omit<IPublishPacket, "cmd"> & { cmd: string; reasonCode?: number };
-    if (p.cmd === "publish" && p.properties === undefined && typeof p.payload !== "string")
-      this.outbox.publish(this.version, p.topic, p.payload, p.qos, p.retain, p.dup, p.messageId);
-    else
-      this.outbox.bytes(
-        p.cmd === "puback" && p.reasonCode === undefined && p.properties === undefined && p.messageId !== undefined
-          ? encodePubackFast(this.version, p.messageId)
-          : mqtt.generate(packet, { protocolVersion: this.version }),
-      );
+  /** false only when the packet is larger than the client allows: dropped and counted. */
+  write(packet: Packet): boolean {
+    if (this.socket.destroyed) return true;
+    return this.writer.write(packet);
   }
 
   /** The wheel found no packet within the limit. */

@@ -47,30 +47,32 @@ export class OutboundFlow {
   constructor(
     private readonly receiveMaximum: number,
     private readonly maxBacklog: number,
-    private readonly write: (packet: IPublishPacket) => void,
+    /** false: larger than the client allows, not sent (packetWriter.ts). */
+    private readonly write: (packet: IPublishPacket) => boolean,
     /** A message dropped from a full backlog (counted in mqgw_dropped_total). */
     private readonly onDrop: (packet: IPublishPacket) => void = () => {},
   ) {}
 
-  send(msg: OutboundPublish, options?: SendOptions): void {
+  /**
+   * false: the message is larger than the client allows and was dropped; a QoS 1/2 one
+   * counts as delivered and taken over (`onStored` runs) [MQTT-3.1.2-25].
+   */
+  send(msg: OutboundPublish, options?: SendOptions): boolean {
     if (msg.qos === 0 && !msg.properties) {
       // Encoded straight from the NATS message's bytes (a Uint8Array is all the encoder needs).
-      this.write({ cmd: "publish", topic: msg.topic, payload: msg.payload as Buffer, qos: 0, retain: msg.retain, dup: false });
-      return;
+      return this.write({ cmd: "publish", topic: msg.topic, payload: msg.payload as Buffer, qos: 0, retain: msg.retain, dup: false });
     }
     const packet: IPublishPacket = {
       cmd: "publish",
       topic: msg.topic,
-      payload: Buffer.from(msg.payload.buffer, msg.payload.byteOffset, msg.payload.byteLength),
+      payload: msg.payload as Buffer,
       qos: msg.qos,
       retain: msg.retain,
       dup: false,
+      // Ours, User Properties as a list in order: the writer encodes them (mqttProperties.ts).
       ...(msg.properties ? { properties: msg.properties as IPublishPacket["properties"] } : {}),
     };
-    if (msg.qos === 0) {
-      this.write(packet);
-      return;
-    }
+    if (msg.qos === 0) return this.write(packet);
     if (this.size() >= this.receiveMaximum) {
       const backlog = (this.backlog ??= []);
       if (backlog.length >= this.maxBacklog) {
@@ -79,18 +81,22 @@ export class OutboundFlow {
         this.onDrop(oldest.packet);
       }
       backlog.push({ packet, options });
-      return;
+      return true;
     }
-    this.dispatch(packet, options);
+    return this.dispatch(packet, options);
   }
 
-  private dispatch(packet: IPublishPacket, options: SendOptions | undefined): void {
+  private dispatch(packet: IPublishPacket, options: SendOptions | undefined): boolean {
     const again = options?.pid !== undefined && this.reserved?.delete(options.pid) === true && !this.inflight?.has(options.pid);
     const id = again ? options!.pid! : this.allocateId();
     packet.messageId = id;
     if (again) packet.dup = true;
+    if (!this.write(packet)) {
+      options?.onStored?.();
+      return false;
+    }
     (this.inflight ??= new Map()).set(id, { packet, released: false, onStored: options?.onStored, origin: options?.origin });
-    this.write(packet);
+    return true;
   }
 
   /** PUBACK (QoS 1) or PUBCOMP (QoS 2): the slot is free. */
@@ -99,8 +105,8 @@ export class OutboundFlow {
     if (!f) return false;
     this.inflight!.delete(id);
     if (!f.released) f.onStored?.();
-    const next = this.backlog?.shift();
-    if (next) this.dispatch(next.packet, next.options);
+    // A backlogged message too large for the client frees its slot at once: take the next.
+    for (let next = this.backlog?.shift(); next; next = this.backlog?.shift()) if (this.dispatch(next.packet, next.options)) break;
     return true;
   }
 

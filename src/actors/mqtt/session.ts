@@ -63,7 +63,6 @@ export class ClientSession {
     private readonly link: ClientLink,
     private readonly deps: SessionDeps,
     receiveMaximum: number,
-    private readonly clientMaxPacket: number,
     private readonly expirySec: number,
     /** Another connection of the client id wrote the session: this one lost it. */
     onMovedOn: () => void,
@@ -345,14 +344,13 @@ export class ClientSession {
       if (out === "expired") link.metrics.dropped("mqtt", "expired");
       return;
     }
-    if (!this.fits(out.topic, data)) return;
     if (out.qos === 0 && link.queuedBytes() > link.settings.maxQueuedBytes) {
       // A slow consumer loses QoS 0 messages, not the gateway's memory (docs/decisions/mqtt-sessions.md).
       link.metrics.dropped("mqtt", "slow_consumer");
       return;
     }
-    this.outbound.send(out);
-    link.metrics.messageOut("mqtt", "delivered");
+    // One larger than the client allows is dropped and counted by the connection's writer.
+    if (this.outbound.send(out)) link.metrics.messageOut("mqtt", "delivered");
   }
 
   private deliverStored(sub: ActiveSubscription, m: Msg, seq: number, d: StoredDelivery, checked = false): void {
@@ -372,13 +370,14 @@ export class ClientSession {
       return;
     }
     const out = natsToMqttPublish(m.subject, headers, m.data, undefined, sub.options, { protocolVersion: this.link.version, clientId: this.link.clientId, now: Date.now() });
-    if (typeof out === "string" || !this.fits(out.topic, m.data)) {
+    if (typeof out === "string") {
       d.ack(seq);
       return;
     }
     const origin = { consumer: d.name, seq };
-    this.outbound.send(out, { onStored: () => d.ack(seq), origin, pid: this.outbound.handedBack(origin) });
-    this.link.metrics.messageOut("mqtt", "delivered_stored");
+    // Too large for the client: dropped, and acknowledged as if delivered [MQTT-3.1.2-25].
+    if (this.outbound.send(out, { onStored: () => d.ack(seq), origin, pid: this.outbound.handedBack(origin) }))
+      this.link.metrics.messageOut("mqtt", "delivered_stored");
   }
 
   private async sendRetained(sub: ActiveSubscription): Promise<void> {
@@ -392,12 +391,6 @@ export class ClientSession {
   private mayRead(sub: ActiveSubscription, subject: string): true | Promise<boolean | undefined> {
     this.permission ??= new ReadPermission(this.link.lease.nc, this.link.denied.subscribe);
     return this.permission.mayRead(sub.subjects, subject);
-  }
-
-  private fits(topic: string, data: Uint8Array): boolean {
-    if (data.byteLength + topic.length + 64 <= this.clientMaxPacket) return true;
-    this.link.metrics.dropped("mqtt", "too_large_for_client");
-    return false;
   }
 }
 
