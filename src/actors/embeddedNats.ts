@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { Deferred, Effect, type Scope } from "effect";
 import type { Logger } from "../log.js";
@@ -12,6 +12,8 @@ export interface EmbeddedNatsOptions {
   readonly host: string;
   readonly port: number;
   readonly dataDir: string;
+  /** Bytes in one message, headers included (nats.embedded_max_payload). */
+  readonly maxPayload: number;
   readonly log: Logger;
   readonly registry: ActorRegistry;
 }
@@ -31,6 +33,9 @@ export const embeddedNats = (options: EmbeddedNatsOptions): Effect.Effect<Embedd
     const { binary, host, port, log } = options;
     const storeDir = resolve(join(options.dataDir, "jetstream"));
     mkdirSync(storeDir, { recursive: true });
+    // max_payload has no command-line flag: a config file beside the store holds it.
+    const configFile = resolve(join(options.dataDir, "nats-server.conf"));
+    writeFileSync(configFile, `# Written by mq-gateway at each start (nats.embedded_max_payload).\nmax_payload: ${options.maxPayload}\n`);
     const firstReady = yield* Deferred.make<string, Error>();
     const stopped = yield* Deferred.make<void>();
     let child: ChildProcess | undefined;
@@ -42,7 +47,7 @@ export const embeddedNats = (options: EmbeddedNatsOptions): Effect.Effect<Embedd
         spawn: () => {
           const proc = spawn(
             binary,
-            ["-a", host, "-p", String(port), "-js", "-sd", storeDir, "--server_name", `mqgw-embedded-${port}`],
+            ["-c", configFile, "-a", host, "-p", String(port), "-js", "-sd", storeDir, "--server_name", `mqgw-embedded-${port}`],
             { stdio: ["ignore", "ignore", "pipe"] },
           );
           child = proc;
@@ -73,7 +78,7 @@ export const embeddedNats = (options: EmbeddedNatsOptions): Effect.Effect<Embedd
           else actor.send({ type: "EXITED", code: 0, signal: null });
         },
         ready: ({ version }) => {
-          log.info({ version, url: `nats://${host}:${port}`, store: storeDir }, "embedded nats-server ready");
+          log.info({ version, url: `nats://${host}:${port}`, store: storeDir, max_payload: options.maxPayload }, "embedded nats-server ready");
           Deferred.doneUnsafe(firstReady, Effect.succeed(version));
         },
         down: ({ restartInMs }) => log.warn({ restartInMs }, "embedded nats-server exited; restarting"),

@@ -160,8 +160,9 @@ function clientAccounts(config: GatewayConfig): string[] {
 function gatewayPermissions(config: GatewayConfig, bindingStreams: readonly string[]): Permissions {
   return {
     publish: [
-      // Liveness asks to the other gateways, and the retained messages it writes.
+      // Liveness asks to the other gateways, claims of a client id connecting here, and the retained messages it writes.
       "$MQG.alive.*",
+      "$MQG.claim.*",
       `${RETAINED_SUBJECTS}`,
       ...ownStreamWrites(config),
       // jetstreamManager() asks for the account's JetStream info first.
@@ -171,7 +172,7 @@ function gatewayPermissions(config: GatewayConfig, bindingStreams: readonly stri
     ],
     // Liveness asks for this gateway, and the replies to its own requests ($MQG.inbox.<id>: every
     // gateway that shares this user has its own id, so all of them).
-    subscribe: ["$MQG.alive.*", "$MQG.inbox.*.>"],
+    subscribe: ["$MQG.alive.*", "$MQG.claim.*", "$MQG.inbox.*.>"],
     // Liveness replies, to the asking gateway's inbox.
     allowResponses: true,
   };
@@ -190,7 +191,8 @@ function ownStreamWrites(config: GatewayConfig): string[] {
 }
 
 /**
- * Its own streams: made when missing (INFO, CREATE), the retained stream purged per subject
+ * Its own streams: made when missing (INFO, CREATE; a bucket from before per-message TTLs
+ * is given them: UPDATE), the retained stream purged per subject
  * (an empty retained payload), read by direct get (sessions, retained), and the bucket
  * watched with ordered consumers (CREATE with the filter, INFO, DELETE, flow control).
  */
@@ -198,6 +200,7 @@ function ownStreamApi(stream: string): string[] {
   return [
     `$JS.API.STREAM.INFO.${stream}`,
     `$JS.API.STREAM.CREATE.${stream}`,
+    `$JS.API.STREAM.UPDATE.${stream}`,
     `$JS.API.STREAM.PURGE.${stream}`,
     `$JS.API.DIRECT.GET.${stream}`,
     `$JS.API.DIRECT.GET.${stream}.>`,

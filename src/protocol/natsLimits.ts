@@ -1,3 +1,29 @@
+import { isGatewayOwn } from "./deliveryGuard.js";
+import { isWhitespaceOrControl, utf8Length } from "./topic.js";
+
+/**
+ * What a client may send in one message, told to MQTT clients (CONNACK Maximum Packet
+ * Size) and AMQP clients (the link's max-message-size): what NATS takes in one message
+ * (the server's INFO max_payload, headers included) less room for the Mqgw-* headers the
+ * gateway adds (docs/decisions/limits.md).
+ */
+
+/**
+ * Room for the headers of one message. A typical message's Mqgw-* block is 50-400 bytes
+ * (QoS, client id, a few properties); 4 KiB leaves room for a long client id and a dozen
+ * User Properties. A message whose headers need more still fits the advertised size and is
+ * refused with a reason that names max_payload.
+ */
+export const HEADER_ROOM = 4096;
+
+/** nats-server's own default when a connection has no INFO yet. */
+export const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
+
+export function clientMessageLimit(maxPayload: number | undefined): number {
+  return Math.max(0, (maxPayload ?? DEFAULT_MAX_PAYLOAD) - HEADER_ROOM);
+}
+
+// ---------------------------------------------------------------------------------------
 /**
  * What fits on one NATS protocol line. nats-server closes a connection whose line (PUB,
  * HPUB, SUB) exceeds its `max_control_line` (4 KiB by default), and clients with the same
@@ -6,8 +32,6 @@
  * when the longest line the gateway would write for it does not fit
  * (docs/decisions/trust-model.md, "Limits").
  */
-import { isGatewayOwn } from "./deliveryGuard.js";
-import { isWhitespaceOrControl, utf8Length } from "./topic.js";
 
 export interface LineLimits {
   /** UTF-8 bytes of a subject plus its reply subject (a publish), or a subject plus its queue group (a subscription). */

@@ -1,4 +1,5 @@
 import { headersToMeta, type MessageMeta } from "./headers.js";
+import type { PublishProperties } from "./mqttProperties.js";
 import { deliverableTo, subjectToTopic, utf8Length } from "./topic.js";
 
 /** What a subscription asked for, as far as delivery is concerned. */
@@ -22,7 +23,7 @@ export interface OutboundPublish {
   payload: Uint8Array;
   qos: 0 | 1 | 2;
   retain: boolean;
-  properties?: Record<string, unknown>;
+  properties?: PublishProperties;
   /** Properties MQTT cannot carry, left out ("What a crossing loses"): counted in /metrics. */
   lost?: number;
 }
@@ -62,7 +63,7 @@ export function natsToMqttPublish(
     // A value MQTT cannot carry (over 65,535 bytes, U+0000, not UTF-8) does not reach the
     // client (mapping-to-nats.md, "What a crossing loses"): left out, never truncated.
     let lost = meta.lost ?? 0;
-    const props: Record<string, unknown> = {};
+    const props: PublishProperties = {};
     const replyTo = meta.replyTo ?? reply;
     if (replyTo !== undefined) {
       const rt = subjectToTopic(replyTo);
@@ -80,9 +81,10 @@ export function natsToMqttPublish(
     if (expiry !== undefined) props.messageExpiryInterval = expiry;
     if (meta.mqttPayloadFormat !== undefined) props.payloadFormatIndicator = meta.mqttPayloadFormat === 1;
     if (meta.userProps?.length) {
+      // In the order Mqgw-Mqtt-Props-Order gives, written as a list (mqttProperties.ts).
       const carried = meta.userProps.filter(([k, v]) => mqttString(k) && mqttString(v));
       lost += meta.userProps.length - carried.length;
-      if (carried.length > 0) props.userProperties = groupUserProperties(carried);
+      if (carried.length > 0) props.userProperties = carried;
     }
     if (sub.subscriptionId !== undefined) props.subscriptionIdentifier = sub.subscriptionId;
     if (Object.keys(props).length > 0) out.properties = props;
@@ -98,16 +100,4 @@ const MAX_MQTT_STRING = 65_535;
 export function mqttString(s: string): boolean {
   if (s.length * 3 > MAX_MQTT_STRING && (s.length > MAX_MQTT_STRING || utf8Length(s) > MAX_MQTT_STRING)) return false;
   return s.indexOf("\u0000") < 0;
-}
-
-/** mqtt-packet writes user properties from an object: one key, its values in order. */
-function groupUserProperties(pairs: Array<[string, string]>): Record<string, string | string[]> {
-  const out: Record<string, string | string[]> = {};
-  for (const [k, v] of pairs) {
-    const prev = out[k];
-    if (prev === undefined) out[k] = v;
-    else if (Array.isArray(prev)) prev.push(v);
-    else out[k] = [prev, v];
-  }
-  return out;
 }

@@ -72,7 +72,7 @@ describe("the gateway on generated permissions: two client accounts and the admi
   let gw: GatewayHandle;
   let operator: NatsConnection;
   const conns: NatsConnection[] = [];
-  // A # subscriber in each account, connected all along: what it must never see is the other account's.
+  // A subscriber in each account on every topic used, connected all along: what it must never see is the other account's.
   const watchers = new Map<Account, ReturnType<typeof publishesOf>>();
   const watcherConns: RawMqtt[] = [];
 
@@ -96,7 +96,9 @@ describe("the gateway on generated permissions: two client accounts and the admi
     for (const x of ACCOUNTS) {
       const c = await RawMqtt.connected(gw.port("mqtt"), 5, login(x, `${x}-watcher`));
       watchers.set(x, publishesOf(c));
-      expect(await subscribe(c, "#", 0)).toEqual([0]);
+      // The topics every scenario uses, rather than #: a > subscription in the account keeps
+      // nats-server serving pull requests whose inbox is gone (reported to the lead).
+      for (const topic of ["orders/#", "status/#", "wills/#"]) expect(await subscribe(c, topic, 0)).toEqual([0]);
       watcherConns.push(c);
     }
   });
@@ -165,7 +167,7 @@ describe("the gateway on generated permissions: two client accounts and the admi
     });
   }
 
-  it("neither account's # subscriber saw anything of the other's, and the gateway met no refusal", async () => {
+  it("neither account's watcher saw anything of the other's, and the gateway met no refusal", async () => {
     for (const x of ACCOUNTS) {
       const seen = watchers.get(x)!.payloads();
       expect(seen.filter((p) => p.startsWith(`${other(x)}-`))).toEqual([]);
