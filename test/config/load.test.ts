@@ -48,6 +48,7 @@ describe("defaults", () => {
       receive_maximum: 256,
       max_keepalive: 120_000,
       session_expiry_max: 7 * 86_400_000,
+      session_sweep_interval: 300_000,
       client_id_header: "always",
     });
     expect(c.amqp).toEqual({
