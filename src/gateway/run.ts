@@ -1,9 +1,9 @@
-import { Deferred, Effect, Exit, type Scope } from "effect";
+import { Cause, Deferred, Effect, Exit, type Scope } from "effect";
 import { AccountResolver } from "../actors/accounts.js";
 import { ClientRegistry } from "../actors/clients.js";
 import { embeddedNats } from "../actors/embeddedNats.js";
 import { sendJson, serveHttp } from "../actors/http.js";
-import { type HostPort, listenTcp, listenTls, listenWebSocket } from "../actors/listeners.js";
+import { type HostPort, type ListenError, listenTcp, listenTls, listenWebSocket } from "../actors/listeners.js";
 import { startMachine } from "../actors/machineActor.js";
 import { Metrics } from "../actors/metrics.js";
 import { mqttConnectionActor } from "../actors/mqtt/connection.js";
@@ -28,19 +28,32 @@ import type { GatewayConfig } from "../config/schema.js";
 import { createLogger, type Logger } from "../log.js";
 import { gatewayMachine } from "../machines/gateway.js";
 import { machines } from "../machines/index.js";
+import { EXPOSED_WARNING, exposedListeners } from "./exposure.js";
 import { mqttSettingsOf } from "./mqttSettings.js";
+import {
+  embeddedNatsFailure,
+  type ListenerName,
+  listenFailure,
+  natsUnreachable,
+  noNatsServer,
+  startFailure,
+} from "./startupErrors.js";
 import { VERSION } from "./version.js";
-
-class StartError extends Error {}
 
 /** Runs the gateway until it stops; resolves to the process exit code (CONTRACT). */
 export async function runGateway(config: GatewayConfig): Promise<number> {
   const log = createLogger(config.log);
   log.info({ id: config.id, generated: config.source.id_generated, version: VERSION }, "mq-gateway starting");
   const exit = await Effect.runPromiseExit(Effect.scoped(gateway(config, log)));
-  if (Exit.isSuccess(exit)) return exit.value;
-  const error = exit.cause;
-  log.error({ cause: String(error) }, "mq-gateway could not start");
+  if (Exit.isSuccess(exit)) {
+    log.info({ id: config.id, exit_code: exit.value }, "mq-gateway stopped");
+    return exit.value;
+  }
+  // One plain line on stderr, like a config problem: the operator reads it, not a log parser.
+  const failure = startFailure(exit.cause);
+  if (failure.bug) log.error({ cause: Cause.pretty(exit.cause) }, "mq-gateway could not start (a bug: please report it)");
+  log.flush();
+  process.stderr.write(`mq-gateway: ${failure.line}\n`);
   return 2;
 }
 
@@ -59,13 +72,11 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
     let servers = [...config.nats.servers];
     if (servers.length === 0) {
       const binary = findNatsServer();
-      if (!binary) {
-        return yield* Effect.fail(
-          new StartError("no nats-server found: set nats.servers, NATS_SERVER_BIN, or run scripts/nats-server.sh"),
-        );
-      }
+      if (!binary) return yield* Effect.fail(noNatsServer());
       const at = config.nats.embedded_listen;
-      const embedded = yield* embeddedNats({ binary, host: at.host, port: at.port, dataDir: config.data, log, registry });
+      const embedded = yield* embeddedNats({ binary, host: at.host, port: at.port, dataDir: config.data, log, registry }).pipe(
+        Effect.mapError((e) => embeddedNatsFailure(at, e)),
+      );
       servers = [embedded.url];
     }
 
@@ -76,7 +87,7 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
     const coreUser = Object.values(config.gateway_users)[0];
     const core: NatsLease = yield* Effect.tryPromise({
       try: async () => bridge.acquire(coreUser ? await bridgeCredentials(coreUser) : {}),
-      catch: (e) => new StartError(`cannot reach NATS at ${servers.join(", ")}: ${(e as Error).message}`),
+      catch: (e) => natsUnreachable(servers, e, config.nats.servers.length === 0),
     });
     yield* Effect.addFinalizer(() => Effect.sync(() => core.release()));
     log.info({ servers, server_version: core.nc.info?.version, server_name: core.nc.info?.server_name }, "connected to NATS");
@@ -127,9 +138,10 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
     };
 
     const listeners: Record<string, string> = {};
-    const listen = <A>(name: string, at: HostPort | null, open: (at: HostPort) => Effect.Effect<A, unknown, Scope.Scope>) =>
+    const listen = <A>(name: ListenerName, at: HostPort | null, open: (at: HostPort) => Effect.Effect<A, ListenError, Scope.Scope>) =>
       at
         ? open(at).pipe(
+            Effect.mapError((e) => listenFailure(name, at, e)),
             Effect.tap((server) =>
               Effect.sync(() => {
                 listeners[name] = `${at.host}:${(server as { address?: () => { port: number } }).address?.()?.port ?? at.port}`;
@@ -193,7 +205,8 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
     const admin = startAdmin({ config, servers, bridge, clients, registry, supervisor, metrics, log, gateway: gw, version: VERSION });
 
     if (config.http.listen) {
-      const httpPort = yield* serveHttp(config.http.listen, {
+      const httpAt = config.http.listen;
+      const httpPort = yield* serveHttp(httpAt, {
         "/healthz": (_req, res) => {
           const state = gw.getSnapshot().value;
           const natsUp = core.connected();
@@ -214,7 +227,7 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
           res.writeHead(200, { "content-type": metrics.registry.contentType }).end(await metrics.registry.metrics());
         },
         ...statechartsRoutes({ machines, registry, clients, supervisor }),
-      });
+      }).pipe(Effect.mapError((e) => listenFailure("http", httpAt, e)));
       listeners.http = `${config.http.listen.host}:${httpPort}`;
     }
 
@@ -248,6 +261,8 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
 
     gw.send({ type: "STARTED" });
     log.info({ id: config.id, listeners }, "mq-gateway serving");
+    const exposed = exposedListeners(config);
+    if (exposed.length > 0) log.warn({ exposed }, EXPOSED_WARNING);
     return yield* Deferred.await(exitCode);
   });
 

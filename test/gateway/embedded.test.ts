@@ -84,6 +84,6 @@ describe("start-up failures", () => {
     );
     taken.close();
     expect(err?.message).toMatch(/exited with 2/);
-    expect(err?.message).toMatch(/cannot listen for MQTT/);
+    expect(err?.message).toMatch(new RegExp(`mq-gateway: port ${port} \\(MQTT, 127\\.0\\.0\\.1:${port}\\) is in use`));
   });
 });
