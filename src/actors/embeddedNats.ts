@@ -12,6 +12,11 @@ export interface EmbeddedNatsOptions {
   readonly host: string;
   readonly port: number;
   readonly dataDir: string;
+  /**
+   * Writes the nats-server config file for a store directory and returns its path
+   * (src/gateway/embeddedAccounts.ts), which then holds the listen address and store too.
+   */
+  readonly writeConfig?: (storeDir: string, serverName: string) => Promise<string>;
   readonly log: Logger;
   readonly registry: ActorRegistry;
 }
@@ -31,6 +36,13 @@ export const embeddedNats = (options: EmbeddedNatsOptions): Effect.Effect<Embedd
     const { binary, host, port, log } = options;
     const storeDir = resolve(join(options.dataDir, "jetstream"));
     mkdirSync(storeDir, { recursive: true });
+    const serverName = `mqgw-embedded-${port}`;
+    const configFile = options.writeConfig
+      ? yield* Effect.tryPromise({
+          try: () => options.writeConfig!(storeDir, serverName),
+          catch: (e) => new Error(`cannot write the nats-server config: ${(e as Error).message}`),
+        })
+      : undefined;
     const firstReady = yield* Deferred.make<string, Error>();
     const stopped = yield* Deferred.make<void>();
     let child: ChildProcess | undefined;
@@ -42,7 +54,9 @@ export const embeddedNats = (options: EmbeddedNatsOptions): Effect.Effect<Embedd
         spawn: () => {
           const proc = spawn(
             binary,
-            ["-a", host, "-p", String(port), "-js", "-sd", storeDir, "--server_name", `mqgw-embedded-${port}`],
+            configFile
+              ? ["-c", configFile]
+              : ["-a", host, "-p", String(port), "-js", "-sd", storeDir, "--server_name", serverName],
             { stdio: ["ignore", "ignore", "pipe"] },
           );
           child = proc;

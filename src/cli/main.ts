@@ -31,6 +31,9 @@ export async function main(argv: string[]): Promise<number> {
     exitWith(async (options: ConfigOptions) => {
       const loaded = await load(options);
       if (!loaded.ok) return report(loaded.problems);
+      const { embeddedProblems } = await import("../gateway/embeddedAccounts.js");
+      const unfit = embeddedProblems(loaded.config);
+      if (unfit.length > 0) return report(unfit);
       // Imported here so check, generate and --help never load the runtime.
       const { runGateway } = await import("../gateway/run.js");
       return runGateway(loaded.config);
@@ -72,6 +75,11 @@ export async function main(argv: string[]): Promise<number> {
         return 0;
       }),
     );
+
+  const { addCtl } = await import("./ctl.js");
+  addCtl(program, (c) => {
+    code = c;
+  });
 
   program
     .command("statecharts")

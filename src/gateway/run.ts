@@ -19,6 +19,7 @@ import { lameDuckActor } from "../actors/admin/lameDuck.js";
 import { startAdmin } from "../actors/admin/start.js";
 import { Reloader } from "../actors/reload.js";
 import { NatsBridge, type NatsLease } from "../actors/natsBridge.js";
+import { NoAuthBridge } from "../actors/noAuthBridge.js";
 import { findNatsServer } from "../actors/natsServerBinary.js";
 import { ActorRegistry } from "../actors/registry.js";
 import { statechartsRoutes } from "../actors/statechartsPage.js";
@@ -36,8 +37,11 @@ import {
   listenFailure,
   natsUnreachable,
   noNatsServer,
+  plainMessage,
+  StartupError,
   startFailure,
 } from "./startupErrors.js";
+import { prepareEmbedded } from "./embeddedAccounts.js";
 import { VERSION } from "./version.js";
 
 /** Runs the gateway until it stops; resolves to the process exit code (CONTRACT). */
@@ -68,19 +72,35 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
     const exitCode = yield* Deferred.make<number>();
     const closers: Array<() => void> = [];
 
-    // NATS: the servers configured, else an embedded one we own.
+    // NATS: the servers configured, else an embedded one we own, with its own admin user
+    // (docs/decisions/embedded-nats.md).
     let servers = [...config.nats.servers];
+    let adminConfig = config;
     if (servers.length === 0) {
       const binary = findNatsServer();
       if (!binary) return yield* Effect.fail(noNatsServer());
       const at = config.nats.embedded_listen;
-      const embedded = yield* embeddedNats({ binary, host: at.host, port: at.port, dataDir: config.data, log, registry }).pipe(
-        Effect.mapError((e) => embeddedNatsFailure(at, e)),
-      );
+      const setup = yield* Effect.tryPromise({ try: () => prepareEmbedded(config), catch: (e) => new StartupError(plainMessage(e)) });
+      const embedded = yield* embeddedNats({
+        binary,
+        host: at.host,
+        port: at.port,
+        dataDir: config.data,
+        writeConfig: setup.writeConfig,
+        log,
+        registry,
+      }).pipe(Effect.mapError((e) => embeddedNatsFailure(at, e)));
       servers = [embedded.url];
+      adminConfig = { ...config, admin: setup.admin };
+      const adminFile = yield* Effect.tryPromise({
+        try: () => setup.writeAdminFile(embedded.url),
+        catch: (e) => new StartupError(`cannot write the admin credential for mq-gateway ctl: ${plainMessage(e)}`),
+      });
+      log.info({ file: adminFile }, "admin credential for mq-gateway ctl written");
     }
 
-    const bridge = new NatsBridge({ servers, gatewayId: config.id, supervisor, registry, log });
+    const bridgeOptions = { servers, gatewayId: config.id, supervisor, registry, log };
+    const bridge = config.nats.servers.length === 0 ? new NoAuthBridge(bridgeOptions) : new NatsBridge(bridgeOptions);
     // The gateway's own connection: health, and later KV/JetStream work in its account.
     // The gateway's own connection: its first gateway user when accounts are configured
     // (a server that requires auth has no anonymous user), else anonymous.
@@ -202,7 +222,7 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
       },
     });
 
-    const admin = startAdmin({ config, servers, bridge, clients, registry, supervisor, metrics, log, gateway: gw, version: VERSION });
+    const admin = startAdmin({ config: adminConfig, servers, bridge, clients, registry, supervisor, metrics, log, gateway: gw, version: VERSION });
 
     if (config.http.listen) {
       const httpAt = config.http.listen;

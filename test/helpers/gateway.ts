@@ -10,6 +10,8 @@ export interface GatewayHandle {
   readonly process: ChildProcess;
   readonly listeners: Record<string, string>;
   readonly id: string;
+  /** The --data directory it runs with (the embedded nats-server's store, admin.yaml). */
+  readonly dataDir: string;
   /** Every log line so far, parsed. */
   readonly logs: Array<Record<string, unknown>>;
   port(name: string): number;
@@ -86,6 +88,7 @@ export async function startGateway(options: { nats?: string; config?: Record<str
     process: proc,
     listeners,
     id: String(serving.id),
+    dataDir: join(dir, "data"),
     logs,
     port: (name) => Number(listeners[name]?.split(":").pop()),
     waitForLog,
