@@ -19,6 +19,8 @@ export interface EmbeddedNatsOptions {
   readonly writeConfig?: (storeDir: string, serverName: string) => Promise<string>;
   readonly log: Logger;
   readonly registry: ActorRegistry;
+  /** Each time it exited and is being started again (metrics). */
+  readonly onRestart?: () => void;
 }
 
 export interface EmbeddedNats {
@@ -90,7 +92,10 @@ export const embeddedNats = (options: EmbeddedNatsOptions): Effect.Effect<Embedd
           log.info({ version, url: `nats://${host}:${port}`, store: storeDir }, "embedded nats-server ready");
           Deferred.doneUnsafe(firstReady, Effect.succeed(version));
         },
-        down: ({ restartInMs }) => log.warn({ restartInMs }, "embedded nats-server exited; restarting"),
+        down: ({ restartInMs }) => {
+          options.onRestart?.();
+          log.warn({ restartInMs }, "embedded nats-server exited; restarting");
+        },
         stopped: () => Deferred.doneUnsafe(stopped, Effect.void),
       },
     });

@@ -58,6 +58,8 @@ export interface NatsBridgeOptions {
   readonly supervisor: Supervisor;
   readonly registry: ActorRegistry;
   readonly log: Logger;
+  /** Each reconnect of one of its connections (metrics). */
+  readonly onReconnect?: () => void;
 }
 
 /**
@@ -122,7 +124,7 @@ export class NatsBridge {
   }
 
   private open(key: string, creds: Credentials): Shared {
-    const { servers, gatewayId, supervisor, registry, log } = this.options;
+    const { servers, gatewayId, supervisor, registry, log, onReconnect } = this.options;
     let resolveReady!: (nc: NatsConnection) => void;
     let rejectReady!: (e: Error) => void;
     const entry: Shared = {
@@ -179,7 +181,7 @@ export class NatsBridge {
         }),
       );
       actor.send({ type: "CONNECTED", server: nc.info?.server_name ?? "" });
-      watchStatus(nc, actor, entry);
+      watchStatus(nc, actor, entry, onReconnect);
       resolveReady(nc);
       // Held until the last client lets go (or the supervisor stops everything).
       yield* Deferred.await(entry.released);
@@ -199,7 +201,7 @@ export class NatsBridge {
   }
 }
 
-function watchStatus(nc: NatsConnection, actor: Actor<typeof natsConnectionMachine>, entry: Shared): void {
+function watchStatus(nc: NatsConnection, actor: Actor<typeof natsConnectionMachine>, entry: Shared, onReconnect?: () => void): void {
   void (async () => {
     for await (const s of nc.status()) {
       switch (s.type) {
@@ -207,6 +209,7 @@ function watchStatus(nc: NatsConnection, actor: Actor<typeof natsConnectionMachi
           actor.send({ type: "DISCONNECTED" });
           break;
         case "reconnect":
+          onReconnect?.();
           actor.send({ type: "RECONNECTED", server: nc.info?.server_name ?? s.server });
           break;
         case "error": {

@@ -98,6 +98,16 @@ export class ActorRegistry {
     return out;
   }
 
+  /** The live actors of one machine (for views that walk them once, such as /clients). */
+  actorsOf(machineId: string): Iterable<AnyActorRef> {
+    return this.byMachine.get(machineId) ?? [];
+  }
+
+  /** When each tracked actor entered its current state (ms since the epoch), for "since" columns. */
+  enteredAt(actor: AnyActorRef): number | undefined {
+    return this.history.get(actor)?.recent?.lastAt();
+  }
+
   size(machineId: string): number {
     return this.byMachine.get(machineId)?.size ?? 0;
   }

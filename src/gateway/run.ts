@@ -3,6 +3,7 @@ import { AccountResolver } from "../actors/accounts.js";
 import { ClientRegistry } from "../actors/clients.js";
 import { embeddedNats } from "../actors/embeddedNats.js";
 import { sendJson, serveHttp } from "../actors/http.js";
+import { clientsRoute } from "../actors/http/clients.js";
 import { type HostPort, type ListenError, listenTcp, listenTls, listenWebSocket } from "../actors/listeners.js";
 import { startMachine } from "../actors/machineActor.js";
 import { Metrics } from "../actors/metrics.js";
@@ -66,7 +67,10 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
     // Reassigned by a reload (SIGHUP): everything that reads it per new connection or request sees the new one.
     let config = initial;
     const registry = new ActorRegistry();
-    const metrics = new Metrics(registry);
+    const metrics = new Metrics(registry, { version: VERSION, id: config.id }, {
+      subscriptions: () => subscriptionCounts(clients),
+      bytes: () => gate.bytes(),
+    });
     const supervisor = yield* Supervisor.make(log);
     const clients = new ClientRegistry();
     const exitCode = yield* Deferred.make<number>();
@@ -87,6 +91,7 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
         port: at.port,
         dataDir: config.data,
         writeConfig: setup.writeConfig,
+        onRestart: () => metrics.embeddedRestarted(),
         log,
         registry,
       }).pipe(Effect.mapError((e) => embeddedNatsFailure(at, e)));
@@ -99,7 +104,7 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
       log.info({ file: adminFile }, "admin credential for mq-gateway ctl written");
     }
 
-    const bridgeOptions = { servers, gatewayId: config.id, supervisor, registry, log };
+    const bridgeOptions = { servers, gatewayId: config.id, supervisor, registry, log, onReconnect: () => metrics.natsReconnected() };
     const bridge = config.nats.servers.length === 0 ? new NoAuthBridge(bridgeOptions) : new NatsBridge(bridgeOptions);
     // The gateway's own connection: health, and later KV/JetStream work in its account.
     // The gateway's own connection: its first gateway user when accounts are configured
@@ -246,6 +251,7 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
         "/metrics": async (_req, res) => {
           res.writeHead(200, { "content-type": metrics.registry.contentType }).end(await metrics.registry.metrics());
         },
+        "/clients": clientsRoute(config.id, clients, registry),
         ...statechartsRoutes({ machines, registry, clients, supervisor }),
       }).pipe(Effect.mapError((e) => listenFailure("http", httpAt, e)));
       listeners.http = `${config.http.listen.host}:${httpPort}`;
@@ -285,6 +291,12 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
     if (exposed.length > 0) log.warn({ exposed }, EXPOSED_WARNING);
     return yield* Deferred.await(exitCode);
   });
+
+function subscriptionCounts(clients: ClientRegistry): Record<string, number> {
+  const out = { mqtt: 0, amqp: 0 };
+  for (const c of clients.all()) out[c.protocol] += c.subscriptions?.() ?? 0;
+  return out;
+}
 
 function waitUntil(predicate: () => boolean, timeoutMs: number): Promise<void> {
   return new Promise((resolve) => {

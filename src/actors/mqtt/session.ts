@@ -36,6 +36,11 @@ export interface SessionDeps {
  */
 export class ClientSession {
   private readonly entries = new Map<string, Entry>();
+
+  /** Its subscriptions (filters) now, for the metrics. */
+  subscriptionCount(): number {
+    return this.entries.size;
+  }
   readonly outbound: OutboundFlow;
   /** Deliveries that arrive before CONNACK is out wait here; undefined once the client is served. */
   private held: Array<() => void> | undefined = [];
@@ -175,6 +180,7 @@ export class ClientSession {
       connected,
     };
     await this.deps.store.save(this.link.account, this.link.clientId, session).catch((e: Error) => {
+      this.link.metrics.jetstreamError("mqtt", "kv");
       this.link.log.warn({ err: e.message }, "could not save the MQTT session");
     });
   }
@@ -224,6 +230,7 @@ export class ClientSession {
       if (this.entries.get(sub.filter) === entry && sub.nats.length > 0) entry.stored = stored;
       else stored.stop();
     } catch (e) {
+      link.metrics.jetstreamError("mqtt", "consumer");
       link.log.warn({ filter: sub.filter, stream, err: (e as Error).message }, "stored delivery unavailable; live delivery only");
     }
   }
