@@ -90,6 +90,17 @@ export class Metrics {
           read((labels, n) => this.set(labels, n));
         },
       });
+    new Counter({
+      name: "mqgw_state_entries_total",
+      help: "Times an actor entered a state (parents included), by machine and state: rate() gives rates per state",
+      labelNames: ["machine", "state"] as const,
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const [machine, states] of Object.entries(actors.entered()))
+          for (const [state, n] of Object.entries(states)) this.inc({ machine, state }, n);
+      },
+    });
     readAtScrape("mqgw_sessions", "Client sessions held by this gateway's connections (MQTT sessions, AMQP sessions)", ["protocol"], (set) => {
       set({ protocol: "mqtt" }, actors.size("mqttSession"));
       set({ protocol: "amqp" }, actors.size("amqpSession"));
