@@ -1,5 +1,12 @@
 import { createHash } from "node:crypto";
-import { type Authenticator, AuthorizationError, connect, type NatsConnection, PermissionViolationError } from "@nats-io/transport-node";
+import {
+  type Authenticator,
+  AuthorizationError,
+  connect,
+  type NatsConnection,
+  PermissionViolationError,
+  type TlsOptions,
+} from "@nats-io/transport-node";
 import { Deferred, Effect } from "effect";
 import type { Actor } from "xstate";
 import type { Logger } from "../log.js";
@@ -60,6 +67,8 @@ export interface NatsBridgeOptions {
   readonly log: Logger;
   /** Each reconnect of one of its connections (metrics). */
   readonly onReconnect?: () => void;
+  /** nats.tls (src/actors/natsTls.ts). */
+  readonly tls?: TlsOptions | undefined;
 }
 
 /**
@@ -124,7 +133,7 @@ export class NatsBridge {
   }
 
   private open(key: string, creds: Credentials): Shared {
-    const { servers, gatewayId, supervisor, registry, log, onReconnect } = this.options;
+    const { servers, gatewayId, supervisor, registry, log, onReconnect, tls } = this.options;
     let resolveReady!: (nc: NatsConnection) => void;
     let rejectReady!: (e: Error) => void;
     const entry: Shared = {
@@ -161,6 +170,7 @@ export class NatsBridge {
             pass: creds.pass,
             token: creds.token,
             ...(creds.authenticator ? { authenticator: creds.authenticator } : {}),
+            ...(tls ? { tls } : {}),
             name: `mq-gateway ${gatewayId}`,
             maxReconnectAttempts: -1,
             reconnectTimeWait: 250,

@@ -5,6 +5,7 @@
 import { join } from "node:path";
 import { type ConnectionOptions, connect, type NatsConnection } from "@nats-io/transport-node";
 import { bridgeCredentials } from "../actors/gatewayCredentials.js";
+import { natsTlsOptions } from "../actors/natsTls.js";
 import { loadConfig } from "../config/load.js";
 import type { ClientTls, Credentials } from "../config/schema.js";
 import { ADMIN_FILE } from "../gateway/embeddedAccounts.js";
@@ -112,13 +113,8 @@ export async function connectAdmin(target: Target): Promise<NatsConnection> {
     if (creds.token !== undefined) options.token = creds.token;
     if (creds.authenticator) options.authenticator = creds.authenticator;
   }
-  if (target.tls) {
-    options.tls = {
-      ...(target.tls.ca_file ? { caFile: target.tls.ca_file } : {}),
-      ...(target.tls.cert_file ? { certFile: target.tls.cert_file } : {}),
-      ...(target.tls.key_file ? { keyFile: target.tls.key_file } : {}),
-    };
-  }
+  const tls = natsTlsOptions(target.tls);
+  if (tls) options.tls = tls;
   try {
     return await connect(options);
   } catch (e) {

@@ -21,6 +21,7 @@ import { startAdmin } from "../actors/admin/start.js";
 import { Reloader } from "../actors/reload.js";
 import { NatsBridge, type NatsLease } from "../actors/natsBridge.js";
 import { NoAuthBridge } from "../actors/noAuthBridge.js";
+import { natsTlsOptions } from "../actors/natsTls.js";
 import { findNatsServer } from "../actors/natsServerBinary.js";
 import { ActorRegistry } from "../actors/registry.js";
 import { statechartsRoutes } from "../actors/statechartsPage.js";
@@ -104,7 +105,15 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
       log.info({ file: adminFile }, "admin credential for mq-gateway ctl written");
     }
 
-    const bridgeOptions = { servers, gatewayId: config.id, supervisor, registry, log, onReconnect: () => metrics.natsReconnected() };
+    const bridgeOptions = {
+      servers,
+      gatewayId: config.id,
+      supervisor,
+      registry,
+      log,
+      tls: natsTlsOptions(config.nats.tls),
+      onReconnect: () => metrics.natsReconnected(),
+    };
     const bridge = config.nats.servers.length === 0 ? new NoAuthBridge(bridgeOptions) : new NatsBridge(bridgeOptions);
     // The gateway's own connection: health, and later KV/JetStream work in its account.
     // The gateway's own connection: its first gateway user when accounts are configured
