@@ -147,6 +147,13 @@ describe("README.md on a fresh clone", () => {
     ]);
   });
 
+  it("a fresh clone's bin/mq-gateway.js builds dist/ on its first run", async () => {
+    const first = await run("node bin/mq-gateway.js --version");
+    expect(first.stderr).toContain("mq-gateway: building dist/ (first run of a clone)");
+    expect(first.stdout).toBe(`${(JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { version: string }).version}\n`);
+    expect((await run("node bin/mq-gateway.js --version")).stderr).not.toContain("building");
+  });
+
   it("does what each command's comment says", { timeout: 300_000 }, async () => {
     const [npmStart, npmTest] = sectionCommands(readme, "Run it") as [string, string];
     const [natsSub, mqttSub, mqttPub, health] = sectionCommands(readme, "Connect") as [string, string, string, string];

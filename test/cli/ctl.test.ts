@@ -119,6 +119,29 @@ describe("ctl on the embedded nats-server (no config: the data directory's admin
     expect(result.stderr).toMatch(/^mq-gateway ctl: no admin credentials: .*admin\.yaml is not there/);
   });
 
+  it("rebalance: the gateway's answer in one line, or --json; a refusal is exit 1", async () => {
+    const client = await connectMqtt(gw.port("mqtt"), { clientId: "move-me" });
+    try {
+      // Moving to where every connection is already: refused, in one line.
+      const server = String((await gw.waitForLog((l) => l.msg === "connected to NATS")).server_name);
+      const refused = await ctl(["rebalance", "--account", "CLIENTS", "--to", server, ...data]);
+      expect(refused).toEqual({
+        code: 1,
+        stdout: "",
+        stderr: `mq-gateway ctl: gateway ${gw.id}: rebalance not started: every NATS connection of account CLIENTS is on ${server} already\n`,
+      });
+      // Elsewhere: started (the gateway stops it when the first move does not land there).
+      const started = await ctl(["rebalance", "--account", "CLIENTS", "--to", "nats-elsewhere", "--over", "1s", "--json", ...data]);
+      expect(started.code, started.stderr).toBe(0);
+      expect(JSON.parse(started.stdout)).toMatchObject({ started: true, server: "nats-elsewhere" });
+      const malformed = await ctl(["rebalance", "--account", "CLIENTS", "--to", "x", "--max", "0", ...data]);
+      expect(malformed.code).toBe(1);
+      expect(malformed.stderr).toMatch(new RegExp(`^mq-gateway ctl: gateway ${gw.id}: `));
+    } finally {
+      client.end(true);
+    }
+  });
+
   it("ldm: the only gateway goes into lame duck mode and stops with exit 0", async () => {
     const result = await ctl(["ldm", ...data]);
     expect(result).toMatchObject({ code: 0, stdout: `gateway ${gw.id}: lame duck mode started (it stops once its clients are gone)\n` });
