@@ -25,7 +25,7 @@ interface Output {
 }
 
 /** The shell commands of one README section's ```sh blocks, without their trailing comments. */
-export function sectionCommands(readme: string, heading: string): string[] {
+function sectionCommands(readme: string, heading: string): string[] {
   const start = readme.indexOf(`\n## ${heading}\n`);
   if (start < 0) throw new Error(`README has no section ${heading}`);
   const next = readme.indexOf("\n## ", start + 1);
@@ -95,7 +95,12 @@ beforeAll(() => {
     MQGW_TOOLS_DIR: process.env.MQGW_TOOLS_DIR ?? join(root, ".tools"),
     NO_COLOR: "1",
   };
-  execFileSync("npm", ["ci", "--prefer-offline", "--no-audit", "--no-fund"], { cwd: clone, env, stdio: "ignore", timeout: 240_000 });
+  execFileSync("npm", ["ci", "--prefer-offline", "--no-audit", "--no-fund"], {
+    cwd: clone,
+    env,
+    stdio: "ignore",
+    timeout: 240_000,
+  });
   execFileSync("bash", ["scripts/node.sh"], { cwd: clone, env, stdio: "ignore", timeout: 120_000 });
   execFileSync("ip", ["netns", "add", namespace]);
   execFileSync("ip", ["netns", "exec", namespace, "ip", "link", "set", "lo", "up"]);
@@ -150,7 +155,9 @@ describe("README.md on a fresh clone", () => {
   it("a fresh clone's bin/mq-gateway.js builds dist/ on its first run", async () => {
     const first = await run("node bin/mq-gateway.js --version");
     expect(first.stderr).toContain("mq-gateway: building dist/ (first run of a clone)");
-    expect(first.stdout).toBe(`${(JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { version: string }).version}\n`);
+    expect(first.stdout).toBe(
+      `${(JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { version: string }).version}\n`,
+    );
     expect((await run("node bin/mq-gateway.js --version")).stderr).not.toContain("building");
   });
 
@@ -168,13 +175,19 @@ describe("README.md on a fresh clone", () => {
 
     // npm start: "runs the gateway: MQTT 127.0.0.1:1883, AMQP 127.0.0.1:5672, HTTP 127.0.0.1:8080, embedded nats-server 127.0.0.1:4222"
     const gateway = runInBackground(npmStart);
-    await until("the gateway serving", () => /"msg":"admin connection serving the admin subjects"/.test(gateway.stderr), 180_000).catch(
-      (e: Error) => {
-        throw new Error(`${e.message}\n${gateway.stdout}\n${gateway.stderr}`);
-      },
-    );
+    await until(
+      "the gateway serving",
+      () => /"msg":"admin connection serving the admin subjects"/.test(gateway.stderr),
+      180_000,
+    ).catch((e: Error) => {
+      throw new Error(`${e.message}\n${gateway.stdout}\n${gateway.stderr}`);
+    });
     const serving = gateway.stderr.split("\n").find((l) => l.includes('"msg":"mq-gateway serving"'))!;
-    expect(JSON.parse(serving).listeners).toEqual({ mqtt: "127.0.0.1:1883", amqp: "127.0.0.1:5672", http: "127.0.0.1:8080" });
+    expect(JSON.parse(serving).listeners).toEqual({
+      mqtt: "127.0.0.1:1883",
+      amqp: "127.0.0.1:5672",
+      http: "127.0.0.1:8080",
+    });
     expect(gateway.stderr).toContain('"url":"nats://127.0.0.1:4222"');
     // npm test runs the suite this test is part of (.ci/run runs it); it is not run from inside itself.
     expect(npmTest).toBe("npm test");
@@ -184,18 +197,30 @@ describe("README.md on a fresh clone", () => {
     const mqtt = runInBackground(mqttSub);
     await until("the NATS subscriber listening", () => nats.stderr.includes("listening on plant.>"));
     const http = (path: string) => run(`curl -s 127.0.0.1:8080${path}`);
-    await eventually(async () => ((JSON.parse((await http("/clients")).stdout) as { total: number }).total === 1 ? true : undefined), 15_000, "the MQTT subscriber connected");
+    await eventually(
+      async () => ((JSON.parse((await http("/clients")).stdout) as { total: number }).total === 1 ? true : undefined),
+      15_000,
+      "the MQTT subscriber connected",
+    );
     const published = await run(mqttPub);
     expect(published.code).toBe(0);
     await until("the NATS subscriber's message", () => nats.stdout.includes("plant.line1.temp 21.5\n"));
     await until("the MQTT subscriber's message", () => mqtt.stdout.includes("plant/line1/temp 21.5\n"));
     const healthz = await run(health);
-    expect(JSON.parse(healthz.stdout)).toMatchObject({ status: "ok", nats: "connected", admin: "serving", admin_account: "MQG_ADMIN" });
+    expect(JSON.parse(healthz.stdout)).toMatchObject({
+      status: "ok",
+      nats: "connected",
+      admin: "serving",
+      admin_account: "MQG_ADMIN",
+    });
 
     // ctl info: "every gateway: id, version, clients per account"
     const infoOut = await run(info);
     expect(infoOut.code, infoOut.stderr).toBe(0);
-    const [header, row] = infoOut.stdout.trim().split("\n").map((l) => l.split(/\s{2,}/));
+    const [header, row] = infoOut.stdout
+      .trim()
+      .split("\n")
+      .map((l) => l.split(/\s{2,}/));
     expect(header).toEqual(["GATEWAY", "VERSION", "SINCE", "ACCOUNT", "MQTT", "AMQP"]);
     expect(row).toEqual([expect.stringMatching(/^[0-9a-f]{16}$/), "0.1.0", expect.any(String), "CLIENTS", "1", "0"]);
 

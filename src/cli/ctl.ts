@@ -24,7 +24,11 @@ export function addCtl(program: Command, done: (code: number) => void): void {
     .command("ctl")
     .description("ask running gateways over the admin subjects: info, clients, kick, ldm, rebalance")
     .option("-c, --config <file>", "take nats.servers and the admin user from this gateway config")
-    .option("--data <dir>", "the gateway's data directory, where it keeps admin.yaml for its embedded nats-server", "./data")
+    .option(
+      "--data <dir>",
+      "the gateway's data directory, where it keeps admin.yaml for its embedded nats-server",
+      "./data",
+    )
     .option("-s, --server <urls>", "NATS server URL(s), comma-separated (overrides the config)")
     .option("--user <user>", "admin user (with --password)")
     .option("--password <password>", 'its password; "file:/path" and "env:NAME" work as in the config')
@@ -40,7 +44,11 @@ export function addCtl(program: Command, done: (code: number) => void): void {
     async (...args: unknown[]) => {
       const command = args[args.length - 1] as Command;
       const positional = args.slice(0, -2);
-      done(await withAdmin(command.optsWithGlobals() as CtlOptions, (admin, options) => body(admin, options, process.stdout, ...positional)));
+      done(
+        await withAdmin(command.optsWithGlobals() as CtlOptions, (admin, options) =>
+          body(admin, options, process.stdout, ...positional),
+        ),
+      );
     };
 
   ctl
@@ -81,7 +89,10 @@ export function addCtl(program: Command, done: (code: number) => void): void {
     .action(run(rebalance));
 }
 
-async function withAdmin(options: CtlOptions, body: (admin: AdminClient, options: CtlOptions) => Promise<number>): Promise<number> {
+async function withAdmin(
+  options: CtlOptions,
+  body: (admin: AdminClient, options: CtlOptions) => Promise<number>,
+): Promise<number> {
   try {
     const timeout = parseDuration(options.timeout);
     if (!timeout.ok) throw new CtlError(`--timeout: ${timeout.error}`);
@@ -105,7 +116,8 @@ const json = (out: Out, value: unknown) => out.write(`${JSON.stringify(value, nu
 /** A gateway's `{"id", "error"}` answer (malformed request, wrong scope) as ctl's failure. */
 function refusedBy(replies: Reply[]): void {
   const errors = replies.filter((r) => typeof r.error === "string");
-  if (errors.length > 0) throw new CtlError(errors.map((r) => `gateway ${String(r.id)}: ${String(r.error)}`).join("\n"));
+  if (errors.length > 0)
+    throw new CtlError(errors.map((r) => `gateway ${String(r.id)}: ${String(r.error)}`).join("\n"));
 }
 
 function noGateway(subject: string, waitMs: string): CtlError {
@@ -115,7 +127,13 @@ function noGateway(subject: string, waitMs: string): CtlError {
   );
 }
 
-async function gatewayReplies(admin: AdminClient, op: string, scope: { gateway?: string; account?: string }, body: object, options: CtlOptions): Promise<Reply[]> {
+async function gatewayReplies(
+  admin: AdminClient,
+  op: string,
+  scope: { gateway?: string; account?: string },
+  body: object,
+  options: CtlOptions,
+): Promise<Reply[]> {
   if (scope.gateway) return [await admin.one(`$MQG.admin.server.${scope.gateway}.${op}`, body)];
   const subject = scope.account ? `$MQG.admin.account.${scope.account}.${op}` : `$MQG.admin.ping.${op}`;
   const replies = await admin.many(subject, body);
@@ -127,7 +145,10 @@ async function info(admin: AdminClient, options: CtlOptions, out: Out, ..._: unk
   const o = options as CtlOptions & { account?: string; gateway?: string };
   const replies = sortById(await gatewayReplies(admin, "info", o, {}, options));
   refusedBy(replies);
-  if (options.json) return json(out, replies), 0;
+  if (options.json) {
+    json(out, replies);
+    return 0;
+  }
   const rows: string[][] = [];
   for (const r of replies) {
     const accounts = Object.entries((r.accounts ?? {}) as Record<string, { mqtt: number; amqp: number }>);
@@ -149,9 +170,15 @@ interface ListEntry {
   readonly nats_server: string;
 }
 
-async function listed(admin: AdminClient, o: { account?: string; gateway?: string }, options: CtlOptions): Promise<Reply[]> {
+async function listed(
+  admin: AdminClient,
+  o: { account?: string; gateway?: string },
+  options: CtlOptions,
+): Promise<Reply[]> {
   const body = o.account ? { account: o.account } : {};
-  const replies = sortById(await gatewayReplies(admin, "list", { ...(o.gateway ? { gateway: o.gateway } : {}) }, body, options));
+  const replies = sortById(
+    await gatewayReplies(admin, "list", { ...(o.gateway ? { gateway: o.gateway } : {}) }, body, options),
+  );
   refusedBy(replies);
   return replies;
 }
@@ -166,15 +193,32 @@ async function clients(admin: AdminClient, options: CtlOptions, out: Out, ..._: 
   }));
   // A client id filter is ctl's own: the count is what it kept.
   if (o.clientId !== undefined) for (const r of filtered) r.count = r.clients.length;
-  if (options.json) return json(out, filtered), 0;
+  if (options.json) {
+    json(out, filtered);
+    return 0;
+  }
   const rows = filtered.flatMap((r) =>
-    r.clients.map((c) => [String(r.id), String(c.cid), c.protocol, c.account || '""', c.client_id, c.remote, c.since, c.nats_server]),
+    r.clients.map((c) => [
+      String(r.id),
+      String(c.cid),
+      c.protocol,
+      c.account || '""',
+      c.client_id,
+      c.remote,
+      c.since,
+      c.nats_server,
+    ]),
   );
   out.write(table(["GATEWAY", "CID", "PROTOCOL", "ACCOUNT", "CLIENT ID", "REMOTE", "SINCE", "NATS SERVER"], rows));
   const gateways = filtered.length;
-  out.write(`${rows.length} client${rows.length === 1 ? "" : "s"} on ${gateways} gateway${gateways === 1 ? "" : "s"}\n`);
+  out.write(
+    `${rows.length} client${rows.length === 1 ? "" : "s"} on ${gateways} gateway${gateways === 1 ? "" : "s"}\n`,
+  );
   for (const r of filtered)
-    if (r.truncated) out.write(`gateway ${String(r.id)} has ${String(r.count)} matching clients; its reply lists the first ${(r.clients as unknown[]).length} of them (list is capped)\n`);
+    if (r.truncated)
+      out.write(
+        `gateway ${String(r.id)} has ${String(r.count)} matching clients; its reply lists the first ${(r.clients as unknown[]).length} of them (list is capped)\n`,
+      );
   return 0;
 }
 
@@ -182,9 +226,12 @@ async function kick(admin: AdminClient, options: CtlOptions, out: Out, clientId?
   const o = options as CtlOptions & { account?: string; gateway?: string; cid?: string };
   if (o.cid !== undefined) {
     const cid = Number(o.cid);
-    if (!Number.isSafeInteger(cid) || cid < 1) throw new CtlError(`--cid must be a connection id from ctl clients, got ${o.cid}`);
+    if (!Number.isSafeInteger(cid) || cid < 1)
+      throw new CtlError(`--cid must be a connection id from ctl clients, got ${o.cid}`);
     const gateway = o.gateway ?? (await onlyGateway(admin, options));
-    return kicked(out, options, `cid ${cid}`, [await admin.one(`$MQG.admin.server.${gateway}.kick`, { cid }, KICK_WAIT_MS)]);
+    return kicked(out, options, `cid ${cid}`, [
+      await admin.one(`$MQG.admin.server.${gateway}.kick`, { cid }, KICK_WAIT_MS),
+    ]);
   }
   if (typeof clientId !== "string") throw new CtlError("kick needs a client id (or --cid N --gateway ID)");
   if (o.account !== undefined && o.gateway !== undefined)
@@ -195,12 +242,18 @@ async function kick(admin: AdminClient, options: CtlOptions, out: Out, clientId?
     // Every gateway serving the account answers; count them first so the wait ends with the last reply.
     const serving = await admin.many(`$MQG.admin.account.${o.account}.info`);
     if (serving.length === 0) throw new CtlError(`no gateway serves account ${o.account}`, 2);
-    const replies = await admin.many(`$MQG.admin.account.${o.account}.kick`, { client_id: clientId }, { expect: serving.length, waitMs: KICK_WAIT_MS });
+    const replies = await admin.many(
+      `$MQG.admin.account.${o.account}.kick`,
+      { client_id: clientId },
+      { expect: serving.length, waitMs: KICK_WAIT_MS },
+    );
     return kicked(out, options, clientId, replies);
   }
   // No account given: find the connection, then kick it by cid where it is.
   const found = (await listed(admin, o, options)).flatMap((r) =>
-    ((r.clients ?? []) as ListEntry[]).filter((c) => c.client_id === clientId).map((c) => ({ gateway: String(r.id), ...c })),
+    ((r.clients ?? []) as ListEntry[])
+      .filter((c) => c.client_id === clientId)
+      .map((c) => ({ gateway: String(r.id), ...c })),
   );
   if (found.length === 0) throw new CtlError(`no client ${clientId} on any gateway that answered`);
   if (found.length > 1)
@@ -219,7 +272,10 @@ async function kick(admin: AdminClient, options: CtlOptions, out: Out, clientId?
 
 function kicked(out: Out, options: CtlOptions, who: string, replies: Reply[]): number {
   refusedBy(replies);
-  if (options.json) return json(out, replies), replies.some((r) => r.kicked === true) ? 0 : 1;
+  if (options.json) {
+    json(out, replies);
+    return replies.some((r) => r.kicked === true) ? 0 : 1;
+  }
   const done = replies.filter((r) => r.kicked === true);
   for (const r of done) out.write(`kicked ${who} (cid ${String(r.cid)}) on gateway ${String(r.id)}\n`);
   if (done.length > 0) return 0;
@@ -231,7 +287,11 @@ async function onlyGateway(admin: AdminClient, options: CtlOptions): Promise<str
   const replies = await admin.many("$MQG.admin.ping.info");
   if (replies.length === 0) throw noGateway("$MQG.admin.ping.info", options.timeout);
   if (replies.length > 1)
-    throw new CtlError(`${replies.length} gateways answered (${sortById(replies).map((r) => String(r.id)).join(", ")}): say which with --gateway ID`);
+    throw new CtlError(
+      `${replies.length} gateways answered (${sortById(replies)
+        .map((r) => String(r.id))
+        .join(", ")}): say which with --gateway ID`,
+    );
   return String(replies[0]?.id);
 }
 
@@ -240,8 +300,12 @@ async function ldm(admin: AdminClient, options: CtlOptions, out: Out, ..._: unkn
   const gateway = o.gateway ?? (await onlyGateway(admin, options));
   const reply = await admin.one(`$MQG.admin.server.${gateway}.ldm`);
   refusedBy([reply]);
-  if (options.json) return json(out, reply), reply.started === true ? 0 : 1;
-  if (reply.started !== true) throw new CtlError(`gateway ${gateway}: lame duck mode not started: ${String(reply.reason)}`);
+  if (options.json) {
+    json(out, reply);
+    return reply.started === true ? 0 : 1;
+  }
+  if (reply.started !== true)
+    throw new CtlError(`gateway ${gateway}: lame duck mode not started: ${String(reply.reason)}`);
   out.write(`gateway ${gateway}: lame duck mode started (it stops once its clients are gone)\n`);
   return 0;
 }
@@ -254,9 +318,14 @@ async function rebalance(admin: AdminClient, options: CtlOptions, out: Out, ..._
   const gateway = o.gateway ?? (await onlyGateway(admin, options));
   const reply = await admin.one(`$MQG.admin.server.${gateway}.rebalance`, body);
   refusedBy([{ id: gateway, ...reply }]);
-  if (options.json) return json(out, reply), reply.started === true ? 0 : 1;
+  if (options.json) {
+    json(out, reply);
+    return reply.started === true ? 0 : 1;
+  }
   if (reply.started !== true) throw new CtlError(`gateway ${gateway}: rebalance not started: ${String(reply.reason)}`);
-  out.write(`gateway ${gateway}: moving account ${o.account}'s connections to ${String(reply.server)} (max ${String(reply.max)}, over ${String(reply.over)})\n`);
+  out.write(
+    `gateway ${gateway}: moving account ${o.account}'s connections to ${String(reply.server)} (max ${String(reply.max)}, over ${String(reply.over)})\n`,
+  );
   return 0;
 }
 

@@ -41,7 +41,10 @@ export async function resolveTarget(flags: CtlConnectionFlags): Promise<Target> 
   const fromFlags = flagCredentials(flags);
   let base: Target | undefined;
   if (flags.config !== undefined) {
-    const loaded = await loadConfig({ file: flags.config, flags: flags.data !== undefined ? { data: flags.data } : {} });
+    const loaded = await loadConfig({
+      file: flags.config,
+      flags: flags.data !== undefined ? { data: flags.data } : {},
+    });
     if (!loaded.ok) throw new CtlError(loaded.problems.join("\n"));
     const c = loaded.config;
     if (c.nats.servers.length > 0 || flags.server !== undefined)
@@ -55,7 +58,12 @@ export async function resolveTarget(flags: CtlConnectionFlags): Promise<Target> 
   }
   const servers = flags.server !== undefined ? splitServers(flags.server) : (base?.servers ?? []);
   if (servers.length === 0) throw new CtlError("no NATS server to ask: give --server URL or --config FILE", 2);
-  return { servers, credentials: fromFlags ?? base?.credentials ?? null, tls: base?.tls ?? null, source: base?.source ?? "the flags" };
+  return {
+    servers,
+    credentials: fromFlags ?? base?.credentials ?? null,
+    tls: base?.tls ?? null,
+    source: base?.source ?? "the flags",
+  };
 }
 
 async function adminFile(file: string, tls: ClientTls | null): Promise<Target> {
@@ -84,7 +92,8 @@ function flagCredentials(flags: CtlConnectionFlags): Credentials | null {
     if (flags.password === undefined) throw new CtlError("--user needs --password");
     return { kind: "user", user: flags.user, password: flags.password };
   }
-  if (flags.password !== undefined) throw new CtlError("--password needs --user (a password alone is a token: use --token)");
+  if (flags.password !== undefined)
+    throw new CtlError("--password needs --user (a password alone is a token: use --token)");
   return null;
 }
 
@@ -120,7 +129,10 @@ export async function connectAdmin(target: Target): Promise<NatsConnection> {
   } catch (e) {
     const why = (e as Error).message;
     if (/authoriz|authenticat/i.test(why))
-      throw new CtlError(`NATS at ${target.servers.join(", ")} refused the admin user from ${target.source}: ${why}`, 2);
+      throw new CtlError(
+        `NATS at ${target.servers.join(", ")} refused the admin user from ${target.source}: ${why}`,
+        2,
+      );
     throw new CtlError(`cannot reach NATS at ${target.servers.join(", ")}: ${why} (is the gateway running?)`, 2);
   }
 }

@@ -31,17 +31,25 @@ function moveIt(name: ListenerName): string {
 }
 
 /** A listener that could not bind, from the socket error's code. */
-export function listenFailure(name: ListenerName, at: HostPort, error: { code?: string | undefined; message: string }): StartupError {
+export function listenFailure(
+  name: ListenerName,
+  at: HostPort,
+  error: { code?: string | undefined; message: string },
+): StartupError {
   const { what } = LISTENERS[name];
   switch (error.code) {
     case "EADDRINUSE":
-      return new StartupError(`port ${at.port} (${what}, ${address(at)}) is in use: ${moveIt(name)}, or stop what holds it`);
+      return new StartupError(
+        `port ${at.port} (${what}, ${address(at)}) is in use: ${moveIt(name)}, or stop what holds it`,
+      );
     case "EACCES":
       return new StartupError(
         `cannot listen for ${what} on ${address(at)}: permission denied (ports below 1024 need root or CAP_NET_BIND_SERVICE): ${moveIt(name)}`,
       );
     case "EADDRNOTAVAIL":
-      return new StartupError(`cannot listen for ${what} on ${address(at)}: ${at.host} is not an address of this machine: ${moveIt(name)}`);
+      return new StartupError(
+        `cannot listen for ${what} on ${address(at)}: ${at.host} is not an address of this machine: ${moveIt(name)}`,
+      );
     default:
       return new StartupError(`cannot listen for ${what} on ${address(at)}: ${error.message}: ${moveIt(name)}`);
   }
@@ -67,7 +75,9 @@ export function noNatsServer(): StartupError {
 
 export function natsUnreachable(servers: readonly string[], error: unknown, embedded: boolean): StartupError {
   const why = plainMessage(error);
-  const hint = embedded ? "" : " (is nats-server running there? set nats.servers or --nats, or leave them out to run the embedded nats-server)";
+  const hint = embedded
+    ? ""
+    : " (is nats-server running there? set nats.servers or --nats, or leave them out to run the embedded nats-server)";
   return new StartupError(`cannot reach NATS at ${servers.join(", ")}: ${why}${hint}`);
 }
 
@@ -84,6 +94,11 @@ export function startFailure(cause: Cause.Cause<unknown>): { line: string; bug: 
 
 /** An error's own message, on one line, whatever was thrown. */
 export function plainMessage(error: unknown): string {
-  const text = error instanceof Error ? error.message : typeof error === "string" ? error : JSON.stringify(error) ?? String(error);
+  const text =
+    error instanceof Error
+      ? error.message
+      : typeof error === "string"
+        ? error
+        : (JSON.stringify(error) ?? String(error));
   return text.replace(/\s*\n\s*/g, " ").trim() || "unknown error";
 }

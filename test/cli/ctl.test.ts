@@ -7,16 +7,22 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
+import { FLEET_CONFIG, HAND_WRITTEN_SERVER, SECRETS, startWorld, type World } from "../admin/world.js";
 import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
 import { connectMqtt } from "../helpers/mqttClient.js";
 import { natsServerBinary } from "../helpers/natsServer.js";
 import { freePort } from "../helpers/ports.js";
-import { FLEET_CONFIG, HAND_WRITTEN_SERVER, SECRETS, startWorld, type World } from "../admin/world.js";
 
 const bin = join(import.meta.dirname, "../../bin/mq-gateway.js");
 
-function ctl(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const proc = spawn(process.execPath, [bin, "ctl", ...args], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...env } });
+function ctl(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const proc = spawn(process.execPath, [bin, "ctl", ...args], {
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, ...env },
+  });
   let stdout = "";
   let stderr = "";
   proc.stdout.setEncoding("utf8").on("data", (c: string) => (stdout += c));
@@ -30,7 +36,11 @@ function ctl(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: numbe
   );
 }
 
-const rows = (stdout: string) => stdout.trim().split("\n").map((l) => l.split(/\s{2,}/));
+const rows = (stdout: string) =>
+  stdout
+    .trim()
+    .split("\n")
+    .map((l) => l.split(/\s{2,}/));
 
 describe("ctl on the embedded nats-server (no config: the data directory's admin.yaml)", () => {
   let gw: GatewayHandle;
@@ -69,12 +79,25 @@ describe("ctl on the embedded nats-server (no config: the data directory's admin
       const all = await ctl(["clients", ...data]);
       expect(all.code).toBe(0);
       const table = rows(all.stdout);
-      expect(table[0]).toEqual(["GATEWAY", "CID", "PROTOCOL", "ACCOUNT", "CLIENT ID", "REMOTE", "SINCE", "NATS SERVER"]);
+      expect(table[0]).toEqual([
+        "GATEWAY",
+        "CID",
+        "PROTOCOL",
+        "ACCOUNT",
+        "CLIENT ID",
+        "REMOTE",
+        "SINCE",
+        "NATS SERVER",
+      ]);
       expect(table.slice(1, -1).map((r) => r[4])).toEqual(["sensor-7", "sensor-8"]);
       expect(all.stdout).toMatch(/^2 clients on 1 gateway$/m);
 
       const one = await ctl(["clients", "--client-id", "sensor-8", "--json", ...data]);
-      const replies = JSON.parse(one.stdout) as Array<{ id: string; count: number; clients: Array<Record<string, unknown>> }>;
+      const replies = JSON.parse(one.stdout) as Array<{
+        id: string;
+        count: number;
+        clients: Array<Record<string, unknown>>;
+      }>;
       expect(replies).toEqual([
         {
           id: gw.id,
@@ -93,7 +116,9 @@ describe("ctl on the embedded nats-server (no config: the data directory's admin
 
   it("kick by client id: the MQTT 5 client gets DISCONNECT 0x98; an unknown id is exit 1 with one line", async () => {
     const client = await connectMqtt(gw.port("mqtt"), { clientId: "kick-me", protocolVersion: 5 });
-    const disconnect = new Promise<number | undefined>((resolve) => client.once("disconnect", (p) => resolve(p.reasonCode)));
+    const disconnect = new Promise<number | undefined>((resolve) =>
+      client.once("disconnect", (p) => resolve(p.reasonCode)),
+    );
     const result = await ctl(["kick", "kick-me", ...data]);
     expect(result.code).toBe(0);
     expect(result.stdout).toMatch(new RegExp(`^kicked kick-me \\(cid \\d+\\) on gateway ${gw.id}\\n$`));
@@ -101,7 +126,11 @@ describe("ctl on the embedded nats-server (no config: the data directory's admin
     client.end(true);
 
     const unknown = await ctl(["kick", "nobody-here", ...data]);
-    expect(unknown).toEqual({ code: 1, stdout: "", stderr: "mq-gateway ctl: no client nobody-here on any gateway that answered\n" });
+    expect(unknown).toEqual({
+      code: 1,
+      stdout: "",
+      stderr: "mq-gateway ctl: no client nobody-here on any gateway that answered\n",
+    });
   });
 
   it("kick with --account goes to the account scope", async () => {
@@ -131,7 +160,17 @@ describe("ctl on the embedded nats-server (no config: the data directory's admin
         stderr: `mq-gateway ctl: gateway ${gw.id}: rebalance not started: every NATS connection of account CLIENTS is on ${server} already\n`,
       });
       // Elsewhere: started (the gateway stops it when the first move does not land there).
-      const started = await ctl(["rebalance", "--account", "CLIENTS", "--to", "nats-elsewhere", "--over", "1s", "--json", ...data]);
+      const started = await ctl([
+        "rebalance",
+        "--account",
+        "CLIENTS",
+        "--to",
+        "nats-elsewhere",
+        "--over",
+        "1s",
+        "--json",
+        ...data,
+      ]);
       expect(started.code, started.stderr).toBe(0);
       expect(JSON.parse(started.stdout)).toMatchObject({ started: true, server: "nats-elsewhere" });
       const malformed = await ctl(["rebalance", "--account", "CLIENTS", "--to", "x", "--max", "0", ...data]);
@@ -144,7 +183,10 @@ describe("ctl on the embedded nats-server (no config: the data directory's admin
 
   it("ldm: the only gateway goes into lame duck mode and stops with exit 0", async () => {
     const result = await ctl(["ldm", ...data]);
-    expect(result).toMatchObject({ code: 0, stdout: `gateway ${gw.id}: lame duck mode started (it stops once its clients are gone)\n` });
+    expect(result).toMatchObject({
+      code: 0,
+      stdout: `gateway ${gw.id}: lame duck mode started (it stops once its clients are gone)\n`,
+    });
     expect(await gw.stop("SIGCONT")).toBe(0);
   });
 });
@@ -169,7 +211,13 @@ describe("ctl on a NATS with accounts (--config: nats.servers and the admin user
   it("info lists both gateways, and --gateway one of them", async () => {
     const both = await ctl(["info", "--config", config], SECRETS);
     expect(both.code).toBe(0);
-    expect([...new Set(rows(both.stdout).slice(1).map((r) => r[0]))]).toEqual(["gw-a", "gw-b"]);
+    expect([
+      ...new Set(
+        rows(both.stdout)
+          .slice(1)
+          .map((r) => r[0]),
+      ),
+    ]).toEqual(["gw-a", "gw-b"]);
     const one = await ctl(["info", "--config", config, "--gateway", "gw-b", "--json"], SECRETS);
     expect(JSON.parse(one.stdout)).toEqual([expect.objectContaining({ id: "gw-b" })]);
   });
@@ -181,9 +229,12 @@ describe("ctl on a NATS with accounts (--config: nats.servers and the admin user
   });
 
   it("flags instead of a config: --server with --user/--password", async () => {
-    const result = await ctl(["info", "--server", world.nats.url, "--user", "mqg-operator", "--password", "env:OP_PW"], {
-      OP_PW: SECRETS.MQG_OPERATOR_PASSWORD,
-    });
+    const result = await ctl(
+      ["info", "--server", world.nats.url, "--user", "mqg-operator", "--password", "env:OP_PW"],
+      {
+        OP_PW: SECRETS.MQG_OPERATOR_PASSWORD,
+      },
+    );
     expect(result.code).toBe(0);
     expect(result.stdout).toContain("gw-a");
   });

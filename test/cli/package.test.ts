@@ -18,14 +18,24 @@ beforeAll(() => {
   const dir = mkdtempSync(join(tmpdir(), "mqgw-pack-"));
   // --ignore-scripts: dist/ is already built, and rebuilding it under running tests would race them.
   const packed = JSON.parse(
-    execFileSync("npm", ["pack", "--ignore-scripts", "--json", "--pack-destination", dir], { cwd: root, encoding: "utf8" }),
+    execFileSync("npm", ["pack", "--ignore-scripts", "--json", "--pack-destination", dir], {
+      cwd: root,
+      encoding: "utf8",
+    }),
   ) as Array<{ filename: string; files: Array<{ path: string }> }>;
   tarball = join(dir, packed[0]!.filename);
   files = packed[0]!.files.map((f) => f.path);
   project = join(dir, "project");
   execFileSync("mkdir", ["-p", project]);
-  writeFileSync(join(project, "package.json"), JSON.stringify({ name: "uses-mq-gateway", version: "1.0.0", private: true }));
-  execFileSync("npm", ["install", "--prefer-offline", "--no-audit", "--no-fund", tarball], { cwd: project, stdio: "ignore", timeout: 240_000 });
+  writeFileSync(
+    join(project, "package.json"),
+    JSON.stringify({ name: "uses-mq-gateway", version: "1.0.0", private: true }),
+  );
+  execFileSync("npm", ["install", "--prefer-offline", "--no-audit", "--no-fund", tarball], {
+    cwd: project,
+    stdio: "ignore",
+    timeout: 240_000,
+  });
   cpSync(join(project, "node_modules/mq-gateway/examples"), join(project, "examples"), { recursive: true });
 }, 300_000);
 
@@ -45,12 +55,27 @@ function pathWithoutNatsServer(): string {
 }
 
 const npx = (args: string[], env: NodeJS.ProcessEnv = {}) =>
-  spawnSync("npx", ["--no-install", ...args], { cwd: project, encoding: "utf8", timeout: 60_000, env: { ...process.env, ...env } });
+  spawnSync("npx", ["--no-install", ...args], {
+    cwd: project,
+    encoding: "utf8",
+    timeout: 60_000,
+    env: { ...process.env, ...env },
+  });
 
 describe("npm pack, npm install, npx", () => {
   it("ships the built code, the examples and the docs, not the sources or tests", () => {
-    expect(files).toEqual(expect.arrayContaining(["bin/mq-gateway.js", "dist/cli/main.js", "examples/gateway.yaml", "docs/config.md", "README.md"]));
-    expect(files.filter((f) => /^(src|test|bench)\//.test(f) || f.endsWith(".map") || f.startsWith("dist/modelcheck/"))).toEqual([]);
+    expect(files).toEqual(
+      expect.arrayContaining([
+        "bin/mq-gateway.js",
+        "dist/cli/main.js",
+        "examples/gateway.yaml",
+        "docs/config.md",
+        "README.md",
+      ]),
+    );
+    expect(
+      files.filter((f) => /^(src|test|bench)\//.test(f) || f.endsWith(".map") || f.startsWith("dist/modelcheck/")),
+    ).toEqual([]);
   });
 
   it("npx mq-gateway check examples/gateway.yaml passes", () => {
@@ -60,7 +85,16 @@ describe("npm pack, npm install, npx", () => {
 
   it("npx mq-gateway run: the embedded nats-server from NATS_SERVER_BIN, ctl answers, Ctrl-C stops it", async () => {
     const port = async () => `127.0.0.1:${await freePort()}`;
-    const args = ["--nats-listen", await port(), "--mqtt", await port(), "--amqp", await port(), "--http", await port()];
+    const args = [
+      "--nats-listen",
+      await port(),
+      "--mqtt",
+      await port(),
+      "--amqp",
+      await port(),
+      "--http",
+      await port(),
+    ];
     const gw: ChildProcess = spawn("npx", ["--no-install", "mq-gateway", "run", ...args], {
       cwd: project,
       stdio: ["ignore", "ignore", "pipe"],
@@ -105,7 +139,9 @@ describe("npm pack, npm install, npx", () => {
     });
     expect(result.status).toBe(2);
     expect(result.stderr.split("\n").filter((l) => l && !l.startsWith("{"))).toEqual([
-      expect.stringMatching(/^mq-gateway: no nats-server found .*apt-get install nats-server.*NATS_SERVER_BIN.*--nats nats:\/\/HOST:4222$/),
+      expect.stringMatching(
+        /^mq-gateway: no nats-server found .*apt-get install nats-server.*NATS_SERVER_BIN.*--nats nats:\/\/HOST:4222$/,
+      ),
     ]);
   });
 });

@@ -19,10 +19,17 @@ const dashboard = JSON.parse(readFileSync(join(import.meta.dirname, "../../docs/
 
 function grafanaSchema(): object {
   const require = createRequire(import.meta.url);
-  const types = join(dirname(require.resolve("@grafana/schema/package.json")), "dist/types/raw/dashboard/x/types.gen.d.ts");
-  return createGenerator({ path: types, type: "Dashboard", skipTypeCheck: true, additionalProperties: false, expose: "export" }).createSchema(
-    "Dashboard",
+  const types = join(
+    dirname(require.resolve("@grafana/schema/package.json")),
+    "dist/types/raw/dashboard/x/types.gen.d.ts",
   );
+  return createGenerator({
+    path: types,
+    type: "Dashboard",
+    skipTypeCheck: true,
+    additionalProperties: false,
+    expose: "export",
+  }).createSchema("Dashboard");
 }
 
 describe("the Grafana dashboard", () => {
@@ -71,7 +78,11 @@ describe("the dashboard's queries against a gateway's /metrics", () => {
       if (m[2] === "histogram") for (const s of ["_bucket", "_sum", "_count"]) exposed.add(`${m[1]}${s}`);
     }
     const queried = new Set(
-      dashboard.panels.flatMap((p) => (p.targets ?? []).flatMap((t) => [...t.expr.matchAll(/\b((?:mqgw|process|nodejs)_[a-z0-9_]+)/g)].map((m) => m[1]!))),
+      dashboard.panels.flatMap((p) =>
+        (p.targets ?? []).flatMap((t) =>
+          [...t.expr.matchAll(/\b((?:mqgw|process|nodejs)_[a-z0-9_]+)/g)].map((m) => m[1]!),
+        ),
+      ),
     );
     expect(queried.size).toBeGreaterThan(15);
     expect([...queried].filter((name) => !exposed.has(name))).toEqual([]);

@@ -29,7 +29,9 @@ describe("docs/systemd/mq-gateway.service", () => {
 
   it("runs the gateway with the config and data directory the deployment page names", () => {
     const text = readFileSync(unit, "utf8");
-    expect(text).toMatch(/^ExecStart=\/usr\/bin\/node \S+\/bin\/mq-gateway\.js run --config \/etc\/mq-gateway\/gateway\.yaml --data \/var\/lib\/mq-gateway$/m);
+    expect(text).toMatch(
+      /^ExecStart=\/usr\/bin\/node \S+\/bin\/mq-gateway\.js run --config \/etc\/mq-gateway\/gateway\.yaml --data \/var\/lib\/mq-gateway$/m,
+    );
     expect(text).toMatch(/^ExecReload=\/bin\/kill -HUP \$MAINPID$/m);
   });
 });

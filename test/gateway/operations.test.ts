@@ -24,7 +24,9 @@ const metricsText = async () => (await http("/metrics")).text();
 
 /** The value of one sample (`name{labels} value`), or undefined when it is not there. */
 function sample(text: string, name: string, labels = ""): number | undefined {
-  const line = text.split("\n").find((l) => l.startsWith(`${name}${labels ? `{${labels}}` : ""} `) || (labels === "" && l.startsWith(`${name} `)));
+  const line = text
+    .split("\n")
+    .find((l) => l.startsWith(`${name}${labels ? `{${labels}}` : ""} `) || (labels === "" && l.startsWith(`${name} `)));
   return line === undefined ? undefined : Number(line.split(" ").pop());
 }
 
@@ -32,17 +34,35 @@ describe("client log lines", () => {
   it("one line at connect and one at close, for MQTT and AMQP, with cid, client id, account and remote", async () => {
     const mqttClient = await connectMqtt(gw.port("mqtt"), { clientId: "log-mqtt" });
     const connected = await gw.waitForLog((l) => l.msg === "MQTT client connected" && l.client_id === "log-mqtt");
-    expect(connected).toMatchObject({ cid: expect.any(Number), account: "$G", remote: expect.stringMatching(/^127\.0\.0\.1:\d+$/) });
+    expect(connected).toMatchObject({
+      cid: expect.any(Number),
+      account: "$G",
+      remote: expect.stringMatching(/^127\.0\.0\.1:\d+$/),
+    });
     mqttClient.end();
     const closed = await gw.waitForLog((l) => l.msg === "MQTT connection closed" && l.client_id === "log-mqtt");
-    expect(closed).toMatchObject({ cid: connected.cid, remote: connected.remote, account: "$G", reason: expect.any(String) });
+    expect(closed).toMatchObject({
+      cid: connected.cid,
+      remote: connected.remote,
+      account: "$G",
+      reason: expect.any(String),
+    });
 
     const amqp = await AmqpClient.open(gw.port("amqp"), { container_id: "log-amqp" });
     const amqpConnected = await gw.waitForLog((l) => l.msg === "AMQP client connected" && l.client_id === "log-amqp");
-    expect(amqpConnected).toMatchObject({ cid: expect.any(Number), account: "$G", remote: expect.stringMatching(/^127\.0\.0\.1:\d+$/) });
+    expect(amqpConnected).toMatchObject({
+      cid: expect.any(Number),
+      account: "$G",
+      remote: expect.stringMatching(/^127\.0\.0\.1:\d+$/),
+    });
     await amqp.close();
     const amqpClosed = await gw.waitForLog((l) => l.msg === "AMQP connection closed" && l.client_id === "log-amqp");
-    expect(amqpClosed).toMatchObject({ cid: amqpConnected.cid, remote: amqpConnected.remote, account: "$G", reason: expect.any(String) });
+    expect(amqpClosed).toMatchObject({
+      cid: amqpConnected.cid,
+      remote: amqpConnected.remote,
+      account: "$G",
+      reason: expect.any(String),
+    });
     expect(gw.logs.filter((l) => l.msg === "MQTT client connected" && l.client_id === "log-mqtt")).toHaveLength(1);
   });
 });
@@ -63,10 +83,14 @@ describe("/metrics after traffic", () => {
     await got.next();
     try {
       // A connection closed just before (the test above) may still be letting its session go.
-      const text = await eventually(async () => {
-        const t = await metricsText();
-        return sample(t, "mqgw_sessions", 'protocol="mqtt"') === 2 ? t : undefined;
-      }, 5_000, "two MQTT sessions");
+      const text = await eventually(
+        async () => {
+          const t = await metricsText();
+          return sample(t, "mqgw_sessions", 'protocol="mqtt"') === 2 ? t : undefined;
+        },
+        5_000,
+        "two MQTT sessions",
+      );
       for (const family of [
         "mqgw_connections",
         "mqgw_messages_in_total",
@@ -97,7 +121,9 @@ describe("/metrics after traffic", () => {
       expect(sample(text, "mqgw_subscriptions", 'protocol="amqp"')).toBe(1);
       expect(sample(text, "mqgw_amqp_links", 'role="sender"')).toBe(1);
       expect(sample(text, "mqgw_amqp_links", 'role="receiver"')).toBe(1);
-      expect(text).toMatch(new RegExp(`^mqgw_build_info\\{version="[^"]+",node="${process.version}",id="${gw.id}"\\} 1$`, "m"));
+      expect(text).toMatch(
+        new RegExp(`^mqgw_build_info\\{version="[^"]+",node="${process.version}",id="${gw.id}"\\} 1$`, "m"),
+      );
     } finally {
       sub.end(true);
       pub.end(true);
@@ -114,7 +140,11 @@ describe("/metrics after traffic", () => {
       const before = sample(await metricsText(), "mqgw_nats_reconnects_total") ?? 0;
       await nats.stop();
       nats = await startNatsServer({ port: nats.port, storeDir: nats.storeDir });
-      await eventually(async () => ((sample(await metricsText(), "mqgw_nats_reconnects_total") ?? 0) > before ? true : undefined), 15_000, "a reconnect counted");
+      await eventually(
+        async () => ((sample(await metricsText(), "mqgw_nats_reconnects_total") ?? 0) > before ? true : undefined),
+        15_000,
+        "a reconnect counted",
+      );
     } finally {
       client.end(true);
     }
@@ -123,11 +153,19 @@ describe("/metrics after traffic", () => {
 
 describe("GET /clients", () => {
   it("pages this gateway's clients like /connz: total, offset, limit, oldest first, with state and filters", async () => {
-    const mqtt = await Promise.all(["page-1", "page-2", "page-3"].map((clientId) => connectMqtt(gw.port("mqtt"), { clientId })));
+    const mqtt = await Promise.all(
+      ["page-1", "page-2", "page-3"].map((clientId) => connectMqtt(gw.port("mqtt"), { clientId })),
+    );
     const amqp = await AmqpClient.open(gw.port("amqp"), { container_id: "page-amqp" });
     try {
-      await eventually(async () => ((await (await http("/clients")).json()) as { total: number }).total === 4 || undefined, 5_000, "4 clients");
-      const first = (await (await http("/clients?limit=2")).json()) as Record<string, unknown> & { clients: Array<Record<string, unknown>> };
+      await eventually(
+        async () => ((await (await http("/clients")).json()) as { total: number }).total === 4 || undefined,
+        5_000,
+        "4 clients",
+      );
+      const first = (await (await http("/clients?limit=2")).json()) as Record<string, unknown> & {
+        clients: Array<Record<string, unknown>>;
+      };
       expect(first).toMatchObject({ id: gw.id, total: 4, offset: 0, limit: 2, count: 2 });
       expect(first.clients.map((c) => c.client_id)).toEqual(["page-1", "page-2"]);
       expect(first.clients[0]).toMatchObject({
@@ -139,9 +177,15 @@ describe("GET /clients", () => {
         state: expect.stringMatching(/^serving/),
         state_since: expect.stringMatching(/Z$/),
       });
-      const rest = (await (await http("/clients?limit=2&offset=2")).json()) as { count: number; clients: Array<{ client_id: string }> };
+      const rest = (await (await http("/clients?limit=2&offset=2")).json()) as {
+        count: number;
+        clients: Array<{ client_id: string }>;
+      };
       expect(rest.clients.map((c) => c.client_id)).toEqual(["page-3", "page-amqp"]);
-      const onlyAmqp = (await (await http("/clients?protocol=amqp")).json()) as { total: number; clients: Array<{ client_id: string }> };
+      const onlyAmqp = (await (await http("/clients?protocol=amqp")).json()) as {
+        total: number;
+        clients: Array<{ client_id: string }>;
+      };
       expect(onlyAmqp.clients.map((c) => c.client_id)).toEqual(["page-amqp"]);
       const one = (await (await http("/clients?client_id=page-2")).json()) as { total: number };
       expect(one.total).toBe(1);

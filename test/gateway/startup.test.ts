@@ -15,7 +15,10 @@ import { freePort } from "../helpers/ports.js";
 const bin = join(import.meta.dirname, "../../bin/mq-gateway.js");
 
 /** Runs the gateway until it exits by itself; its exit code and stderr. */
-function runUntilExit(config: Record<string, unknown>, args: string[] = []): Promise<{ code: number | null; stderr: string }> {
+function runUntilExit(
+  config: Record<string, unknown>,
+  args: string[] = [],
+): Promise<{ code: number | null; stderr: string }> {
   const dir = mkdtempSync(join(tmpdir(), "mqgw-start-"));
   const file = join(dir, "gateway.yaml");
   writeFileSync(file, stringify({ log: { level: "info" }, ...config }));
@@ -35,8 +38,7 @@ function runUntilExit(config: Record<string, unknown>, args: string[] = []): Pro
 }
 
 /** The lines of stderr that are not JSON log lines: what a person reads. */
-const plainLines = (stderr: string) =>
-  stderr.split("\n").filter((l) => l.trim() !== "" && !l.startsWith("{"));
+const plainLines = (stderr: string) => stderr.split("\n").filter((l) => l.trim() !== "" && !l.startsWith("{"));
 
 async function holdPort(): Promise<{ port: number; server: Server }> {
   const server = createServer().listen(0, "127.0.0.1");
@@ -61,8 +63,16 @@ describe("a port already in use", () => {
   for (const c of cases) {
     it(`${c.name}: one plain line with the port, ${c.key} and ${c.flag}; exit 2`, async () => {
       const held = await holdPort();
-      const others = { mqtt: { listen: "127.0.0.1:0" }, amqp: { listen: "127.0.0.1:0" }, http: { listen: "127.0.0.1:0" } };
-      const result = await runUntilExit({ ...others, ...c.config(`127.0.0.1:${held.port}`), nats: { servers: [nats.url] } });
+      const others = {
+        mqtt: { listen: "127.0.0.1:0" },
+        amqp: { listen: "127.0.0.1:0" },
+        http: { listen: "127.0.0.1:0" },
+      };
+      const result = await runUntilExit({
+        ...others,
+        ...c.config(`127.0.0.1:${held.port}`),
+        nats: { servers: [nats.url] },
+      });
       held.server.close();
       expect(result.code).toBe(2);
       const lines = plainLines(result.stderr);
@@ -110,7 +120,11 @@ describe("a port already in use", () => {
     ]);
     expect(result.code).toBe(2);
     expect(plainLines(result.stderr)).toEqual([
-      expect.stringMatching(new RegExp(`^mq-gateway: cannot reach NATS at nats://127\\.0\\.0\\.1:${port}: .*is nats-server running there\\?`)),
+      expect.stringMatching(
+        new RegExp(
+          `^mq-gateway: cannot reach NATS at nats://127\\.0\\.0\\.1:${port}: .*is nats-server running there\\?`,
+        ),
+      ),
     ]);
     expect(result.stderr).not.toMatch(/Cause\(/);
   });

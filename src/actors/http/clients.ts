@@ -49,9 +49,11 @@ export function readQuery(search: URLSearchParams): { ok: true; query: Query } |
   const offset = whole("offset", 0, Number.MAX_SAFE_INTEGER);
   if (offset === undefined) return { ok: false, error: "offset must be a whole number, 0 or more" };
   const limit = whole("limit", DEFAULT_LIMIT, MAX_LIMIT);
-  if (limit === undefined || limit === 0) return { ok: false, error: `limit must be a whole number from 1 to ${MAX_LIMIT}` };
+  if (limit === undefined || limit === 0)
+    return { ok: false, error: `limit must be a whole number from 1 to ${MAX_LIMIT}` };
   const protocol = search.get("protocol") ?? undefined;
-  if (protocol !== undefined && protocol !== "mqtt" && protocol !== "amqp") return { ok: false, error: "protocol must be mqtt or amqp" };
+  if (protocol !== undefined && protocol !== "mqtt" && protocol !== "amqp")
+    return { ok: false, error: "protocol must be mqtt or amqp" };
   const query: Query = { offset, limit };
   const account = search.get("account");
   const clientId = search.get("client_id");
@@ -67,7 +69,13 @@ export function readQuery(search: URLSearchParams): { ok: true; query: Query } |
 }
 
 /** One page of clients, oldest connection (lowest cid) first. */
-export function clientsPage(id: string, clients: ClientRegistry, registry: ActorRegistry, query: Query, now = new Date()): ClientsPage {
+export function clientsPage(
+  id: string,
+  clients: ClientRegistry,
+  registry: ActorRegistry,
+  query: Query,
+  now = new Date(),
+): ClientsPage {
   const matching = [...clients.all()]
     .filter(
       (c) =>
