@@ -65,11 +65,11 @@ describe("GET /statecharts in headless Chromium", () => {
     }
     // The page's own stream is an actor too.
     await shows("count-statechartsViewer-streaming", "1");
-    await shows("count-mqttConnection-serving", "0");
+    await shows("count-mqttConnection-session.serving", "0");
 
     const a = await connectMqtt(gw.port("mqtt"), { clientId: "live-a", protocolVersion: 5 });
     const b = await connectMqtt(gw.port("mqtt"), { clientId: "live-b", protocolVersion: 4 });
-    await shows("count-mqttConnection-serving", "2");
+    await shows("count-mqttConnection-session.serving", "2");
 
     const got = collect(b);
     await b.subscribeAsync("live/readings", { qos: 1 });
@@ -79,9 +79,9 @@ describe("GET /statecharts in headless Chromium", () => {
     await page.fill("#drill-query", "live-a");
     await page.click("#drill-form button");
     await shows("drill-machine", "mqttConnection");
-    await showsMatching("drill-state", /^serving\./);
+    await showsMatching("drill-state", /^session\.serving\./);
     const events = await page.locator('[data-testid="drill-transitions"] tbody tr td:nth-child(2)').allTextContents();
-    expect(events).toEqual(expect.arrayContaining(["xstate.init", "CONNECT", "NATS_READY"]));
+    expect(events).toEqual(expect.arrayContaining(["xstate.init", "CONNECT", "NATS_ACQUIRED", "SESSION_READY"]));
     // The drilled actor's state is marked on its chart, and occupied states are coloured.
     await page.locator("#chart-mqttConnection .mqg-selected").first().waitFor({ timeout: PAGE_WAIT });
     expect(await page.locator("#chart-mqttConnection .mqg-occupied").count()).toBeGreaterThan(0);
@@ -96,7 +96,7 @@ describe("GET /statecharts in headless Chromium", () => {
     await page.fill("#drill-query", cid!);
     await page.click("#drill-form button");
     await shows("drill-actor", actorId);
-    await showsMatching("drill-state", /^serving\./);
+    await showsMatching("drill-state", /^session\.serving\./);
 
     mkdirSync(results, { recursive: true });
     await page.screenshot({ path: join(results, "statecharts-full.png"), fullPage: true, timeout: PAGE_WAIT });
@@ -111,7 +111,7 @@ describe("GET /statecharts in headless Chromium", () => {
     // One leaves cleanly, the other drops its socket: both actors end and leave the page.
     await a.endAsync();
     (b as ConnectedClient).stream.destroy();
-    await shows("count-mqttConnection-serving", "0");
+    await shows("count-mqttConnection-session.serving", "0");
     await shows("count-mqttConnection-(total)", "0");
     await shows("drill-state", "(gone)");
     const after = await page.locator('[data-testid="drill-transitions"] tbody tr td:nth-child(2)').allTextContents();
@@ -144,7 +144,7 @@ describe("GET /statecharts in headless Chromium", () => {
       for (const r of rows) {
         expect(r[1]).toBe("mqtt");
         expect(r[3]).toBe("$G");
-        expect(r[5]).toMatch(/^serving/);
+        expect(r[5]).toMatch(/\bserving\b/);
         expect(r[6]).toMatch(/^\d\d:\d\d:\d\d$/);
         expect(r[7]).toMatch(/^\d\d:\d\d:\d\d$/);
       }

@@ -21,6 +21,8 @@ export class AccountServices {
   private readonly handles = new Map<string, Promise<AccountJetStream>>();
   private readonly buckets = new Map<string, Promise<KV>>();
   private readonly streams = new Map<string, Promise<void>>();
+  /** Accounts whose sessions bucket takes a TTL per record (nats-server 2.11+ `allow_msg_ttl`). */
+  private readonly ttlBuckets = new Set<string>();
 
   constructor(
     private readonly bridge: NatsBridge,
@@ -44,20 +46,49 @@ export class AccountServices {
     if (!b) {
       b = this.jetstream(account).then(async ({ js, jsm }) => {
         const kvm = new Kvm(js);
-        const name = this.config().mqtt.sessions_bucket;
+        const name = this.sessionsBucketName();
+        const stream = `KV_${name}`;
+        let info: Awaited<ReturnType<typeof jsm.streams.info>> | undefined;
         try {
           // open() does not look: ask for the bucket's stream to know whether it exists.
-          await jsm.streams.info(`KV_${name}`);
-          return await kvm.open(name);
+          info = await jsm.streams.info(stream);
         } catch {
           this.log.info({ account, bucket: name }, "creating the MQTT sessions bucket");
-          return kvm.create(name, { history: 1 });
+          try {
+            // A detached session's record is dropped by the server when it expires (markerTTL
+            // turns on allow_msg_ttl; the marker tells every gateway's key index).
+            const kv = await kvm.create(name, { history: 1, markerTTL: SESSION_MARKER_TTL_MS });
+            this.ttlBuckets.add(account);
+            return kv;
+          } catch (e) {
+            this.log.warn({ account, bucket: name, err: (e as Error).message }, "sessions bucket without per-record TTL (nats-server before 2.11?): expired sessions are swept instead");
+            return kvm.create(name, { history: 1 });
+          }
         }
+        if (info.config.allow_msg_ttl) this.ttlBuckets.add(account);
+        else {
+          try {
+            await jsm.streams.update(stream, { allow_msg_ttl: true, subject_delete_marker_ttl: SESSION_MARKER_TTL_MS * 1_000_000 });
+            this.ttlBuckets.add(account);
+          } catch (e) {
+            this.log.warn({ account, bucket: name, err: (e as Error).message }, "sessions bucket without per-record TTL: expired sessions are swept instead");
+          }
+        }
+        return kvm.open(name);
       });
       this.buckets.set(account, b);
       b.catch(() => this.buckets.delete(account));
     }
     return b;
+  }
+
+  sessionsBucketName(): string {
+    return this.config().mqtt.sessions_bucket;
+  }
+
+  /** Whether the account's sessions bucket drops records by their TTL (known once the bucket was opened). */
+  sessionsTtl(account: string): boolean {
+    return this.ttlBuckets.has(account);
   }
 
   /** Makes sure the retained stream exists in the account; resolves to its name. */
@@ -94,6 +125,9 @@ export class AccountServices {
     return { lease, js: jetstream(lease.nc, { timeout: 5_000 }), jsm: await jetstreamManager(lease.nc, { timeout: 5_000 }) };
   }
 }
+
+/** How long the marker of an expired or removed session stays, so every watcher hears it. */
+const SESSION_MARKER_TTL_MS = 60_000;
 
 /** Retained messages live under this prefix in the retained stream, one per subject. */
 export const RETAINED_PREFIX = "$MQG.retained.";

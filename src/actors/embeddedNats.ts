@@ -12,11 +12,13 @@ export interface EmbeddedNatsOptions {
   readonly host: string;
   readonly port: number;
   readonly dataDir: string;
+  /** Bytes in one message, headers included (nats.embedded_max_payload); the config file holds it. */
+  readonly maxPayload: number;
   /**
    * Writes the nats-server config file for a store directory and returns its path
-   * (src/gateway/embeddedAccounts.ts), which then holds the listen address and store too.
+   * (src/gateway/embeddedAccounts.ts): listen address, store, max_payload and accounts.
    */
-  readonly writeConfig?: (storeDir: string, serverName: string) => Promise<string>;
+  readonly writeConfig: (storeDir: string, serverName: string) => Promise<string>;
   readonly log: Logger;
   readonly registry: ActorRegistry;
   /** Each time it exited and is being started again (metrics). */
@@ -39,12 +41,10 @@ export const embeddedNats = (options: EmbeddedNatsOptions): Effect.Effect<Embedd
     const storeDir = resolve(join(options.dataDir, "jetstream"));
     mkdirSync(storeDir, { recursive: true });
     const serverName = `mqgw-embedded-${port}`;
-    const configFile = options.writeConfig
-      ? yield* Effect.tryPromise({
-          try: () => options.writeConfig!(storeDir, serverName),
-          catch: (e) => new Error(`cannot write the nats-server config: ${(e as Error).message}`),
-        })
-      : undefined;
+    const configFile = yield* Effect.tryPromise({
+      try: () => options.writeConfig(storeDir, serverName),
+      catch: (e) => new Error(`cannot write the nats-server config: ${(e as Error).message}`),
+    });
     const firstReady = yield* Deferred.make<string, Error>();
     const stopped = yield* Deferred.make<void>();
     let child: ChildProcess | undefined;
@@ -56,9 +56,7 @@ export const embeddedNats = (options: EmbeddedNatsOptions): Effect.Effect<Embedd
         spawn: () => {
           const proc = spawn(
             binary,
-            configFile
-              ? ["-c", configFile]
-              : ["-a", host, "-p", String(port), "-js", "-sd", storeDir, "--server_name", serverName],
+            ["-c", configFile],
             { stdio: ["ignore", "ignore", "pipe"] },
           );
           child = proc;
@@ -89,7 +87,7 @@ export const embeddedNats = (options: EmbeddedNatsOptions): Effect.Effect<Embedd
           else actor.send({ type: "EXITED", code: 0, signal: null });
         },
         ready: ({ version }) => {
-          log.info({ version, url: `nats://${host}:${port}`, store: storeDir }, "embedded nats-server ready");
+          log.info({ version, url: `nats://${host}:${port}`, store: storeDir, max_payload: options.maxPayload }, "embedded nats-server ready");
           Deferred.doneUnsafe(firstReady, Effect.succeed(version));
         },
         down: ({ restartInMs }) => {

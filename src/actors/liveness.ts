@@ -1,21 +1,53 @@
-import type { NatsConnection, Subscription } from "@nats-io/transport-node";
+import type { NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "../log.js";
 import type { ClientRegistry } from "./clients.js";
+import type { SessionDirectory } from "./mqtt/sessionDirectory.js";
 
 /** `$MQG.alive.<id>`: how gateways sharing a sessions bucket tell the living from the dead. */
 export const aliveSubject = (id: string) => `$MQG.alive.${id}`;
+/** `$MQG.claim.<id>`: the gateway `<id>` tells the others a client id just connected there. */
+export const claimSubject = (id: string) => `$MQG.claim.${id}`;
+
+/** How long an owner waits for the session it lets go to be saved before it answers anyway. */
+const RELEASE_WAIT_MS = 4_000;
+/** Alive or not: a gateway that does not answer this fast is taken for dead. */
+const PING_TIMEOUT_MS = 1_000;
+/** The asker waits a little longer than the owner's own bound on the release. */
+const TAKEOVER_TIMEOUT_MS = RELEASE_WAIT_MS + 2_000;
 
 interface AliveRequest {
   readonly takeover?: { readonly account?: string; readonly client_id?: string };
 }
 
+interface Claim {
+  readonly account?: string;
+  readonly client_id?: string;
+  /** Unix ms of the connection that claims: an older connection gives way to it, a newer one does not. */
+  readonly at?: number;
+}
+
+export interface LivenessOptions {
+  readonly nc: NatsConnection;
+  readonly id: string;
+  readonly clients: ClientRegistry;
+  readonly directory: SessionDirectory;
+  readonly log: Logger;
+  /** The account whose connection this is; undefined in the single-account case (the asker names it). */
+  readonly account?: string | undefined;
+}
+
 /**
- * Answers `$MQG.alive.<id>` on a connection in a client account (not the admin
- * account, so it answers while the admin connection is down). A request naming a
- * client asks this gateway to let that client's session go (MQTT 5: 0x8E).
+ * Answers `$MQG.alive.<id>` and hears `$MQG.claim.*` on a connection in a client account
+ * (not the admin account, so it works while the admin connection is down). An ask that
+ * names a client closes that client's connection here (MQTT 5: 0x8E) and is answered once
+ * its session is saved, so the asker reads what it left. A claim from another gateway
+ * closes a connection of that client id here that is older than the claiming one: one
+ * client id is one live connection across the gateways, whatever its session expiry.
  */
-export function answerLiveness(nc: NatsConnection, id: string, clients: ClientRegistry, log: Logger): Subscription {
-  return nc.subscribe(aliveSubject(id), {
+export function answerLiveness(options: LivenessOptions): { unsubscribe(): void } {
+  const { nc, id, clients, directory, log } = options;
+  const accountOf = (named: string | undefined) => options.account ?? named ?? "";
+  const alive = nc.subscribe(aliveSubject(id), {
     callback: (e, m) => {
       // A refused subscription reports its error here, with no message; the bridge logs it.
       if (e) return;
@@ -27,24 +59,77 @@ export function answerLiveness(nc: NatsConnection, id: string, clients: ClientRe
         return;
       }
       const t = request.takeover;
-      if (t?.client_id !== undefined) {
-        const held = clients.byClient(t.account ?? "", t.client_id).filter((c) => c.protocol === "mqtt");
-        for (const c of held) c.takeOver();
-        log.info({ client_id: t.client_id, account: t.account, connections: held.length }, "session asked for by another gateway");
-        m.respond(JSON.stringify({ id, alive: true, taken_over: held.length }));
+      if (t?.client_id === undefined) {
+        m.respond(JSON.stringify({ id, alive: true }));
         return;
       }
-      m.respond(JSON.stringify({ id, alive: true }));
+      const account = accountOf(t.account);
+      const held = clients.byClient(account, t.client_id).filter((c) => c.protocol === "mqtt");
+      for (const c of held) c.takeOver();
+      log.info({ client_id: t.client_id, account, connections: held.length }, "session asked for by another gateway");
+      const answer = () => m.respond(JSON.stringify({ id, alive: true, taken_over: held.length }));
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      void Promise.race([
+        directory.whenReleased(account, t.client_id),
+        new Promise<void>((resolve) => (timer = setTimeout(resolve, RELEASE_WAIT_MS))),
+      ]).then(() => {
+        clearTimeout(timer);
+        answer();
+      });
     },
   });
+  const claims = nc.subscribe(claimSubject("*"), {
+    callback: (e, m) => {
+      if (e || m.subject === claimSubject(id)) return;
+      let claim: Claim;
+      try {
+        claim = m.json() as Claim;
+      } catch {
+        return;
+      }
+      if (typeof claim.client_id !== "string" || typeof claim.at !== "number") return;
+      const account = accountOf(claim.account);
+      for (const c of clients.byClient(account, claim.client_id)) {
+        if (c.protocol === "mqtt" && c.since.getTime() <= claim.at) {
+          log.info({ client_id: claim.client_id, account, by: m.subject.slice(claimSubject("").length) }, "client id connected on another gateway");
+          c.takeOver();
+        }
+      }
+    },
+  });
+  return {
+    unsubscribe: () => {
+      alive.unsubscribe();
+      claims.unsubscribe();
+    },
+  };
 }
 
-/** Asks the owner gateway to close a client; false when nobody answered (the owner is gone). */
+/** Tells the other gateways of the account that `clientId` connected here now. */
+export function announceClaim(nc: NatsConnection, id: string, account: string, clientId: string): void {
+  try {
+    nc.publish(claimSubject(id), JSON.stringify({ account, client_id: clientId, at: Date.now() }));
+  } catch {
+    // The gateway's connection is closing: the session's store check still applies.
+  }
+}
+
+/**
+ * Asks the owner gateway to close a client and let its session go; resolves once it has
+ * (true), or false when the owner did not answer at all (it is gone). An owner that is
+ * alive but slow to release is let be after TAKEOVER_TIMEOUT_MS: the conditional writes of
+ * the sessions bucket keep its late writes from overwriting the new connection's.
+ */
 export async function requestTakeover(nc: NatsConnection, owner: string, account: string, clientId: string): Promise<boolean> {
   try {
-    await nc.request(aliveSubject(owner), JSON.stringify({ takeover: { account, client_id: clientId } }), { timeout: 1_000 });
-    return true;
+    await nc.request(aliveSubject(owner), "", { timeout: PING_TIMEOUT_MS });
   } catch {
     return false;
   }
+  try {
+    await nc.request(aliveSubject(owner), JSON.stringify({ takeover: { account, client_id: clientId } }), { timeout: TAKEOVER_TIMEOUT_MS });
+  } catch {
+    // Alive a moment ago: treat it as released.
+  }
+  return true;
 }

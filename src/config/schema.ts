@@ -92,6 +92,8 @@ export interface GatewayConfig {
     readonly servers: readonly string[];
     /** Where the embedded nats-server listens for clients (used only when servers is empty). An addition to the CONTRACT. */
     readonly embedded_listen: ListenAddress;
+    /** Bytes; the embedded nats-server's max_payload (used only when servers is empty). An addition to the CONTRACT. */
+    readonly embedded_max_payload: number;
     readonly tls: ClientTls | null;
   };
   /** null: no admin connection, no admin API. */
@@ -109,6 +111,8 @@ export interface GatewayConfig {
     readonly receive_maximum: number;
     readonly max_keepalive: number;
     readonly session_expiry_max: number;
+    /** How often one gateway looks through the sessions bucket for records a gone gateway left; 0 = never. An addition. */
+    readonly session_sweep_interval: number;
     /** "always" (the spec's header table) or "when_needed" (plain PUB for bare QoS 0; docs/performance.md). An addition. */
     readonly client_id_header: "always" | "when_needed";
   };
@@ -313,6 +317,7 @@ const mqtt = z.strictObject({
   ),
   // MQTT carries the session expiry as 32-bit seconds.
   session_expiry_max: duration.prefault("7d").pipe(between(0, 4_294_967_295_000, seconds)),
+  session_sweep_interval: duration.prefault("5m").pipe(between(0, 7 * 24 * 3_600_000, seconds)),
   client_id_header: z.enum(["always", "when_needed"]).default("always"),
 });
 
@@ -432,6 +437,8 @@ export const configFileSchema = z
             .prefault("127.0.0.1:4222")
             .refine((l) => l !== null, "the embedded nats-server needs an address")
             .transform((l) => l as ListenAddress),
+          // nats-server takes at most its max_pending (64 MiB) and warns past 8 MB.
+          embedded_max_payload: size.prefault("8MiB").pipe(between(1024, 64 * 1024 * 1024, (n) => (n >= 1024 * 1024 ? `${n / 1024 / 1024}MiB` : `${n / 1024}KiB`))),
         })
         .prefault({}),
     ),

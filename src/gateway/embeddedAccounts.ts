@@ -96,6 +96,8 @@ export interface EmbeddedServerOptions {
   readonly gatewayId: string;
   readonly adminUser: string;
   readonly adminPassword: string;
+  /** nats.embedded_max_payload: max_payload has no command-line flag, the file holds it. */
+  readonly maxPayload: number;
 }
 
 /**
@@ -112,6 +114,7 @@ export function embeddedServerConfig(o: EmbeddedServerOptions): string {
     `server_name: ${q(o.serverName)}`,
     `listen: ${q(`${o.host.includes(":") ? `[${o.host}]` : o.host}:${o.port}`)}`,
     `jetstream { store_dir: ${q(o.storeDir)} }`,
+    `max_payload: ${o.maxPayload}`,
     "accounts {",
     `  ${EMBEDDED_ADMIN_ACCOUNT} {`,
     "    users: [",
@@ -156,6 +159,7 @@ export async function prepareEmbedded(config: GatewayConfig): Promise<{
         gatewayId: config.id,
         adminUser: user,
         adminPassword: admin.password,
+        maxPayload: config.nats.embedded_max_payload,
       });
       await mkdir(config.data, { recursive: true });
       await writeFile(file, text, { mode: 0o600 });

@@ -1,16 +1,22 @@
 import type { MqttSettings } from "../actors/mqtt/settings.js";
 import type { GatewayConfig } from "../config/schema.js";
 import type { Route } from "../protocol/mqttToNats.js";
+import { clientMessageLimit } from "../protocol/natsLimits.js";
 import { parseTemplate } from "../protocol/route.js";
 
-/** GatewayConfig -> what an MQTT connection reads; rebuilt on reload. */
-export function mqttSettingsOf(config: GatewayConfig): MqttSettings {
+/**
+ * GatewayConfig -> what an MQTT connection reads; rebuilt on reload, and when NATS's
+ * max_payload changes. `natsMaxPayload`: the server's INFO max_payload.
+ */
+export function mqttSettingsOf(config: GatewayConfig, natsMaxPayload: number | undefined): MqttSettings {
   const routeList: Route[] = config.mqtt.routes.flatMap((r) => {
     const t = parseTemplate(r.template);
     return t.ok ? [{ subject: r.subject, template: t.value }] : [];
   });
   return {
-    maxPacketSize: config.mqtt.max_packet_size,
+    // CONTRACT: [1MiB, capped by NATS max_payload], after room for the gateway's headers.
+    maxPacketSize: Math.min(config.mqtt.max_packet_size, clientMessageLimit(natsMaxPayload)),
+    natsMaxPayload,
     receiveMaximum: config.mqtt.receive_maximum,
     maxKeepaliveSec: Math.floor(config.mqtt.max_keepalive / 1000),
     sessionExpiryMaxSec: Math.floor(config.mqtt.session_expiry_max / 1000),

@@ -11,11 +11,14 @@ import { mqttConnectionActor } from "../actors/mqtt/connection.js";
 import type { MqttDeps } from "../actors/mqtt/deps.js";
 import { amqpDoor, amqpSettingsFor } from "../actors/amqp/door.js";
 import { KvSessionStore } from "../actors/mqtt/kvSessionStore.js";
+import { SessionSweeper } from "../actors/mqtt/sessionSweeper.js";
+import { sweepActor } from "../actors/mqtt/sweepActor.js";
 import { RetainedMessages } from "../actors/mqtt/retained.js";
 import { AccountServices } from "../actors/accountServices.js";
 import { bridgeCredentials } from "../actors/gatewayCredentials.js";
 import { Bindings } from "../actors/bindings.js";
-import { answerLiveness, requestTakeover } from "../actors/liveness.js";
+import { announceClaim, answerLiveness, requestTakeover } from "../actors/liveness.js";
+import { SessionDirectory } from "../actors/mqtt/sessionDirectory.js";
 import { lameDuckActor } from "../actors/admin/lameDuck.js";
 import { startAdmin } from "../actors/admin/start.js";
 import { Reloader } from "../actors/reload.js";
@@ -74,6 +77,7 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
     });
     const supervisor = yield* Supervisor.make(log);
     const clients = new ClientRegistry();
+    const directory = new SessionDirectory();
     const exitCode = yield* Deferred.make<number>();
     const closers: Array<() => void> = [];
 
@@ -91,6 +95,7 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
         host: at.host,
         port: at.port,
         dataDir: config.data,
+        maxPayload: config.nats.embedded_max_payload,
         writeConfig: setup.writeConfig,
         onRestart: () => metrics.embeddedRestarted(),
         log,
@@ -132,10 +137,23 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
     yield* Effect.promise(() => bindings.load(config.bindings));
     // With gateway users, each account's liveness actor answers there (src/actors/admin/liveness.ts).
     if (Object.keys(config.gateway_users).length === 0) {
-      const liveness = answerLiveness(core.nc, config.id, clients, log);
+      const liveness = answerLiveness({ nc: core.nc, id: config.id, clients, directory, log });
       yield* Effect.addFinalizer(() => Effect.sync(() => liveness.unsubscribe()));
     }
-    let mqttSettings = mqttSettingsOf(config);
+    const sessionStore = new KvSessionStore(services);
+    const sweepEvery = config.mqtt.session_sweep_interval;
+    if (sweepEvery > 0) {
+      const sweeper = new SessionSweeper(services, sessionStore, directory, config.id, sweepEvery, log);
+      const accounts = () => new Set([...sessionStore.accounts(), ...Object.keys(config.gateway_users)]);
+      supervisor.spawn("sessionSweeper", "sessionSweeper", sweepActor(sweeper, sweepEvery, accounts));
+    }
+    let mqttSettings = mqttSettingsOf(config, core.nc.info?.max_payload);
+    // The cap follows the server the gateway is connected to (a reconnect may reach another).
+    const currentMqttSettings = () => {
+      const maxPayload = core.nc.info?.max_payload;
+      if (maxPayload !== undefined && maxPayload !== mqttSettings.natsMaxPayload) mqttSettings = mqttSettingsOf(config, maxPayload);
+      return mqttSettings;
+    };
     const mqttDeps: MqttDeps = {
       bridge,
       clients,
@@ -144,14 +162,20 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
         services,
         bindings,
         retained: new RetainedMessages(services),
-        store: new KvSessionStore(services),
+        store: sessionStore,
         gatewayId: config.id,
       },
       metrics,
       log,
-      settings: () => mqttSettings,
+      settings: currentMqttSettings,
       accountOf: (lease, username) => accounts.resolve(lease.nc, username),
       maxConnectionsPerAccount: () => config.limits.max_connections_per_account,
+      directory,
+      announce: (account, clientId) =>
+        void services.jetstream(account).then(
+          ({ lease }) => announceClaim(lease.nc, config.id, account, clientId),
+          () => {},
+        ),
       remoteTakeover: async (account, clientId, owner) =>
         requestTakeover((await services.jetstream(account)).lease.nc, owner, account, clientId),
     };
@@ -236,7 +260,19 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
       },
     });
 
-    const admin = startAdmin({ config: adminConfig, servers, bridge, clients, registry, supervisor, metrics, log, gateway: gw, version: VERSION });
+    const admin = startAdmin({
+      config: adminConfig,
+      servers,
+      bridge,
+      clients,
+      directory,
+      registry,
+      supervisor,
+      metrics,
+      log,
+      gateway: gw,
+      version: VERSION,
+    });
 
     if (config.http.listen) {
       const httpAt = config.http.listen;
@@ -270,7 +306,7 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
       () => config,
       async (next, changed) => {
         config = next;
-        mqttSettings = mqttSettingsOf(next);
+        mqttSettings = mqttSettingsOf(next, core.nc.info?.max_payload);
         log.level = next.log.level;
         if (changed.includes("bindings")) await bindings.load(next.bindings);
       },

@@ -28,11 +28,17 @@ export interface ConnectRequest {
 
 export type MqttConnectionEvent =
   | { type: "CONNECT"; request: ConnectRequest }
-  | { type: "NATS_READY"; sessionPresent: boolean; account: string }
+  /** The client's own NATS connection is made, its account known (and within its limits); `natsUp`: connected right now. */
+  | { type: "NATS_ACQUIRED"; account: string; natsUp: boolean }
   | { type: "NATS_REFUSED"; auth: boolean; reason: string; codes?: { v5: number; v4: number } }
+  /** The session machine is attached (mqttSession.ts `ready`). */
+  | { type: "SESSION_READY"; sessionPresent: boolean }
+  /** The session could not be opened (its store could not be read). */
+  | { type: "SESSION_REFUSED"; reason: string }
   | { type: "KEEPALIVE_EXPIRED" }
   | { type: "CONNECT_TIMEOUT" }
-  | { type: "DISCONNECT"; reasonCode: number }
+  /** `sessionExpirySec`: a v5 DISCONNECT's Session Expiry Interval, when it has one. */
+  | { type: "DISCONNECT"; reasonCode: number; sessionExpirySec?: number | undefined }
   | { type: "PROTOCOL_ERROR"; reasonCode: number; reason: string }
   | { type: "SOCKET_CLOSED" }
   | { type: "NATS_DOWN" }
@@ -45,9 +51,12 @@ export type MqttConnectionEvent =
 
 export type MqttConnectionEmitted =
   | { type: "acquire_nats"; request: ConnectRequest }
+  | { type: "open_session" }
   | { type: "connack"; returnCode: number; sessionPresent: boolean }
   | { type: "serve" }
   | { type: "disconnect"; reasonCode: number; reason?: string }
+  /** The network side is over: the session goes on without this connection (saved or removed). */
+  | { type: "detach_session"; expirySec: number }
   | { type: "publish_will"; will: WillMessage }
   | { type: "end_socket" }
   | { type: "close" };
@@ -56,6 +65,10 @@ export interface MqttConnectionContext {
   readonly connectTimeoutMs: number;
   readonly maxKeepaliveSec: number;
   request?: ConnectRequest;
+  /** The session expiry as it stands: the CONNECT's, until a v5 DISCONNECT changes it. */
+  sessionExpirySec: number;
+  /** Whether the client's NATS connection is up, as last told (NATS_ACQUIRED, NATS_DOWN, NATS_UP). */
+  natsUp: boolean;
   closeReason: string;
 }
 
@@ -72,16 +85,27 @@ export const mqttConnectionMachine = setup({
   },
   delays: {
     willGrace: 5_000,
-    willDelay: ({ context }) => context.request?.will?.delayMs ?? 0,
+    // [MQTT-3.1.3-9] MQTT 5 3.1.3.2.2: the will goes at the end of its delay or of the
+    // session, whichever comes first; a session that ends with the connection sends it at once.
+    willDelay: ({ context }) => Math.min(context.request?.will?.delayMs ?? 0, context.sessionExpirySec * 1000),
   },
   guards: {
     asksForWill: ({ event }) => event.type === "DISCONNECT" && event.reasonCode === 0x04,
     noWill: ({ context }) => context.request?.will === undefined,
+    // [MQTT-3.14.2-2] a session that was to end with the connection cannot be made to outlive it.
+    natsIsDown: ({ context }) => !context.natsUp,
+    raisesExpiryFromZero: ({ context, event }) =>
+      event.type === "DISCONNECT" && (event.sessionExpirySec ?? 0) > 0 && (context.request?.sessionExpirySec ?? 0) === 0,
   },
 }).createMachine({
   id: "mqttConnection",
-  context: ({ input }) => ({ ...input, closeReason: "" }),
+  context: ({ input }) => ({ ...input, sessionExpirySec: 0, natsUp: true, closeReason: "" }),
   initial: "awaitingConnect",
+  // Outside serving (while the session opens) the state of NATS is only remembered.
+  on: {
+    NATS_DOWN: { actions: assign({ natsUp: false }) },
+    NATS_UP: { actions: assign({ natsUp: true }) },
+  },
   states: {
     awaitingConnect: {
       on: {
@@ -92,7 +116,7 @@ export const mqttConnectionMachine = setup({
         CONNECT: {
           target: "authenticating",
           actions: [
-            assign({ request: ({ event }) => event.request }),
+            assign({ request: ({ event }) => event.request, sessionExpirySec: ({ event }) => event.request.sessionExpirySec }),
             emit(({ event }) => ({ type: "acquire_nats" as const, request: event.request })),
           ],
         },
@@ -107,10 +131,7 @@ export const mqttConnectionMachine = setup({
     },
     authenticating: {
       on: {
-        NATS_READY: {
-          target: "serving",
-          actions: emit(({ event }) => ({ type: "connack" as const, returnCode: 0, sessionPresent: event.sessionPresent })),
-        },
+        NATS_ACQUIRED: { target: "session", actions: assign({ natsUp: ({ event }) => event.natsUp }) },
         NATS_REFUSED: {
           target: "closed",
           actions: [
@@ -133,46 +154,94 @@ export const mqttConnectionMachine = setup({
         TAKEN_OVER: { target: "closed", actions: assign({ closeReason: "taken over while authenticating" }) },
       },
     },
-    serving: {
-      entry: emit({ type: "serve" }),
-      type: "parallel",
+    // From the session's start to the end of the network side: leaving it, for whatever
+    // reason, detaches the session, which then goes on alone until it is saved or removed.
+    session: {
+      initial: "opening",
+      exit: emit(({ context, event }) => ({ type: "detach_session" as const, expirySec: expiryAtDetach(context, event) })),
       states: {
-        nats: {
-          initial: "online",
-          states: {
-            online: { on: { NATS_DOWN: { target: "natsDown" } } },
-            // Publishes wait (TCP backpressure) rather than being acknowledged unsent.
-            natsDown: { on: { NATS_UP: { target: "online" } } },
+        opening: {
+          entry: emit({ type: "open_session" }),
+          on: {
+            SESSION_READY: {
+              target: "serving",
+              actions: emit(({ event }) => ({ type: "connack" as const, returnCode: 0, sessionPresent: event.sessionPresent })),
+            },
+            SESSION_REFUSED: {
+              target: "#mqttConnection.closed",
+              actions: [
+                emit(({ context }) => ({ type: "connack" as const, returnCode: refusal(context.request?.protocolVersion, false), sessionPresent: false })),
+                assign({ closeReason: ({ event }) => `session store: ${event.reason}` }),
+              ],
+            },
+            SOCKET_CLOSED: { target: "#mqttConnection.closed", actions: assign({ closeReason: "socket closed while the session opened" }) },
+            PROTOCOL_ERROR: { target: "#mqttConnection.closed", actions: assign({ closeReason: ({ event }) => event.reason }) },
+            LAME_DUCK: { target: "#mqttConnection.closed", actions: assign({ closeReason: "lame duck" }) },
+            SHUTDOWN: { target: "#mqttConnection.closed", actions: assign({ closeReason: "shutdown" }) },
+            TAKEN_OVER: { target: "#mqttConnection.closed", actions: assign({ closeReason: "taken over while the session opened" }) },
+            KICK: { target: "#mqttConnection.closed", actions: assign({ closeReason: "kicked while the session opened" }) },
           },
         },
-        // [MQTT-3.1.2-24] no packet for one and a half times the keep alive (`effectiveKeepalive`;
-        // 0: never). The edge's shared clock tells (actors/mqtt/keepaliveWheel.ts): a timer per
-        // connection, rescheduled on activity, cost every idle connection a Timeout.
-        keepalive: {
-          initial: "waiting",
+        serving: {
+          entry: emit({ type: "serve" }),
+          // Packets are read and handled only here (the edge reads the tag).
+          tags: ["serving"],
+          type: "parallel",
           states: {
-            waiting: { on: { KEEPALIVE_EXPIRED: { target: "#mqttConnection.keepaliveExpired" } } },
+            nats: {
+              initial: "checking",
+              states: {
+                checking: { always: [{ guard: "natsIsDown", target: "natsDown" }, { target: "online" }] },
+                online: { on: { NATS_DOWN: { target: "natsDown", actions: assign({ natsUp: false }) } } },
+                // Publishes wait (TCP backpressure: the edge stops reading) rather than being acknowledged unsent.
+                natsDown: { tags: ["natsDown"], on: { NATS_UP: { target: "online", actions: assign({ natsUp: true }) } } },
+              },
+            },
+            // [MQTT-3.1.2-24] no packet for one and a half times the keep alive (`effectiveKeepalive`;
+            // 0: never). The edge's shared clock tells (actors/mqtt/keepaliveWheel.ts): a timer per
+            // connection, rescheduled on activity, cost every idle connection a Timeout.
+            keepalive: {
+              initial: "waiting",
+              states: {
+                waiting: { on: { KEEPALIVE_EXPIRED: { target: "#mqttConnection.keepaliveExpired" } } },
+              },
+            },
+          },
+          on: {
+            DISCONNECT: [
+              {
+                guard: "raisesExpiryFromZero",
+                target: "#mqttConnection.willPending",
+                actions: [
+                  emit({ type: "disconnect", reasonCode: 0x82, reason: "session expiry set on DISCONNECT after 0 at CONNECT" }),
+                  assign({ closeReason: "protocol error: session expiry raised on DISCONNECT" }),
+                ],
+              },
+              // [MQTT-3.14.4-3] a normal DISCONNECT discards the will; v5 0x04 asks for it.
+              {
+                guard: "asksForWill",
+                target: "#mqttConnection.willPending",
+                actions: assign({
+                  closeReason: "DISCONNECT with will",
+                  sessionExpirySec: ({ context, event }) => event.sessionExpirySec ?? context.sessionExpirySec,
+                }),
+              },
+              { target: "#mqttConnection.closed", actions: assign({ closeReason: "DISCONNECT" }) },
+            ],
+            PROTOCOL_ERROR: {
+              target: "#mqttConnection.willPending",
+              actions: [
+                emit(({ event }) => ({ type: "disconnect" as const, reasonCode: event.reasonCode, reason: event.reason })),
+                assign({ closeReason: ({ event }) => event.reason }),
+              ],
+            },
+            SOCKET_CLOSED: { target: "#mqttConnection.willPending", actions: assign({ closeReason: "connection lost" }) },
+            KICK: { target: "#mqttConnection.kicked" },
+            TAKEN_OVER: { target: "#mqttConnection.takenOver" },
+            LAME_DUCK: { target: "#mqttConnection.lameDuck" },
+            SHUTDOWN: { target: "#mqttConnection.lameDuck" },
           },
         },
-      },
-      on: {
-        DISCONNECT: [
-          // [MQTT-3.14.4-3] a normal DISCONNECT discards the will; v5 0x04 asks for it.
-          { guard: "asksForWill", target: "willPending", actions: assign({ closeReason: "DISCONNECT with will" }) },
-          { target: "closed", actions: assign({ closeReason: "DISCONNECT" }) },
-        ],
-        PROTOCOL_ERROR: {
-          target: "willPending",
-          actions: [
-            emit(({ event }) => ({ type: "disconnect" as const, reasonCode: event.reasonCode, reason: event.reason })),
-            assign({ closeReason: ({ event }) => event.reason }),
-          ],
-        },
-        SOCKET_CLOSED: { target: "willPending", actions: assign({ closeReason: "connection lost" }) },
-        KICK: { target: "kicked" },
-        TAKEN_OVER: { target: "takenOver" },
-        LAME_DUCK: { target: "lameDuck" },
-        SHUTDOWN: { target: "lameDuck" },
       },
     },
     keepaliveExpired: {
@@ -216,6 +285,15 @@ export const mqttConnectionMachine = setup({
     },
   },
 });
+
+/**
+ * MQTT 5 3.14.2.2.2: a DISCONNECT's Session Expiry Interval replaces the CONNECT's, unless
+ * the CONNECT's was 0 (then raising it is a protocol error, and the session still ends).
+ */
+function expiryAtDetach(context: MqttConnectionContext, event: MqttConnectionEvent): number {
+  if (event.type !== "DISCONNECT" || event.sessionExpirySec === undefined) return context.sessionExpirySec;
+  return (context.request?.sessionExpirySec ?? 0) > 0 ? event.sessionExpirySec : 0;
+}
 
 export function effectiveKeepalive(context: MqttConnectionContext): number {
   const asked = context.request?.keepaliveSec ?? 0;

@@ -1,10 +1,12 @@
 import { assign, emit, setup } from "xstate";
 
 /**
- * The MQTT session behind one connection, from the sessions bucket to the end: found or
- * fresh, taken from another gateway, discarded on clean start or expiry, resumed, and at
- * the end kept (expiry > 0) or removed. The connection machine decides *that* the client
- * is served; this machine decides *what state it resumes and leaves behind*.
+ * The MQTT session behind one connection, from the claim on its client id to the end: it
+ * waits for any earlier session of the same client id to be saved or removed (here, or on
+ * the gateway that held it), then is found or fresh, discarded on clean start or expiry,
+ * resumed, and at the end kept (expiry > 0) or removed. The connection machine decides
+ * *that* the client is served; this machine decides *what state it resumes and leaves
+ * behind*, and that two sessions of one client id never overlap.
  */
 export interface SessionFound {
   readonly exists: boolean;
@@ -14,16 +16,23 @@ export interface SessionFound {
 }
 
 export type MqttSessionEvent =
+  /** No earlier session of this client id is still open on this gateway. */
+  | { type: "CLAIMED" }
   | { type: "LOADED"; found: SessionFound }
   | { type: "LOAD_FAILED"; reason: string }
+  /** The gateway that held the session closed its connection and saved or removed the session. */
   | { type: "OWNER_RELEASED" }
+  /** That gateway did not answer: it is gone, and what it held is handed back on resume. */
+  | { type: "OWNER_GONE" }
   | { type: "DISCARDED" }
   | { type: "RESUMED" }
-  | { type: "DETACH" }
+  /** The connection ended; `expirySec` is the session expiry then (a v5 DISCONNECT may change it). */
+  | { type: "DETACH"; expirySec: number }
   | { type: "SAVED" }
   | { type: "REMOVED" };
 
 export type MqttSessionEmitted =
+  | { type: "claim" }
   | { type: "load" }
   | { type: "ask_owner"; owner: string }
   | { type: "discard" }
@@ -31,7 +40,7 @@ export type MqttSessionEmitted =
   | { type: "ready"; sessionPresent: boolean }
   | { type: "refuse"; reason: string }
   | { type: "stop_delivery" }
-  | { type: "save_detached" }
+  | { type: "save_detached"; expirySec: number }
   | { type: "remove" };
 
 export interface MqttSessionContext {
@@ -39,10 +48,13 @@ export interface MqttSessionContext {
   /**
    * The edge knows before starting that the store holds nothing to clear (a clean start
    * whose client id has no key in the account's bucket, docs/decisions/mqtt-sessions.md):
-   * the session is fresh at once, without a load (one macrostep per CONNECT instead of three).
+   * the session is fresh once claimed, without a load.
    */
   readonly nothingStored?: boolean | undefined;
-  readonly expirySec: number;
+  /** The session expiry asked at CONNECT; a session with one is in the store while it lives. */
+  readonly connectExpirySec: number;
+  /** The expiry as it stands now (DETACH brings the DISCONNECT's). */
+  expirySec: number;
   found: SessionFound;
   reason: string;
 }
@@ -58,7 +70,8 @@ export const mqttSessionMachine = setup({
   },
   delays: {
     // A gateway that does not answer in time is taken for dead (CONTRACT: taken over when that gateway is dead).
-    ownerTimeout: 2_000,
+    // Past the asker's own bounds (liveness.ts: a 1 s ping, then the owner's release).
+    ownerTimeout: 8_000,
     storeTimeout: 5_000,
   },
   guards: {
@@ -68,14 +81,29 @@ export const mqttSessionMachine = setup({
     cleanStart: ({ context }) => context.cleanStart,
     nothingStored: ({ context }) => context.cleanStart && context.nothingStored === true,
     durable: ({ context }) => context.expirySec > 0,
+    // A session that was in the store (expiry at CONNECT) and ends without expiry leaves it.
+    wasStored: ({ context }) => context.connectExpirySec > 0,
   },
 }).createMachine({
   id: "mqttSession",
-  context: ({ input }) => ({ ...input, found: nothing, reason: "" }),
-  initial: "starting",
+  context: ({ input }) => ({
+    cleanStart: input.cleanStart,
+    nothingStored: input.nothingStored,
+    connectExpirySec: input.expirySec,
+    expirySec: input.expirySec,
+    found: nothing,
+    reason: "",
+  }),
+  initial: "claiming",
   states: {
-    starting: {
-      always: [{ guard: "nothingStored", target: "fresh" }, { target: "loading" }],
+    claiming: {
+      // [MQTT-3.1.4-3] the earlier connection of this client id goes first, and its session is
+      // saved or removed before this one reads the store: the two never act on it at once.
+      entry: emit({ type: "claim" }),
+      on: {
+        CLAIMED: [{ guard: "nothingStored", target: "fresh" }, { target: "loading" }],
+        DETACH: { target: "ended" },
+      },
     },
     loading: {
       entry: emit({ type: "load" }),
@@ -97,10 +125,27 @@ export const mqttSessionMachine = setup({
       },
     },
     takingOver: {
-      // [MQTT-3.1.4-3] close the other connection first; its gateway answers on $MQG.alive.<id>.
+      // [MQTT-3.1.4-3] close the other connection first; its gateway answers on $MQG.alive.<id>
+      // once that connection's session is saved, so what is read next is what it left.
       entry: emit(({ context }) => ({ type: "ask_owner" as const, owner: context.found.heldBy ?? "" })),
-      on: { OWNER_RELEASED: { target: "deciding" }, DETACH: { target: "ended" } },
+      on: {
+        OWNER_RELEASED: { target: "reloading" },
+        OWNER_GONE: { target: "deciding" },
+        DETACH: { target: "ended" },
+      },
       after: { ownerTimeout: { target: "deciding" } },
+    },
+    reloading: {
+      entry: emit({ type: "load" }),
+      on: {
+        LOADED: { target: "deciding", actions: assign({ found: ({ event }) => event.found }) },
+        LOAD_FAILED: [
+          // A clean start still clears what the first read found.
+          { guard: "cleanStart", target: "deciding" },
+          { target: "refused", actions: assign({ reason: ({ event }) => event.reason }) },
+        ],
+        DETACH: { target: "ended" },
+      },
     },
     deciding: {
       always: [
@@ -115,8 +160,13 @@ export const mqttSessionMachine = setup({
       after: { storeTimeout: { target: "fresh" } },
     },
     resuming: {
+      // Subscriptions and consumers reopen before CONNACK (what they receive waits for it);
+      // what the client left unacknowledged is handed back in order (storedDelivery.ts).
       entry: emit({ type: "resume" }),
-      on: { RESUMED: { target: "resumed" }, DETACH: { target: "detaching" } },
+      on: {
+        RESUMED: { target: "resumed" },
+        DETACH: { target: "detaching", actions: assign({ expirySec: ({ event }) => event.expirySec }) },
+      },
     },
     fresh: {
       entry: emit({ type: "ready", sessionPresent: false }),
@@ -127,14 +177,14 @@ export const mqttSessionMachine = setup({
       always: { target: "attached" },
     },
     attached: {
-      on: { DETACH: { target: "detaching" } },
+      on: { DETACH: { target: "detaching", actions: assign({ expirySec: ({ event }) => event.expirySec }) } },
     },
     detaching: {
       entry: emit({ type: "stop_delivery" }),
-      always: [{ guard: "durable", target: "saving" }, { target: "removing" }],
+      always: [{ guard: "durable", target: "saving" }, { guard: "wasStored", target: "removing" }, { target: "ended" }],
     },
     saving: {
-      entry: emit({ type: "save_detached" }),
+      entry: emit(({ context }) => ({ type: "save_detached" as const, expirySec: context.expirySec })),
       on: { SAVED: { target: "kept" } },
       after: { storeTimeout: { target: "kept" } },
     },

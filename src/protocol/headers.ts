@@ -242,8 +242,12 @@ const MQGW_PREFIX_LOWER = "mqgw-";
 
 // ---------------------------------------------------------------------------------------
 
-/** Pairs in table order, or undefined when there is nothing to send (so the caller can use plain PUB). */
-export function metaToHeaders(meta: MessageMeta): Array<[string, string]> | undefined {
+/**
+ * Pairs in table order, or undefined when there is nothing to send (so the caller can use
+ * plain PUB). `propsOrder`: an MQTT v5 publish, whose User Properties' order is written in
+ * Mqgw-Mqtt-Props-Order (AMQP application properties are a map: their order means nothing).
+ */
+export function metaToHeaders(meta: MessageMeta, propsOrder = false): Array<[string, string]> | undefined {
   const out: Array<[string, string]> = [];
   for (const r of ROWS) {
     const v = meta[r.field];
@@ -254,26 +258,20 @@ export function metaToHeaders(meta: MessageMeta): Array<[string, string]> | unde
   const props = meta.userProps;
   if (props && props.length > 0) {
     for (const [k, v] of props) out.push([HEADER.propPrefix + encodeHeaderKey(k), encodeHeaderValue(v)]);
-    if (isInterleaved(props)) out.push([HEADER.mqttPropsOrder, props.map(([k]) => encodeHeaderKey(k)).join(",")]);
+    if (propsOrder && hasSeveralKeys(props)) out.push([HEADER.mqttPropsOrder, props.map(([k]) => encodeHeaderKey(k)).join(",")]);
   }
   return out.length > 0 ? out : undefined;
 }
 
 /**
- * Receivers group header values by key in first-seen order (MsgHdrs does), which keeps
- * the sequence unless a key comes back after another key: a=1, b=2, a=3.
+ * Props-Order is written whenever the properties have two keys or more: a NATS header
+ * block's key order is not something every hop keeps (nats.go's Header is a Go map,
+ * nats.js MsgHdrs groups a key's values at its first place), so without the list a=1, b=2
+ * can come back as b=2, a=1, and a=1, b=2, a=3 always would.
  */
-function isInterleaved(props: ReadonlyArray<readonly [string, string]>): boolean {
-  if (props.length < 3) return false;
-  const done = new Set<string>();
-  let prev = props[0]![0];
-  for (let i = 1; i < props.length; i++) {
-    const k = props[i]![0];
-    if (k === prev) continue;
-    if (done.has(k)) return true;
-    done.add(prev);
-    prev = k;
-  }
+function hasSeveralKeys(props: ReadonlyArray<readonly [string, string]>): boolean {
+  const first = props[0]![0];
+  for (let i = 1; i < props.length; i++) if (props[i]![0] !== first) return true;
   return false;
 }
 

@@ -1,4 +1,5 @@
 import mqtt, { type Packet } from "mqtt-packet";
+import { readVarInt, skipProperties, userPropertiesAt } from "./mqttProperties.js";
 
 /**
  * What mqtt-packet's parser reads from its settings: the protocol version, and bridge
@@ -59,5 +60,47 @@ export function parsePacket(frame: Buffer, settings: ParserSettings): Packet | E
   if (left !== 0 || r instanceof Error) parser = undefined;
   // It keeps the CONNECT it parsed as its settings: let go of it.
   else (p as unknown as { settings: ParserSettings }).settings = V4;
+  if (!(r instanceof Error)) keepUserPropertyOrder(r, frame);
   return r;
+}
+
+/**
+ * mqtt-packet groups User Properties by key: the PUBLISH and the will of a CONNECT (the
+ * packets whose properties reach NATS) get them again as pairs in wire order, read from
+ * the frame mqtt-packet has just accepted.
+ */
+function keepUserPropertyOrder(packet: Packet, frame: Buffer): void {
+  if (packet.cmd === "publish" && packet.properties?.userProperties) {
+    const at = publishPropertiesAt(frame, packet.qos);
+    const pairs = at === undefined ? undefined : userPropertiesAt(frame, at, frame.length);
+    if (pairs) (packet.properties as { userProperties: unknown }).userProperties = pairs;
+  } else if (packet.cmd === "connect" && packet.will?.properties?.userProperties) {
+    const at = willPropertiesAt(frame);
+    const pairs = at === undefined ? undefined : userPropertiesAt(frame, at, frame.length);
+    if (pairs) (packet.will.properties as { userProperties: unknown }).userProperties = pairs;
+  }
+}
+
+/** Past the fixed header: the Remaining Length varint after the first byte. */
+function variableHeaderAt(frame: Buffer): number | undefined {
+  return readVarInt(frame, 1)?.next;
+}
+
+/** After a two-byte length and that many bytes (a string or binary field) at `at`. */
+function skipField(frame: Buffer, at: number | undefined): number | undefined {
+  if (at === undefined || at + 2 > frame.length) return undefined;
+  return at + 2 + frame.readUInt16BE(at);
+}
+
+function publishPropertiesAt(frame: Buffer, qos: number): number | undefined {
+  const afterTopic = skipField(frame, variableHeaderAt(frame));
+  return afterTopic === undefined ? undefined : afterTopic + (qos > 0 ? 2 : 0);
+}
+
+/** CONNECT: protocol name, level, flags, keep alive, properties, client id, then the will's properties. */
+function willPropertiesAt(frame: Buffer): number | undefined {
+  const afterName = skipField(frame, variableHeaderAt(frame));
+  if (afterName === undefined) return undefined;
+  const afterConnectProps = skipProperties(frame, afterName + 4, frame.length);
+  return skipField(frame, afterConnectProps);
 }

@@ -11,6 +11,7 @@ export const Reason = {
   badUserNameOrPassword: 0x86,
   notAuthorized: 0x87,
   serverUnavailable: 0x88,
+  badAuthenticationMethod: 0x8c,
   serverShuttingDown: 0x8b,
   keepAliveTimeout: 0x8d,
   sessionTakenOver: 0x8e,

@@ -1,20 +1,12 @@
+import type { PublishProperties } from "./mqttProperties.js";
 import { type MessageMeta, metaToHeaders } from "./headers.js";
 import { Reason } from "./mqttReasons.js";
 import { err, ok, type Result } from "./result.js";
 import { agreesWithProps, buildSubject, matchBuiltSubject, type RouteTemplate } from "./route.js";
 import { publishTopicToSubject } from "./topic.js";
 
-/** The MQTT 5 PUBLISH properties the mapping reads (as mqtt-packet decodes them). */
-export interface PublishProperties {
-  payloadFormatIndicator?: boolean | number;
-  messageExpiryInterval?: number;
-  contentType?: string;
-  responseTopic?: string;
-  correlationData?: Buffer;
-  userProperties?: Record<string, string | string[]>;
-  topicAlias?: number;
-  subscriptionIdentifier?: number | number[];
-}
+/** The MQTT 5 PUBLISH properties the mapping reads, User Properties in wire order (mqttProperties.ts). */
+export type { PublishProperties };
 
 export interface InboundPublish {
   readonly topic: string;
@@ -74,7 +66,7 @@ export function mqttPublishToNats(p: InboundPublish, ctx: PublishContext): Resul
 
   const v5 = ctx.protocolVersion === 5;
   const props = v5 ? p.properties : undefined;
-  const userProps = props?.userProperties ? flattenUserProperties(props.userProperties) : undefined;
+  const userProps = props?.userProperties ? userPropertyPairs(props.userProperties) : undefined;
 
   if (v5 && ctx.routeList.length > 0) {
     const lookup = (name: string) => userProps?.find(([k]) => k === name)?.[1];
@@ -125,11 +117,15 @@ export function mqttPublishToNats(p: InboundPublish, ctx: PublishContext): Resul
   }
   if (reply !== undefined) meta.replyTo = reply;
   if (userProps?.length) meta.userProps = userProps;
-  return ok({ subject, headers: metaToHeaders(meta), reply });
+  return ok({ subject, headers: metaToHeaders(meta, true), reply });
 }
 
-/** mqtt-packet gives user properties as an object of arrays; keep the wire order per key. */
-export function flattenUserProperties(up: Record<string, string | string[]>): Array<[string, string]> {
+/**
+ * User Properties as pairs in wire order, as the gateway's parsers give them. An object
+ * (mqtt-packet's form, grouped by key) is still taken: it keeps each key's values in order.
+ */
+export function userPropertyPairs(up: Array<[string, string]> | Record<string, string | string[]>): Array<[string, string]> {
+  if (Array.isArray(up)) return up;
   const out: Array<[string, string]> = [];
   for (const [k, v] of Object.entries(up)) {
     if (Array.isArray(v)) for (const x of v) out.push([k, String(x)]);

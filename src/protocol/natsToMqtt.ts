@@ -1,4 +1,5 @@
 import { headersToMeta, type MessageMeta } from "./headers.js";
+import type { PublishProperties } from "./mqttProperties.js";
 import { deliverableTo, subjectToTopic } from "./topic.js";
 
 /** What a subscription asked for, as far as delivery is concerned. */
@@ -22,7 +23,7 @@ export interface OutboundPublish {
   payload: Uint8Array;
   qos: 0 | 1 | 2;
   retain: boolean;
-  properties?: Record<string, unknown>;
+  properties?: PublishProperties;
 }
 
 export type Skip = "no_topic" | "dollar" | "no_local" | "expired";
@@ -56,7 +57,7 @@ export function natsToMqttPublish(
   const retain = retainedDelivery || (sub.retainAsPublished && meta.mqttRetain === true);
   const out: OutboundPublish = { topic, payload, qos, retain };
   if (rx.protocolVersion === 5) {
-    const props: Record<string, unknown> = {};
+    const props: PublishProperties = {};
     const replyTo = meta.replyTo ?? reply;
     if (replyTo !== undefined) {
       const rt = subjectToTopic(replyTo);
@@ -66,21 +67,10 @@ export function natsToMqttPublish(
     if (meta.correlationId !== undefined) props.correlationData = Buffer.from(meta.correlationId);
     if (expiry !== undefined) props.messageExpiryInterval = expiry;
     if (meta.mqttPayloadFormat !== undefined) props.payloadFormatIndicator = meta.mqttPayloadFormat === 1;
-    if (meta.userProps?.length) props.userProperties = groupUserProperties(meta.userProps);
+    // In the order Mqgw-Mqtt-Props-Order gives, written as a list (mqttProperties.ts).
+    if (meta.userProps?.length) props.userProperties = meta.userProps;
     if (sub.subscriptionId !== undefined) props.subscriptionIdentifier = sub.subscriptionId;
     if (Object.keys(props).length > 0) out.properties = props;
-  }
-  return out;
-}
-
-/** mqtt-packet writes user properties from an object: one key, its values in order. */
-function groupUserProperties(pairs: Array<[string, string]>): Record<string, string | string[]> {
-  const out: Record<string, string | string[]> = {};
-  for (const [k, v] of pairs) {
-    const prev = out[k];
-    if (prev === undefined) out[k] = v;
-    else if (Array.isArray(prev)) prev.push(v);
-    else out[k] = [prev, v];
   }
   return out;
 }

@@ -4,32 +4,21 @@
 // operator queues on the wrong stream, wildcard sources that mix stored and unstored
 // subjects, and multi-frame messages at the configured maximum, both ways.
 import { AckPolicy, type JetStreamManager, jetstreamManager } from "@nats-io/jetstream";
-import { connect, type Msg, type NatsConnection } from "@nats-io/transport-node";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
 import type { Source } from "rhea";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
 import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
+import { nextMsg } from "../helpers/natsMessages.js";
 import { eventually } from "../helpers/poll.js";
 import { AmqpClient, bodyText, collect, rhea, send } from "./rheaClient.js";
+import { HEADER_ROOM } from "../../src/protocol/natsLimits.js";
 
 const MAX_FRAME = 4096;
 const MAX_PAYLOAD = 65_536;
 const DYNAMIC = { dynamic: true } as unknown as Source;
 let n = 0;
 const unique = (prefix: string) => `${prefix}.${process.pid}x${++n}`;
-
-function nextMsg(nc: NatsConnection, subject: string, ms = 5_000): Promise<Msg> {
-  const sub = nc.subscribe(subject, { max: 1 });
-  return new Promise<Msg>((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error(`no NATS message on ${subject}`)), ms);
-    void (async () => {
-      for await (const m of sub) {
-        clearTimeout(t);
-        resolve(m);
-      }
-    })();
-  });
-}
 
 /** The encoded bytes of each message the test process's rhea receives, as they came off the wire. */
 function captureIncoming(): { raws: Buffer[]; stop: () => void } {
@@ -264,12 +253,14 @@ describe("issue 4 coverage gaps, end to end", () => {
   });
 
   describe("multi-frame transfers at the configured maximum (item 4)", () => {
-    it("client -> gateway: a message of the largest size NATS takes crosses in frames of max-frame-size", async () => {
+    it("client -> gateway: a message of the largest size advertised crosses in frames of max-frame-size", async () => {
       const subject = unique("cov.big.in");
       const sender = await amqp.sender({ target: { address: subject }, snd_settle_mode: 1 });
-      expect((sender as unknown as { max_message_size: number }).max_message_size).toBe(MAX_PAYLOAD);
-      // The NATS message is the payload plus the gateway's headers; leave room for them.
-      const body = Buffer.alloc(MAX_PAYLOAD - 512, 3);
+      // What NATS takes less room for the gateway's headers (src/protocol/natsLimits.ts).
+      expect((sender as unknown as { max_message_size: number }).max_message_size).toBe(MAX_PAYLOAD - HEADER_ROOM);
+      // The largest data section the link allows: rhea's encoding of the message around it makes the limit.
+      const overhead = rhea.message.encode({ body: rhea.message.data_section(Buffer.alloc(1000)) }).length - 1000;
+      const body = Buffer.alloc(MAX_PAYLOAD - HEADER_ROOM - overhead, 3);
       const got = nextMsg(nc, subject);
       await nc.flush();
       sender.send({ body: rhea.message.data_section(body) });

@@ -1,11 +1,12 @@
 // Issue 4, items 2, 3, 5 and 6 end to end: rhea clients on the built gateway with a real
 // nats-server, NATS and MQTT clients on the same subjects.
-import { connect, headers, type Msg, type NatsConnection } from "@nats-io/transport-node";
+import { connect, headers, type NatsConnection } from "@nats-io/transport-node";
 import type { Source } from "rhea";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
+import { type GatewayHandle, metric, startGateway } from "../helpers/gateway.js";
 import { collect as collectMqtt, connectMqtt } from "../helpers/mqttClient.js";
 import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
+import { nextMsg } from "../helpers/natsMessages.js";
 import { eventually } from "../helpers/poll.js";
 import { AmqpClient, bodyText, collect, rhea, send, sendSettled } from "./rheaClient.js";
 
@@ -15,30 +16,6 @@ const DYNAMIC = { dynamic: true } as unknown as Source;
 let n = 0;
 /** A subject of its own for each test. */
 const unique = (prefix: string) => `${prefix}.${process.pid}x${++n}`;
-
-function nextMsg(nc: NatsConnection, subject: string, ms = 5_000): Promise<Msg> {
-  const sub = nc.subscribe(subject, { max: 1 });
-  return new Promise<Msg>((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error(`no NATS message on ${subject}`)), ms);
-    void (async () => {
-      for await (const m of sub) {
-        clearTimeout(t);
-        resolve(m);
-      }
-    })();
-  });
-}
-
-async function metric(gw: GatewayHandle, name: string, labels: Record<string, string>): Promise<number> {
-  const text = await (await fetch(`http://127.0.0.1:${gw.port("http")}/metrics`)).text();
-  const want = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
-  let total = 0;
-  for (const line of text.split("\n")) {
-    if (!line.startsWith(`${name}{`)) continue;
-    if (want.every((w) => line.includes(w))) total += Number(line.split(" ").pop());
-  }
-  return total;
-}
 
 describe("AMQP links: targets, sources, messages and routes", () => {
   let nats: NatsServerHandle;

@@ -1,6 +1,5 @@
 // Issue 4, "Done when": Debian's python3-qpid-proton against the gateway, both
 // directions, with NATS, MQTT and rhea clients on the same subjects.
-import { type ChildProcess, spawn } from "node:child_process";
 import { join } from "node:path";
 import { AckPolicy, type JetStreamManager, jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
@@ -9,60 +8,11 @@ import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
 import { collect as collectMqtt, connectMqtt } from "../helpers/mqttClient.js";
 import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
 import { eventually } from "../helpers/poll.js";
+import { runPython } from "../helpers/python.js";
 import { AmqpClient, bodyText, collect, rhea } from "./rheaClient.js";
 
-type Line = Record<string, unknown>;
-
-/** A Python client (system python: Debian's proton) whose JSON lines can be awaited. */
-function python(script: string, args: string[]) {
-  const proc: ChildProcess = spawn("/usr/bin/python3", [join(import.meta.dirname, "clients", script), ...args], {
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  const lines: Line[] = [];
-  let stderr = "";
-  let rest = "";
-  const waiters: Array<() => void> = [];
-  proc.stdout!.setEncoding("utf8").on("data", (chunk: string) => {
-    rest += chunk;
-    const parts = rest.split("\n");
-    rest = parts.pop() ?? "";
-    for (const p of parts) if (p.trim()) lines.push(JSON.parse(p) as Line);
-    for (const w of waiters.splice(0)) w();
-  });
-  proc.stderr!.setEncoding("utf8").on("data", (c: string) => {
-    stderr += c;
-  });
-  const exited = new Promise<number | null>((resolve) => proc.once("exit", (code) => resolve(code)));
-  void exited.then(() => {
-    for (const w of waiters.splice(0)) w();
-  });
-  return {
-    lines,
-    /** Waits until `count` lines have arrived (or the script exits), within a bound. */
-    async upTo(count: number, ms = 15_000): Promise<Line[]> {
-      const deadline = Date.now() + ms;
-      while (lines.length < count && proc.exitCode === null) {
-        const left = deadline - Date.now();
-        if (left <= 0) break;
-        await new Promise<void>((r) => {
-          const t = setTimeout(r, left);
-          waiters.push(() => {
-            clearTimeout(t);
-            r();
-          });
-        });
-      }
-      if (lines.length < count) throw new Error(`${script}: ${lines.length} of ${count} lines; stderr:\n${stderr}`);
-      return lines.slice(0, count);
-    },
-    async exit(ms = 15_000): Promise<number | null> {
-      const t = setTimeout(() => proc.kill("SIGKILL"), ms);
-      const code = await exited;
-      clearTimeout(t);
-      return code;
-    },
-  };
-}
+/** A Python client (system python: Debian's proton) in ./clients whose JSON lines can be awaited. */
+const python = (script: string, args: string[]) => runPython(join(import.meta.dirname, "clients", script), args);
 
 let n = 0;
 const unique = (prefix: string) => `${prefix}.${process.pid}x${++n}`;

@@ -65,7 +65,7 @@ describe("defaults", () => {
     const c = config(await loadConfig({ flags: {} }));
     expect(c.id).toMatch(/^[0-9a-f]{16}$/);
     expect(c.source.id_generated).toBe(true);
-    expect(c.nats).toEqual({ servers: [], tls: null, embedded_listen: { host: "127.0.0.1", port: 4222 } });
+    expect(c.nats).toEqual({ servers: [], tls: null, embedded_listen: { host: "127.0.0.1", port: 4222 }, embedded_max_payload: 8 * 1024 * 1024 });
     expect(c.admin).toBeNull();
     expect(c.gateway_users).toEqual({});
     // With the embedded nats-server (no auth) the client listeners default to loopback.
@@ -80,6 +80,7 @@ describe("defaults", () => {
       receive_maximum: 256,
       max_keepalive: 120_000,
       session_expiry_max: 7 * 86_400_000,
+      session_sweep_interval: 300_000,
       client_id_header: "always",
     });
     expect(c.amqp).toEqual({
@@ -382,6 +383,15 @@ limits: { connect_timeout: 0s, max_connections: many }
     expect(
       problems(await loadConfig({ file: await file("idle-short.yaml", "amqp: { idle_timeout: 500ms }\n") })),
     ).toEqual(["amqp.idle_timeout: must be between 1s and 4294967.295s"]);
+  });
+
+  it("nats.embedded_max_payload: a size from 1KiB to nats-server's 64MiB", async () => {
+    expect(
+      config(await loadConfig({ file: await file("mp.yaml", "nats: { embedded_max_payload: 16MiB }\n") })).nats.embedded_max_payload,
+    ).toBe(16 * 1024 * 1024);
+    expect(problems(await loadConfig({ file: await file("mp-big.yaml", "nats: { embedded_max_payload: 65MiB }\n") }))).toEqual([
+      "nats.embedded_max_payload: must be between 1KiB and 64MiB",
+    ]);
   });
 
   it("reports YAML syntax errors and duplicate keys with the file name", async () => {

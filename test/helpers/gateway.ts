@@ -3,6 +3,8 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { stringify } from "yaml";
+import { natsServerBinary } from "./natsServer.js";
+import { freePort } from "./ports.js";
 
 const bin = join(import.meta.dirname, "../../bin/mq-gateway.js");
 
@@ -97,4 +99,30 @@ export async function startGateway(options: { nats?: string; config?: Record<str
       return exited;
     },
   };
+}
+
+/**
+ * The gateway as a new user runs it: no `nats` given, so it starts its embedded
+ * nats-server (on a free port here); `natsUrl` reaches that server.
+ */
+export async function startEmbeddedGateway(config: Record<string, unknown> = {}): Promise<GatewayHandle & { natsUrl: string }> {
+  const natsPort = await freePort();
+  const nats = (config.nats as Record<string, unknown> | undefined) ?? {};
+  const gw = await startGateway({
+    config: { ...config, nats: { ...nats, embedded_listen: `127.0.0.1:${natsPort}` } },
+    env: { NATS_SERVER_BIN: natsServerBinary() },
+  });
+  return Object.assign(gw, { natsUrl: `nats://127.0.0.1:${natsPort}` });
+}
+
+/** The sum of a /metrics counter over the series whose labels include `labels`. */
+export async function metric(gw: GatewayHandle, name: string, labels: Record<string, string>): Promise<number> {
+  const text = await (await fetch(`http://127.0.0.1:${gw.port("http")}/metrics`)).text();
+  const want = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
+  let total = 0;
+  for (const line of text.split("\n")) {
+    if (!line.startsWith(`${name}{`)) continue;
+    if (want.every((w) => line.includes(w))) total += Number(line.split(" ").pop());
+  }
+  return total;
 }

@@ -16,15 +16,16 @@ const will = { topic: "w", payload: new Uint8Array(), qos: 0 as const, retain: f
 function serving(extra: Partial<ConnectRequest> = {}) {
   const d = drive(mqttConnectionMachine, input);
   d.actor.send({ type: "CONNECT", request: request(extra) });
-  d.actor.send({ type: "NATS_READY", sessionPresent: false, account: "" });
+  d.actor.send({ type: "NATS_ACQUIRED", account: "", natsUp: true });
+  d.actor.send({ type: "SESSION_READY", sessionPresent: false });
   return d;
 }
 
 describe("mqttConnection machine", () => {
   it("CONNECT -> authenticating -> CONNACK 0 -> serving", () => {
     const d = serving();
-    expect(d.actor.getSnapshot().matches("serving")).toBe(true);
-    expect(d.types()).toEqual(["acquire_nats", "connack", "serve"]);
+    expect(d.actor.getSnapshot().hasTag("serving")).toBe(true);
+    expect(d.types()).toEqual(["acquire_nats", "open_session", "connack", "serve"]);
   });
 
   it("a NATS auth refusal answers CONNACK 0x86 (v5) / 4 (3.1.1) and closes", () => {
@@ -82,6 +83,7 @@ describe("mqttConnection machine", () => {
       const d = serving({ will: { ...will, delayMs: 5_000 } });
       d.actor.send({ type: "SOCKET_CLOSED" });
       expect(d.actor.getSnapshot().value).toBe("willPending");
+      expect(d.emitted.find((e) => e.type === "detach_session")).toEqual({ type: "detach_session", expirySec: 0 });
       d.actor.send({ type: "TAKEN_OVER" });
       vi.advanceTimersByTime(10_000);
       expect(d.types()).not.toContain("publish_will");
@@ -92,7 +94,7 @@ describe("mqttConnection machine", () => {
 
   it("keep alive expiry (told by the edge's clock, keepaliveWheel.ts) disconnects with 0x8d and serves once", () => {
     const d = serving({ keepaliveSec: 10 });
-    expect(d.actor.getSnapshot().matches({ serving: { keepalive: "waiting" } })).toBe(true);
+    expect(d.actor.getSnapshot().matches({ session: { serving: { keepalive: "waiting" } } })).toBe(true);
     d.actor.send({ type: "KEEPALIVE_EXPIRED" });
     expect(d.emitted.find((e) => e.type === "disconnect")?.reasonCode).toBe(0x8d);
     expect(d.actor.getSnapshot().context.closeReason).toBe("keep alive expired");
@@ -104,6 +106,8 @@ describe("mqttConnection machine", () => {
       connectTimeoutMs: 1_000,
       maxKeepaliveSec: 120,
       closeReason: "",
+      sessionExpirySec: 0,
+      natsUp: true,
       request: request({ protocolVersion, keepaliveSec }),
     });
     expect(effectiveKeepalive(ctx(4, 0))).toBe(0);
@@ -121,6 +125,68 @@ describe("mqttConnection machine", () => {
     // Once CONNECT came, a late timeout changes nothing.
     const s = serving();
     s.actor.send({ type: "CONNECT_TIMEOUT" });
-    expect(s.actor.getSnapshot().matches("serving")).toBe(true);
+    expect(s.actor.getSnapshot().hasTag("serving")).toBe(true);
+  });
+
+  it("NATS down when the session opens: served with reading held until NATS_UP", () => {
+    const d = drive(mqttConnectionMachine, input);
+    d.actor.send({ type: "CONNECT", request: request() });
+    d.actor.send({ type: "NATS_ACQUIRED", account: "", natsUp: true });
+    d.actor.send({ type: "NATS_DOWN" });
+    d.actor.send({ type: "SESSION_READY", sessionPresent: false });
+    expect(d.actor.getSnapshot().hasTag("natsDown")).toBe(true);
+    d.actor.send({ type: "NATS_UP" });
+    expect(d.actor.getSnapshot().hasTag("natsDown")).toBe(false);
+  });
+
+  it("a session the store cannot open is refused with CONNACK 0x88 (v5) / 3 (3.1.1)", () => {
+    for (const [version, code] of [[5, 0x88], [4, 3]] as const) {
+      const d = drive(mqttConnectionMachine, input);
+      d.actor.send({ type: "CONNECT", request: request({ protocolVersion: version }) });
+      d.actor.send({ type: "NATS_ACQUIRED", account: "", natsUp: true });
+      d.actor.send({ type: "SESSION_REFUSED", reason: "no JetStream" });
+      expect(d.emitted.find((e) => e.type === "connack")?.returnCode).toBe(code);
+      expect(d.types()).toContain("detach_session");
+      expect(d.actor.getSnapshot().status).toBe("done");
+    }
+  });
+
+  it("MQTT 5 3.14.2.2.2: a DISCONNECT's session expiry replaces the CONNECT's, and cannot raise it from 0", () => {
+    const kept = serving({ sessionExpirySec: 1 });
+    kept.actor.send({ type: "DISCONNECT", reasonCode: 0, sessionExpirySec: 5 });
+    expect(kept.emitted.find((e) => e.type === "detach_session")?.expirySec).toBe(5);
+    const ended = serving({ sessionExpirySec: 60 });
+    ended.actor.send({ type: "DISCONNECT", reasonCode: 0, sessionExpirySec: 0 });
+    expect(ended.emitted.find((e) => e.type === "detach_session")?.expirySec).toBe(0);
+    // [MQTT-3.14.2-2] 0 at CONNECT: a non-zero one on DISCONNECT is a protocol error (0x82); the session still ends.
+    const raised = serving({ sessionExpirySec: 0 });
+    raised.actor.send({ type: "DISCONNECT", reasonCode: 0, sessionExpirySec: 30 });
+    expect(raised.emitted.find((e) => e.type === "disconnect")?.reasonCode).toBe(0x82);
+    expect(raised.emitted.find((e) => e.type === "detach_session")?.expirySec).toBe(0);
+  });
+
+  it("MQTT 5 3.1.3.2.2: the will goes at the earlier of its delay and the session's end", () => {
+    vi.useFakeTimers();
+    try {
+      // Session Expiry 0, Will Delay 5 s: the session ends at the drop, and so the will goes then.
+      const short = serving({ sessionExpirySec: 0, will: { ...will, delayMs: 5_000 } });
+      short.actor.send({ type: "SOCKET_CLOSED" });
+      vi.advanceTimersByTime(1);
+      expect(short.types()).toContain("publish_will");
+      // Session Expiry 5 s, Will Delay 3 s: the delay comes first.
+      const delayed = serving({ sessionExpirySec: 5, will: { ...will, delayMs: 3_000 } });
+      delayed.actor.send({ type: "SOCKET_CLOSED" });
+      vi.advanceTimersByTime(2_999);
+      expect(delayed.types()).not.toContain("publish_will");
+      vi.advanceTimersByTime(2);
+      expect(delayed.types()).toContain("publish_will");
+      // Session Expiry 2 s, Will Delay 60 s: the session's end comes first.
+      const ends = serving({ sessionExpirySec: 2, will: { ...will, delayMs: 60_000 } });
+      ends.actor.send({ type: "SOCKET_CLOSED" });
+      vi.advanceTimersByTime(2_001);
+      expect(ends.types()).toContain("publish_will");
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

@@ -2,46 +2,85 @@ import { describe, expect, it, vi } from "vitest";
 import { mqttSessionMachine } from "../../src/machines/mqttSession.js";
 import { drive } from "./emitted.js";
 
+/** A session machine that has claimed its client id (no earlier session here). */
+function claimed(input: { cleanStart: boolean; expirySec: number; nothingStored?: boolean }) {
+  const d = drive(mqttSessionMachine, input);
+  d.actor.send({ type: "CLAIMED" });
+  return d;
+}
+
 describe("mqttSession machine", () => {
-  it("a stored session resumes: load -> resume -> ready(session present)", () => {
+  it("claims the client id first and reads the store only once it is claimed", () => {
     const d = drive(mqttSessionMachine, { cleanStart: false, expirySec: 60 });
+    expect(d.types()).toEqual(["claim"]);
+    // An earlier session of the id is still being saved: nothing is read, whatever happens meanwhile.
+    expect(d.actor.getSnapshot().value).toBe("claiming");
+    d.actor.send({ type: "LOADED", found: { exists: true, expired: false } });
+    expect(d.types()).toEqual(["claim"]);
+    d.actor.send({ type: "CLAIMED" });
+    expect(d.types()).toEqual(["claim", "load"]);
+  });
+
+  it("a connection that goes while its session waits for the claim leaves nothing to save", () => {
+    const d = drive(mqttSessionMachine, { cleanStart: false, expirySec: 60 });
+    d.actor.send({ type: "DETACH", expirySec: 60 });
+    expect(d.actor.getSnapshot().value).toBe("ended");
+    expect(d.types()).toEqual(["claim"]);
+  });
+
+  it("a stored session resumes: load -> resume -> ready(session present)", () => {
+    const d = claimed({ cleanStart: false, expirySec: 60 });
     d.actor.send({ type: "LOADED", found: { exists: true, expired: false } });
     d.actor.send({ type: "RESUMED" });
-    expect(d.types()).toEqual(["load", "resume", "ready"]);
+    expect(d.types()).toEqual(["claim", "load", "resume", "ready"]);
     expect(d.emitted.at(-1)?.sessionPresent).toBe(true);
   });
 
-  it("a clean start with nothing stored is fresh at once: no load, ready without session present", () => {
-    const d = drive(mqttSessionMachine, { cleanStart: true, expirySec: 0, nothingStored: true });
-    expect(d.types()).toEqual(["ready"]);
+  it("a clean start with nothing stored is fresh once claimed: no load, ready without session present", () => {
+    const d = claimed({ cleanStart: true, expirySec: 0, nothingStored: true });
+    expect(d.types()).toEqual(["claim", "ready"]);
     expect(d.emitted.at(-1)?.sessionPresent).toBe(false);
     expect(d.actor.getSnapshot().value).toBe("attached");
     // Without clean start the store is read whatever the edge believes.
-    const p = drive(mqttSessionMachine, { cleanStart: false, expirySec: 60, nothingStored: true });
-    expect(p.types()).toEqual(["load"]);
+    const p = claimed({ cleanStart: false, expirySec: 60, nothingStored: true });
+    expect(p.types()).toEqual(["claim", "load"]);
   });
 
   it("a clean start discards a stored session and starts fresh", () => {
-    const d = drive(mqttSessionMachine, { cleanStart: true, expirySec: 0 });
+    const d = claimed({ cleanStart: true, expirySec: 0 });
     d.actor.send({ type: "LOADED", found: { exists: true, expired: false } });
     d.actor.send({ type: "DISCARDED" });
-    expect(d.types()).toEqual(["load", "discard", "ready"]);
+    expect(d.types()).toEqual(["claim", "load", "discard", "ready"]);
     expect(d.emitted.at(-1)?.sessionPresent).toBe(false);
   });
 
   it("an expired session is discarded even without clean start", () => {
-    const d = drive(mqttSessionMachine, { cleanStart: false, expirySec: 60 });
+    const d = claimed({ cleanStart: false, expirySec: 60 });
     d.actor.send({ type: "LOADED", found: { exists: true, expired: true } });
-    expect(d.types()).toEqual(["load", "discard"]);
+    expect(d.types()).toEqual(["claim", "load", "discard"]);
   });
 
-  it("a session held on another gateway is asked for first; silence counts as dead", () => {
+  it("a session held on another gateway: asked for, then read again once it let go", () => {
+    const d = claimed({ cleanStart: false, expirySec: 60 });
+    d.actor.send({ type: "LOADED", found: { exists: true, expired: false, heldBy: "gw-2" } });
+    expect(d.emitted.at(-1)).toEqual({ type: "ask_owner", owner: "gw-2" });
+    d.actor.send({ type: "OWNER_RELEASED" });
+    // What the owner saved on its way out is what resumes.
+    expect(d.types()).toEqual(["claim", "load", "ask_owner", "load"]);
+    d.actor.send({ type: "LOADED", found: { exists: true, expired: false } });
+    expect(d.types()).toContain("resume");
+  });
+
+  it("an owner that does not answer is gone: the session is taken as it is; silence past the bound likewise", () => {
+    const gone = claimed({ cleanStart: false, expirySec: 60 });
+    gone.actor.send({ type: "LOADED", found: { exists: true, expired: false, heldBy: "gw-2" } });
+    gone.actor.send({ type: "OWNER_GONE" });
+    expect(gone.types()).toEqual(["claim", "load", "ask_owner", "resume"]);
     vi.useFakeTimers();
     try {
-      const d = drive(mqttSessionMachine, { cleanStart: false, expirySec: 60 });
+      const d = claimed({ cleanStart: false, expirySec: 60 });
       d.actor.send({ type: "LOADED", found: { exists: true, expired: false, heldBy: "gw-2" } });
-      expect(d.emitted.at(-1)).toEqual({ type: "ask_owner", owner: "gw-2" });
-      vi.advanceTimersByTime(2_001);
+      vi.advanceTimersByTime(8_001);
       expect(d.types()).toContain("resume");
     } finally {
       vi.useRealTimers();
@@ -49,26 +88,32 @@ describe("mqttSession machine", () => {
   });
 
   it("a store that cannot be read refuses a persistent session but serves a clean one", () => {
-    const p = drive(mqttSessionMachine, { cleanStart: false, expirySec: 60 });
+    const p = claimed({ cleanStart: false, expirySec: 60 });
     p.actor.send({ type: "LOAD_FAILED", reason: "no JetStream" });
-    expect(p.types()).toEqual(["load", "refuse"]);
-    const c = drive(mqttSessionMachine, { cleanStart: true, expirySec: 0 });
+    expect(p.types()).toEqual(["claim", "load", "refuse"]);
+    const c = claimed({ cleanStart: true, expirySec: 0 });
     c.actor.send({ type: "LOAD_FAILED", reason: "no JetStream" });
-    expect(c.types()).toEqual(["load", "ready"]);
+    expect(c.types()).toEqual(["claim", "load", "ready"]);
   });
 
-  it("at detach a durable session is saved, a clean one removes its consumers", () => {
-    const durable = drive(mqttSessionMachine, { cleanStart: false, expirySec: 60 });
+  it("at detach the expiry then decides: kept (with it), removed (stored, now 0), or nothing (never stored)", () => {
+    const durable = claimed({ cleanStart: false, expirySec: 60 });
     durable.actor.send({ type: "LOADED", found: { exists: false, expired: false } });
-    durable.actor.send({ type: "DETACH" });
+    durable.actor.send({ type: "DETACH", expirySec: 300 });
     durable.actor.send({ type: "SAVED" });
-    expect(durable.types()).toEqual(["load", "ready", "stop_delivery", "save_detached"]);
+    expect(durable.types()).toEqual(["claim", "load", "ready", "stop_delivery", "save_detached"]);
+    expect(durable.emitted.at(-1)?.expirySec).toBe(300);
     expect(durable.actor.getSnapshot().value).toBe("kept");
-    const clean = drive(mqttSessionMachine, { cleanStart: true, expirySec: 0 });
-    clean.actor.send({ type: "LOADED", found: { exists: false, expired: false } });
-    clean.actor.send({ type: "DETACH" });
-    clean.actor.send({ type: "REMOVED" });
-    expect(clean.types()).toEqual(["load", "ready", "stop_delivery", "remove"]);
+    // A v5 DISCONNECT with Session Expiry 0 ends a session that had one: it leaves the store.
+    const ending = claimed({ cleanStart: false, expirySec: 60 });
+    ending.actor.send({ type: "LOADED", found: { exists: false, expired: false } });
+    ending.actor.send({ type: "DETACH", expirySec: 0 });
+    ending.actor.send({ type: "REMOVED" });
+    expect(ending.types()).toEqual(["claim", "load", "ready", "stop_delivery", "remove"]);
+    expect(ending.actor.getSnapshot().value).toBe("ended");
+    const clean = claimed({ cleanStart: true, expirySec: 0, nothingStored: true });
+    clean.actor.send({ type: "DETACH", expirySec: 0 });
+    expect(clean.types()).toEqual(["claim", "ready", "stop_delivery"]);
     expect(clean.actor.getSnapshot().value).toBe("ended");
   });
 });

@@ -40,7 +40,8 @@ describe("model checking the machines", () => {
     expect(eventTypes(finding!.path)).toEqual([
       "xstate.init",
       "CONNECT",
-      "NATS_READY",
+      "NATS_ACQUIRED",
+      "SESSION_READY",
       "DISCONNECT",
       "xstate.after.willDelay.mqttConnection.willPending",
     ]);
@@ -59,7 +60,8 @@ describe("model checking the machines", () => {
     expect(eventTypes(finding!.path)).toEqual([
       "xstate.init",
       "CONNECT",
-      "NATS_READY",
+      "NATS_ACQUIRED",
+      "SESSION_READY",
       "LAME_DUCK",
       "xstate.after.willDelay.mqttConnection.willPending",
     ]);
@@ -75,6 +77,7 @@ describe("model checking the machines", () => {
     expect(finding?.property).toBe("a stale session is discarded before the client is served");
     expect(finding!.path.map((s) => s.event)).toEqual([
       { type: "xstate.init" },
+      { type: "CLAIMED" },
       { type: "LOADED", found: { exists: true, expired: true } },
     ]);
   });
@@ -95,8 +98,8 @@ describe("model checking the machines", () => {
     });
     expect(code).toBe(1);
     expect(out).toMatch(/^FAIL mqttConnection: \d+ states, \d+ transitions explored/m);
-    expect(out).toContain("shortest counter-example (4 steps):");
-    expect(out).toMatch(/ 3\. DISCONNECT \{"reasonCode":0\} -> willPending {2}emits end_socket/);
+    expect(out).toContain("shortest counter-example (5 steps):");
+    expect(out).toMatch(/ 4\. DISCONNECT \{"reasonCode":0\} -> willPending {2}emits detach_session, end_socket/);
     expect(out).toContain("note: no model for someNewMachine");
     expect(runModelCheck([mqttConnectionModel()], ["mqttConnection"], () => {})).toBe(0);
   });

@@ -1,7 +1,13 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { Outbox } from "../../src/actors/mqtt/outbox.js";
-import { encodePublishFast } from "../../src/protocol/mqttFastPath.js";
+import { encodePublishFast, publishLength } from "../../src/protocol/mqttFastPath.js";
+
+/** A PUBLISH without properties into the outbox, measured as the packet writer measures it. */
+function put(box: Outbox, version: 4 | 5, topic: string, payload: Uint8Array, qos: 0 | 1 | 2, retain: boolean, dup: boolean, id: number | undefined) {
+  const topicBytes = Buffer.byteLength(topic, "utf8");
+  box.publish(publishLength(version, topicBytes, payload.byteLength, qos), version, topic, topicBytes, payload, qos, retain, dup, id, undefined, 0);
+}
 
 /** A socket stand-in that keeps what it was given. */
 function sink() {
@@ -34,7 +40,7 @@ describe("Outbox: one buffer per tick per socket", () => {
         for (const st of steps) {
           if (st.kind === "publish") {
             const id = st.qos > 0 ? st.messageId : undefined;
-            box.publish(st.version, st.topic, st.payload, st.qos, st.retain, st.dup, id);
+            put(box, st.version, st.topic, st.payload, st.qos, st.retain, st.dup, id);
             expected.push(encodePublishFast(st.version, st.topic, st.payload, st.qos, st.retain, st.dup, id));
           } else if (st.kind === "bytes") {
             box.bytes(st.bytes);
@@ -53,12 +59,12 @@ describe("Outbox: one buffer per tick per socket", () => {
     const s = sink();
     const box = new Outbox(s);
     const tick = async () => {
-      for (let i = 0; i < 100; i++) box.publish(4, "a/b", Buffer.alloc(100, i), 0, false, false, undefined);
+      for (let i = 0; i < 100; i++) put(box, 4, "a/b", Buffer.alloc(100, i), 0, false, false, undefined);
       await new Promise<void>((resolve) => process.nextTick(resolve));
     };
     await tick();
     s.chunks.length = 0;
-    for (let i = 0; i < 100; i++) box.publish(4, "a/b", Buffer.alloc(100, i), 0, false, false, undefined);
+    for (let i = 0; i < 100; i++) put(box, 4, "a/b", Buffer.alloc(100, i), 0, false, false, undefined);
     expect(s.chunks).toHaveLength(0);
     await new Promise<void>((resolve) => process.nextTick(resolve));
     expect(s.chunks).toHaveLength(1);

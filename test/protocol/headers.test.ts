@@ -77,23 +77,43 @@ describe("the header table, one example each", () => {
       ["b", "2"],
       ["a", "3"],
     ];
-    expect(metaToHeaders({ userProps })).toEqual([
+    expect(metaToHeaders({ userProps }, true)).toEqual([
       ["Mqgw-Prop-a", "1"],
       ["Mqgw-Prop-b", "2"],
       ["Mqgw-Prop-a", "3"],
       ["Mqgw-Mqtt-Props-Order", "a,b,a"],
     ]);
     // nats.js groups the values of a key; the order header rebuilds the sequence.
-    expect(headersToMeta(viaNats(metaToHeaders({ userProps })!))).toEqual({ userProps });
+    expect(headersToMeta(viaNats(metaToHeaders({ userProps }, true)!))).toEqual({ userProps });
   });
 
-  it("no Props-Order when grouping by key keeps the sequence", () => {
+  it("Mqgw-Mqtt-Props-Order for User Properties of different keys: a Go map would reorder the keys", () => {
     const userProps: Array<[string, string]> = [
+      ["zone", "1"],
+      ["2", "x"],
+      ["10", "y"],
+    ];
+    expect(metaToHeaders({ userProps }, true)).toContainEqual([HEADER.mqttPropsOrder, "zone,2,10"]);
+    const reordered: Array<[string, string]> = [
+      ["Mqgw-Prop-10", "y"],
+      ["Mqgw-Prop-2", "x"],
+      ["Mqgw-Mqtt-Props-Order", "zone,2,10"],
+      ["Mqgw-Prop-zone", "1"],
+    ];
+    expect(headersToMeta(reordered)).toEqual({ userProps });
+  });
+
+  it("no Props-Order for one key (its values keep their order on every hop), nor for AMQP application properties", () => {
+    const one: Array<[string, string]> = [
       ["a", "1"],
       ["a", "2"],
-      ["b", "3"],
     ];
-    expect(metaToHeaders({ userProps })!.map(([k]) => k)).not.toContain(HEADER.mqttPropsOrder);
+    expect(metaToHeaders({ userProps: one }, true)!.map(([k]) => k)).not.toContain(HEADER.mqttPropsOrder);
+    const amqp: Array<[string, string]> = [
+      ["a", "1"],
+      ["b", "2"],
+    ];
+    expect(metaToHeaders({ userProps: amqp })!.map(([k]) => k)).not.toContain(HEADER.mqttPropsOrder);
   });
 
   it("the spec's example: User Property `with space` is Mqgw-Prop-with%20space", () => {
@@ -238,7 +258,7 @@ describe("properties", () => {
   it("meta -> headers -> meta is the identity", () => {
     fc.assert(
       fc.property(metaArb, (meta) => {
-        expect(plain(headersToMeta(metaToHeaders(meta) ?? []))).toEqual(plain(meta));
+        expect(plain(headersToMeta(metaToHeaders(meta, true) ?? []))).toEqual(plain(meta));
       }),
       RUNS,
     );
@@ -247,7 +267,7 @@ describe("properties", () => {
   it("... also through nats.js encode, decode and MsgHdrs", () => {
     fc.assert(
       fc.property(metaArb, (meta) => {
-        expect(plain(headersToMeta(viaNats(metaToHeaders(meta) ?? [])))).toEqual(plain(meta));
+        expect(plain(headersToMeta(viaNats(metaToHeaders(meta, true) ?? [])))).toEqual(plain(meta));
       }),
       RUNS,
     );
@@ -256,7 +276,7 @@ describe("properties", () => {
   it("every key and value is one a NATS header can hold", () => {
     fc.assert(
       fc.property(metaArb, (meta) => {
-        for (const [k, v] of metaToHeaders(meta) ?? []) {
+        for (const [k, v] of metaToHeaders(meta, true) ?? []) {
           expect(k).toMatch(LEGAL_KEY);
           expect(v).toMatch(LEGAL_VALUE);
         }
@@ -268,7 +288,7 @@ describe("properties", () => {
   it("a repeated key keeps its values in order", () => {
     fc.assert(
       fc.property(userProps, key, (props, k) => {
-        const out = headersToMeta(viaNats(metaToHeaders({ userProps: props }) ?? [])).userProps ?? [];
+        const out = headersToMeta(viaNats(metaToHeaders({ userProps: props }, true) ?? [])).userProps ?? [];
         const values = (ps: Array<[string, string]>) => ps.filter(([x]) => x === k).map(([, v]) => v);
         expect(values(out)).toEqual(values(props));
       }),
@@ -279,7 +299,7 @@ describe("properties", () => {
   it("Props-Order rebuilds the exact sequence, whatever order the headers arrive in", () => {
     fc.assert(
       fc.property(userProps, fc.integer(), (props, seed) => {
-        const headers = metaToHeaders({ userProps: props }) ?? [];
+        const headers = metaToHeaders({ userProps: props }, true) ?? [];
         // Keys move as groups (a Go map, MsgHdrs); a key's own values keep their order.
         const byKey = new Map<string, Array<[string, string]>>();
         for (const h of headers) byKey.set(h[0], [...(byKey.get(h[0]) ?? []), h]);
@@ -289,8 +309,7 @@ describe("properties", () => {
           .sort((x, y) => x.r - y.r)
           .flatMap(({ g }) => g);
         const sequence = (ps: Array<[string, string]>) => ps.map(([k, v]) => `${k}=${v}`);
-        const interleaved = headers.some(([k]) => k === HEADER.mqttPropsOrder);
-        const rebuilt = headersToMeta(interleaved ? shuffled : viaNats(headers)).userProps ?? [];
+        const rebuilt = headersToMeta(shuffled).userProps ?? [];
         expect(sequence(rebuilt)).toEqual(sequence(props));
       }),
       // A value that is a lone U+FEFF once lost it to the decoder's BOM stripping (found by fast-check).

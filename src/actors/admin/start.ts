@@ -11,6 +11,7 @@ import { type Supervisor, withRestarts } from "../supervisor.js";
 import { natsTlsOptions } from "../natsTls.js";
 import { AdminConnection } from "./connection.js";
 import { startLameDuck } from "./ldm.js";
+import type { SessionDirectory } from "../mqtt/sessionDirectory.js";
 import { livenessActor } from "./liveness.js";
 import { rebalancer } from "./rebalance.js";
 import { serveAdminRequest } from "./requests.js";
@@ -35,6 +36,7 @@ export function startAdmin(deps: {
   readonly servers: readonly string[];
   readonly bridge: NatsBridge;
   readonly clients: ClientRegistry;
+  readonly directory: SessionDirectory;
   readonly registry: ActorRegistry;
   readonly supervisor: Supervisor;
   readonly metrics: Metrics;
@@ -44,7 +46,7 @@ export function startAdmin(deps: {
 }): AdminStatus {
   const { config, clients, supervisor, log } = deps;
   for (const [account, credentials] of Object.entries(config.gateway_users)) {
-    const actor = livenessActor({ account, credentials, bridge: deps.bridge, id: config.id, clients, log });
+    const actor = livenessActor({ account, credentials, bridge: deps.bridge, id: config.id, clients, directory: deps.directory, log });
     supervisor.spawn(`liveness:${account}`, "liveness", withRestarts(`liveness:${account}`, log, Effect.scoped(actor)));
   }
   if (!config.admin) {

@@ -1,5 +1,6 @@
 import { type JetStreamManager, jetstreamManager } from "@nats-io/jetstream";
 import type { Logger } from "../../log.js";
+import { clientMessageLimit } from "../../protocol/natsLimits.js";
 import type { Bindings } from "../bindings.js";
 import type { Metrics } from "../metrics.js";
 import type { NatsLease } from "../natsBridge.js";
@@ -14,7 +15,7 @@ export interface LinkContext {
   readonly account: string;
   readonly containerId: string;
   readonly settings: AmqpSettings;
-  /** The largest message a client may send: what NATS takes in one message (max_payload). */
+  /** The largest message a client may send: what NATS takes in one message (max_payload) less room for headers. */
   readonly maxMessageSize: number;
   /** limits.max_topic_levels: tokens an address may have (0: no limit). */
   readonly maxTopicLevels: number;
@@ -30,8 +31,6 @@ export interface LinkContext {
   /** Ends the whole connection: for a client that goes on breaking a link's rules after its detach. */
   readonly closeConnection: (condition: string, description: string) => void;
 }
-
-const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
 
 /** The context of a connection whose client is served: its lease, identity and shared helpers. */
 export function linkContext(o: {
@@ -50,7 +49,7 @@ export function linkContext(o: {
   let jsm: Promise<JetStreamManager> | undefined;
   return {
     ...o,
-    maxMessageSize: o.lease.nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD,
+    maxMessageSize: clientMessageLimit(o.lease.nc.info?.max_payload),
     publisher: new Publisher(o.lease, o.metrics, o.settings.storedPublishTimeoutMs),
     jsm: () => {
       // Made once; a failure (JetStream off, no permission) is retried by the next link.

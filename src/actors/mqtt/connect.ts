@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import type { IConnectPacket, Packet } from "mqtt-packet";
+import type { IAuthPacket, IConnectPacket, Packet } from "mqtt-packet";
 import type { ConnectRequest, WillMessage } from "../../machines/mqttConnection.js";
 import { ConnackV4, Reason } from "../../protocol/mqttReasons.js";
 import type { Credentials } from "../natsBridge.js";
@@ -13,8 +13,18 @@ export type ConnectOutcome =
       readonly assignedId: string | undefined;
       readonly clientMaxPacket: number;
       readonly clientReceiveMax: number;
+      /** The aliases the client takes from the gateway (0: none). */
+      readonly clientTopicAliasMax: number;
     }
-  | { readonly ok: false; readonly connack: Packet; readonly reasonCode: number; readonly reason: string };
+  | {
+      readonly ok: false;
+      readonly connack: Packet;
+      readonly reasonCode: number;
+      readonly reason: string;
+      /** The version the CONNACK is written in, and the client's Maximum Packet Size it must fit. */
+      readonly version: 4 | 5;
+      readonly clientMaxPacket: number;
+    };
 
 export function readConnect(p: IConnectPacket, settings: MqttSettings): ConnectOutcome {
   if (p.protocolVersion !== 4 && p.protocolVersion !== 5) {
@@ -24,9 +34,26 @@ export function readConnect(p: IConnectPacket, settings: MqttSettings): ConnectO
       connack: { cmd: "connack", returnCode: ConnackV4.unacceptableProtocolVersion, sessionPresent: false },
       reasonCode: Reason.unsupportedProtocolVersion,
       reason: `protocol level ${p.protocolVersion} is not supported`,
+      version: 4,
+      clientMaxPacket: Number.POSITIVE_INFINITY,
     };
   }
   const version = p.protocolVersion;
+  const clientMaxPacket = version === 5 ? (p.properties?.maximumPacketSize ?? Number.POSITIVE_INFINITY) : Number.POSITIVE_INFINITY;
+  const authMethod = version === 5 ? p.properties?.authenticationMethod : undefined;
+  if (authMethod !== undefined) {
+    // MQTT 5 section 4.12: the gateway supports no enhanced authentication method; NATS
+    // decides with the username and password: CONNACK 0x8C Bad authentication method.
+    const reason = `authentication method ${JSON.stringify(authMethod)} is not supported: use username and password`;
+    return {
+      ok: false,
+      connack: { cmd: "connack", reasonCode: Reason.badAuthenticationMethod, sessionPresent: false, properties: { reasonString: reason } } as Packet,
+      reasonCode: Reason.badAuthenticationMethod,
+      reason,
+      version: 5,
+      clientMaxPacket,
+    };
+  }
   let clientId = p.clientId ?? "";
   let assignedId: string | undefined;
   if (clientId === "") {
@@ -37,6 +64,8 @@ export function readConnect(p: IConnectPacket, settings: MqttSettings): ConnectO
         connack: { cmd: "connack", returnCode: ConnackV4.identifierRejected, sessionPresent: false },
         reasonCode: Reason.clientIdNotValid,
         reason: "empty client id with clean session 0",
+        version: 4,
+        clientMaxPacket,
       };
     }
     clientId = `mqgw-${randomBytes(8).toString("hex")}`;
@@ -62,9 +91,27 @@ export function readConnect(p: IConnectPacket, settings: MqttSettings): ConnectO
     ok: true,
     request,
     assignedId,
-    clientMaxPacket:
-      version === 5 ? (p.properties?.maximumPacketSize ?? Number.POSITIVE_INFINITY) : Number.POSITIVE_INFINITY,
+    clientMaxPacket,
     clientReceiveMax: version === 5 ? (p.properties?.receiveMaximum ?? 65535) : 65535,
+    clientTopicAliasMax: version === 5 ? (p.properties?.topicAliasMaximum ?? 0) : 0,
+  };
+}
+
+/**
+ * The answer to an AUTH packet (MQTT 5 section 4.12): DISCONNECT 0x82 Protocol Error. The
+ * gateway accepts no CONNECT with an Authentication Method (CONNACK 0x8C above), so no
+ * client has an exchange to continue or restart, and a client whose CONNECT named no
+ * method must not send AUTH [MQTT-4.12.0-7]. 0x8C Bad authentication method is a CONNACK
+ * code only, not one a DISCONNECT may carry; the reason string says what went wrong.
+ */
+export function authAnswer(p: IAuthPacket): { reasonCode: number; reason: string } {
+  const method = p.properties?.authenticationMethod;
+  return {
+    reasonCode: Reason.protocolError,
+    reason:
+      method !== undefined
+        ? `AUTH with authentication method ${JSON.stringify(method)}: the gateway supports no enhanced authentication (use username and password)`
+        : "AUTH on a connection whose CONNECT named no Authentication Method [MQTT-4.12.0-7]",
   };
 }
 

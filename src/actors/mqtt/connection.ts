@@ -1,7 +1,7 @@
 import type { Duplex } from "node:stream";
 import { Effect, type Scope } from "effect";
-import mqtt, { type IConnectPacket, type IPublishPacket, type Packet } from "mqtt-packet";
-import { type Actor, toPromise } from "xstate";
+import type { IAuthPacket, IConnectPacket, IPublishPacket, Packet } from "mqtt-packet";
+import type { Actor } from "xstate";
 import type { Logger } from "../../log.js";
 import {
   type ConnectRequest,
@@ -10,8 +10,7 @@ import {
   mqttConnectionMachine,
   type WillMessage,
 } from "../../machines/mqttConnection.js";
-import type { mqttSessionMachine } from "../../machines/mqttSession.js";
-import { encodePubackFast, parsePubackFast, parsePublishFast } from "../../protocol/mqttFastPath.js";
+import { parsePubackFast, parsePublishFast } from "../../protocol/mqttFastPath.js";
 import { badPublishTopic, splitFrames } from "../../protocol/mqttFrame.js";
 import { beforeConnect, type ParserSettings, parsePacket, settingsAfterConnect } from "../../protocol/mqttParse.js";
 import { ConnackV4, Reason } from "../../protocol/mqttReasons.js";
@@ -19,16 +18,17 @@ import type { PublishProperties } from "../../protocol/mqttToNats.js";
 import type { ClientHandle } from "../clients.js";
 import { awaitDone, startMachine } from "../machineActor.js";
 import type { NatsLease } from "../natsBridge.js";
-import { connackPacket, credentialsOf, readConnect } from "./connect.js";
+import { authAnswer, connackPacket, credentialsOf, readConnect } from "./connect.js";
 import type { MqttDeps } from "./deps.js";
 import { InboundPublisher } from "./inbound.js";
 import { MqttClientHandle } from "./handle.js";
-import { type ClientLink, ConnectionLink, DeniedSubjects } from "./link.js";
+import { ConnectionLink, DeniedSubjects } from "./link.js";
 import { ClientSession } from "./session.js";
 import { Outbox } from "./outbox.js";
+import { PacketWriter } from "./packetWriter.js";
 import { connectDeadline, connectWheel, type KeepaliveWatched, keepaliveWheel } from "./keepaliveWheel.js";
 import { scheduleReads } from "./readBatch.js";
-import { startSessionActor } from "./sessionActor.js";
+import { type SessionActor, startSessionActor } from "./sessionActor.js";
 import type { MqttSettings } from "./settings.js";
 
 type Machine = Actor<typeof mqttConnectionMachine>;
@@ -47,11 +47,9 @@ class MqttClientConnection {
   private assignedId: string | undefined;
   private lease: NatsLease | undefined;
   private handle: ClientHandle | undefined;
-  private link: ClientLink | undefined;
   private inbound: InboundPublisher | undefined;
   private session: ClientSession | undefined;
-  private sessionMachine: { actor: Actor<typeof mqttSessionMachine>; stop: () => void } | undefined;
-  private clientMaxPacket = Number.POSITIVE_INFINITY;
+  private sessionActor: SessionActor | undefined;
   private clientReceiveMax = 65535;
   private topicAliases: Map<number, string> | undefined;
   private readonly denied = new DeniedSubjects();
@@ -60,9 +58,8 @@ class MqttClientConnection {
   lastActivity = 0;
   keepaliveLimitMs = 0;
   keepaliveSlot = 0;
-  /** Backpressure (docs/decisions/backpressure.md): the socket is not read while NATS is down or the client's publishes pile up. */
+  /** Backpressure (docs/decisions/backpressure.md): whether the socket is paused now (a scheduling guard, not a state). */
   private paused = false;
-  private natsUp = true;
   private readonly settings: MqttSettings;
   private childLog: Logger | undefined;
   /** Made on first use: most connections never log between their open and close lines. */
@@ -78,6 +75,7 @@ class MqttClientConnection {
   ) {
     this.settings = deps.settings();
     this.outbox = new Outbox(socket);
+    this.writer = new PacketWriter(this.outbox, () => deps.metrics.dropped("mqtt", "too_large_for_client"));
   }
 
   /** The machine's commands (one dispatcher: a closure per command per connection adds up). */
@@ -85,6 +83,10 @@ class MqttClientConnection {
     switch (e.type) {
       case "acquire_nats":
         return void this.acquireNats(e.request);
+      case "open_session":
+        return this.openSession();
+      case "detach_session":
+        return this.sessionActor?.detach(e.expirySec);
       case "connack":
         return this.sendConnack(e.returnCode, e.sessionPresent);
       case "serve":
@@ -153,15 +155,16 @@ class MqttClientConnection {
     for (const u of this.unlisten) u();
     this.socket.destroy();
     if (this.handle) this.deps.clients.remove(this.handle);
-    const sm = this.sessionMachine;
+    const sa = this.sessionActor;
     try {
-      if (sm) {
-        sm.actor.send({ type: "DETACH" });
+      if (sa) {
+        // Stopped from outside (the supervisor closing everything): the session still ends properly.
+        sa.detach(this.actor.getSnapshot().context.sessionExpirySec);
         // The session machine bounds its own store calls, so this ends.
-        await toPromise(sm.actor).catch(() => {});
+        await sa.done;
       }
     } finally {
-      sm?.stop();
+      sa?.stop();
       this.lease?.release();
     }
   }
@@ -177,6 +180,7 @@ class MqttClientConnection {
   account(): string {
     return this.handle?.account ?? "";
   }
+
 
   // -- bytes and packets --------------------------------------------------------
 
@@ -216,24 +220,25 @@ class MqttClientConnection {
     this.flow();
   }
 
-  /** Reads the socket only while NATS is up and the client's publishes are not piling up (TCP backpressure). */
+  /** Reads the socket only while NATS is up (the machine's natsDown) and the client's publishes are not piling up (TCP backpressure). */
   private flow(): void {
-    const hold = !this.natsUp || this.inbound?.busy() === true;
+    const state = this.actor.getSnapshot();
+    const hold = state.hasTag("natsDown") || this.inbound?.busy() === true;
     if (hold === this.paused || this.socket.destroyed) return;
     // A socket paused for a protocol error stays paused.
-    if (!hold && !this.actor.getSnapshot().matches("serving")) return;
+    if (!hold && !this.isServing(state)) return;
     this.paused = hold;
     if (hold) this.socket.pause();
     else this.socket.resume();
   }
 
-  /** `matches` allocates per call; a snapshot changes only on a transition, so remember the answer. */
+  /** A snapshot changes only on a transition: remember the tag's answer per snapshot. */
   private servingSnapshot: unknown;
   private servingNow = false;
   private isServing(state: ReturnType<Machine["getSnapshot"]>): boolean {
     if (state !== this.servingSnapshot) {
       this.servingSnapshot = state;
-      this.servingNow = state.matches("serving");
+      this.servingNow = state.hasTag("serving");
     }
     return this.servingNow;
   }
@@ -280,9 +285,20 @@ class MqttClientConnection {
       case "pingreq":
         this.write({ cmd: "pingresp" });
         return;
-      case "disconnect":
-        this.actor.send({ type: "DISCONNECT", reasonCode: p.reasonCode ?? 0 });
+      case "disconnect": {
+        const asked = p.properties?.sessionExpiryInterval;
+        this.actor.send({
+          type: "DISCONNECT",
+          reasonCode: p.reasonCode ?? 0,
+          sessionExpirySec: asked === undefined ? undefined : Math.min(asked, this.settings.sessionExpiryMaxSec),
+        });
         return;
+      }
+      case "auth": {
+        // MQTT 5 section 4.12: the gateway offers no enhanced authentication.
+        const answer = authAnswer(p as IAuthPacket);
+        return this.protocolError(answer.reasonCode, answer.reason);
+      }
       default:
         return this.protocolError(Reason.protocolError, `unexpected ${p.cmd}`);
     }
@@ -304,13 +320,14 @@ class MqttClientConnection {
     this.endConnectDeadline();
     const outcome = readConnect(p, this.settings);
     if (!outcome.ok) {
+      this.writer.configure(outcome.version, outcome.clientMaxPacket);
       this.write(outcome.connack);
       return this.protocolError(outcome.reasonCode, outcome.reason);
     }
     this.version = outcome.request.protocolVersion;
+    this.writer.configure(this.version, outcome.clientMaxPacket, outcome.clientTopicAliasMax);
     this.parserSettings = settingsAfterConnect(this.version, (p as { bridgeMode?: boolean }).bridgeMode);
     this.assignedId = outcome.assignedId;
-    this.clientMaxPacket = outcome.clientMaxPacket;
     this.clientReceiveMax = outcome.clientReceiveMax;
     this.actor.send({ type: "CONNECT", request: outcome.request });
   }
@@ -328,65 +345,79 @@ class MqttClientConnection {
     }
     if (this.actor.getSnapshot().status !== "active") return lease.release();
     this.lease = lease;
-    this.natsUp = lease.connected();
     this.unlisten.push(
       lease.onStatus((s) => {
         this.actor.send({ type: s === "up" ? "NATS_UP" : "NATS_DOWN" });
-        this.natsUp = s === "up";
         this.flow();
       }),
       lease.onPermissionError((subject, op) =>
-        (op === "publish" ? this.denied.publish : this.denied.subscribe).add(subject),
+        op === "publish" ? this.denied.publish.add(subject) : this.denied.subscribe.add(subject),
       ),
     );
+    let account: string;
     try {
-      const account = await this.deps.accountOf(lease, request.username);
-      const perAccount = this.deps.maxConnectionsPerAccount();
-      if (perAccount > 0 && this.deps.clients.countIn(account) >= perAccount) {
-        this.deps.metrics.refused("mqtt", "max_connections_per_account");
-        this.actor.send({
-          type: "NATS_REFUSED",
-          auth: false,
-          reason: `account ${account} has ${perAccount} connections on this gateway`,
-          codes: { v5: Reason.quotaExceeded, v4: ConnackV4.serverUnavailable },
-        });
-        return;
-      }
-      const sessionPresent = await this.openSession(account, request);
-      this.actor.send({ type: "NATS_READY", sessionPresent, account });
+      account = await this.deps.accountOf(lease, request.username);
     } catch (e) {
-      this.log.warn({ err: (e as Error).message }, "session could not be opened");
-      this.actor.send({ type: "NATS_REFUSED", auth: false, reason: `session store: ${(e as Error).message}` });
+      this.log.warn({ err: (e as Error).message }, "account could not be told");
+      this.actor.send({ type: "NATS_REFUSED", auth: false, reason: `account: ${(e as Error).message}` });
+      return;
     }
+    const perAccount = this.deps.maxConnectionsPerAccount();
+    if (perAccount > 0 && this.deps.clients.countIn(account) >= perAccount) {
+      this.deps.metrics.refused("mqtt", "max_connections_per_account");
+      this.actor.send({
+        type: "NATS_REFUSED",
+        auth: false,
+        reason: `account ${account} has ${perAccount} connections on this gateway`,
+        codes: { v5: Reason.quotaExceeded, v4: ConnackV4.serverUnavailable },
+      });
+      return;
+    }
+    this.account_ = account;
+    this.actor.send({ type: "NATS_ACQUIRED", account, natsUp: lease.connected() });
   }
 
+  /** The account NATS_ACQUIRED told; the session opens in it. */
+  private account_ = "";
+
   /**
-   * Registers the client, takes over its previous connection here, and runs its session
-   * machine until the session is ready (resolves with session present) or refused.
+   * Registers the client (a previous connection of its client id here is taken over), and
+   * starts its session machine, which claims the client id (waiting for that previous
+   * session to be saved, and telling other gateways) before it reads the store.
    */
-  private openSession(account: string, request: ConnectRequest): Promise<boolean> {
+  private openSession(): void {
+    const request = this.actor.getSnapshot().context.request!;
+    const account = this.account_;
     const previous = this.register(account, request);
     previous?.takeOver();
     const link = new ConnectionLink(this.version, request.clientId, account, this.lease!, this.settings, this.deps.metrics, this.denied, this);
-    this.link = link;
     const deps = this.deps.session;
-    this.inbound = new InboundPublisher(link, deps.bindings, deps.retained);
-    this.inbound.onSettled = () => this.flow();
     // In flight to the client: its Receive Maximum, capped by mqtt.receive_maximum.
     const inFlight = Math.min(this.clientReceiveMax, this.settings.receiveMaximum);
-    const session = new ClientSession(link, deps, inFlight, this.clientMaxPacket, request.sessionExpirySec);
+    const session = new ClientSession(link, deps, inFlight, request.sessionExpirySec, () => {
+      // Another connection of this client id wrote the session: this one lost it.
+      this.log.info({ client_id: request.clientId }, "session moved to a newer connection");
+      this.actor.send({ type: "TAKEN_OVER" });
+    });
     this.session = session;
-    const sessionActor = startSessionActor({
+    this.inbound = new InboundPublisher(link, deps.bindings, deps.retained, session.inbound);
+    this.inbound.onSettled = () => this.flow();
+    this.sessionActor = startSessionActor({
       link,
       session,
       deps,
       registry: this.deps.registry,
+      directory: this.deps.directory,
       cleanStart: request.cleanStart,
       expirySec: request.sessionExpirySec,
-      remoteTakeover: this.deps.remoteTakeover,
+      announce: () => this.deps.announce(account, request.clientId),
+      remoteTakeover: (owner) => this.deps.remoteTakeover(account, request.clientId, owner),
+      onReady: (sessionPresent) => this.actor.send({ type: "SESSION_READY", sessionPresent }),
+      onRefused: (reason) => {
+        this.log.warn({ err: reason }, "session could not be opened");
+        this.actor.send({ type: "SESSION_REFUSED", reason });
+      },
     });
-    this.sessionMachine = sessionActor;
-    return sessionActor.ready;
   }
 
   private register(account: string, request: ConnectRequest): ClientHandle | undefined {
@@ -469,18 +500,13 @@ class MqttClientConnection {
 
   /** What this tick writes leaves in one buffer and one write when the tick ends (outbox.ts). */
   private readonly outbox: Outbox;
+  /** Encodes into the outbox within the client's limits, aliasing topics it allows (packetWriter.ts). */
+  private readonly writer: PacketWriter;
 
-  write(packet: Packet): void {
-    if (this.socket.destroyed) return;
-    const p = packet as Omit<IPublishPacket, "cmd"> & { cmd: string; reasonCode?: number };
-    if (p.cmd === "publish" && p.properties === undefined && typeof p.payload !== "string")
-      this.outbox.publish(this.version, p.topic, p.payload, p.qos, p.retain, p.dup, p.messageId);
-    else
-      this.outbox.bytes(
-        p.cmd === "puback" && p.reasonCode === undefined && p.properties === undefined && p.messageId !== undefined
-          ? encodePubackFast(this.version, p.messageId)
-          : mqtt.generate(packet, { protocolVersion: this.version }),
-      );
+  /** false only when the packet is larger than the client allows: dropped and counted. */
+  write(packet: Packet): boolean {
+    if (this.socket.destroyed) return true;
+    return this.writer.write(packet);
   }
 
   /** The wheel found no packet within the limit. */

@@ -4,6 +4,7 @@ import type { Metrics } from "../metrics.js";
 import type { NatsBridge, NatsLease } from "../natsBridge.js";
 import type { ActorRegistry } from "../registry.js";
 import type { SessionDeps } from "./session.js";
+import type { SessionDirectory } from "./sessionDirectory.js";
 import type { MqttSettings } from "./settings.js";
 
 /** What every MQTT connection actor is given by the gateway. */
@@ -18,6 +19,10 @@ export interface MqttDeps {
   readonly accountOf: (lease: NatsLease, username: string | undefined) => Promise<string>;
   /** limits.max_connections_per_account, read per connection so a reload applies; 0 = no limit. */
   readonly maxConnectionsPerAccount: () => number;
+  /** The sessions open on this gateway: a client id's sessions run one after another. */
+  readonly directory: SessionDirectory;
+  /** Tells the other gateways of the account that this client id connected here (they close theirs). */
+  readonly announce: (account: string, clientId: string) => void;
   /** Asks the gateway that holds a client's session to let it go (false: it did not answer). */
   readonly remoteTakeover: (account: string, clientId: string, owner: string) => Promise<boolean>;
 }

@@ -7,6 +7,8 @@ import type { Bindings } from "../bindings.js";
 import { flushAndSettle } from "../natsBridge.js";
 import type { ClientLink } from "./link.js";
 import type { RetainedMessages } from "./retained.js";
+import type { InboundState } from "./inboundState.js";
+import { ReceiveQuota } from "./receiveQuota.js";
 import { StoredPublisher } from "./storedPublish.js";
 
 const STORED_ACK_TIMEOUT_MS = 5_000;
@@ -20,6 +22,8 @@ const QOS0_FLUSH_BYTES = 1024 * 1024;
  */
 export class InboundPublisher {
   private pending = 0;
+  /** MQTT 5: QoS 1/2 packet ids not yet completed (PUBACK, PUBREL, or a refusal) [MQTT-3.3.4-9]. */
+  private readonly quota = new ReceiveQuota();
   // Made on first use: an idle client needs none of them (docs/performance.md).
   private qos2: Set<number> | undefined;
   private droppedLogged: Set<string> | undefined;
@@ -34,17 +38,20 @@ export class InboundPublisher {
     private readonly link: ClientLink,
     private readonly bindings: Bindings,
     private readonly retained: RetainedMessages,
+    /** The session's memory of the client's QoS 1/2 publishes (resends, QoS 2 exactly once). */
+    readonly state: InboundState,
   ) {}
 
   onPublish(inbound: InboundPublish, messageId: number | undefined, dup: boolean): void {
+    if (inbound.qos > 0 && this.link.version === 5 && !this.quota.take(messageId ?? 0, this.link.settings.receiveMaximum)) {
+      return this.link.protocolError(Reason.receiveMaximumExceeded, "receive maximum exceeded");
+    }
     if (inbound.qos === 2 && messageId !== undefined && this.qos2?.has(messageId) === true) {
       // A resent QoS 2 publish already passed on: answer again, publish nothing [MQTT-4.3.3-9].
       this.link.write({ cmd: "pubrec", messageId } as Packet);
       return;
     }
-    if (inbound.qos > 0 && ++this.pending > this.link.settings.receiveMaximum && this.link.version === 5) {
-      return this.link.protocolError(Reason.receiveMaximumExceeded, "receive maximum exceeded");
-    }
+    if (inbound.qos > 0) this.pending++;
     // QoS 0 without RETAIN settles when handed to nats.js: no promise, no async frame.
     if (inbound.qos === 0 && !inbound.retain) return this.publishQos0(inbound);
     void this.publish(inbound, messageId, dup, false);
@@ -62,6 +69,7 @@ export class InboundPublisher {
 
   /** PUBREL: the QoS 2 exchange ends; true when the id was known. */
   release(messageId: number): boolean {
+    this.quota.complete(messageId);
     return this.qos2?.delete(messageId) === true;
   }
 
@@ -223,7 +231,10 @@ export class InboundPublisher {
     if (qos === 0) return;
     this.pending--;
     this.onSettled?.();
-    if (qos === 1) this.link.write({ cmd: "puback", messageId } as Packet);
+    if (qos === 1) {
+      this.quota.complete(messageId ?? 0);
+      this.link.write({ cmd: "puback", messageId } as Packet);
+    }
     else {
       (this.qos2 ??= new Set()).add(messageId ?? 0);
       this.link.write({ cmd: "pubrec", messageId } as Packet);
@@ -246,6 +257,7 @@ export class InboundPublisher {
       return;
     }
     this.pending--;
+    this.quota.complete(messageId ?? 0); // a PUBACK or PUBREC of 0x80 or more ends the exchange
     this.onSettled?.();
     // 3.1.1 has no negative acknowledgement: closing is the only honest answer.
     if (link.version === 4) return link.protocolError(reasonCode, reason);

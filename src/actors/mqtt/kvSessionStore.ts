@@ -1,6 +1,8 @@
+import { JetStreamApiError } from "@nats-io/jetstream";
 import { KvWatchInclude } from "@nats-io/kv";
+import { headers as natsHeaders } from "@nats-io/transport-node";
 import type { AccountServices } from "../accountServices.js";
-import type { SessionStore, StoredSession } from "./sessionStore.js";
+import { type LoadedSession, type SaveOptions, SessionMovedOn, type SessionStore, type StoredSession } from "./sessionStore.js";
 
 /** The keys of one account's sessions bucket, as far as this gateway has seen them. */
 interface KeyIndex {
@@ -12,38 +14,81 @@ interface KeyIndex {
 }
 
 const RETRY_MS = 10_000;
+/** JSStreamWrongLastSequenceErrF: a conditional write that found a newer record. */
+const WRONG_LAST_SEQUENCE = 10071;
+/** A removal's marker stays this long (seconds), so every watcher hears it, then goes. */
+const MARKER_TTL_SEC = 60;
+const encoder = new TextEncoder();
 
 /**
  * Sessions in the account's `sessions_bucket` KV, shared by every gateway that uses the
  * bucket: a client that reconnects to another gateway finds its session there.
+ *
+ * Writes that end a connection's hold are conditional on the revision that connection last
+ * saw, so a connection that lost the session to a newer one (here or on another gateway)
+ * can never overwrite or remove what the newer one wrote. A detached session's record
+ * carries a per-message TTL (nats-server 2.11+ `allow_msg_ttl`): the server drops it when
+ * the session expires, whether or not the client comes back (docs/decisions/mqtt-sessions.md).
  */
 export class KvSessionStore implements SessionStore {
   private readonly indexes = new Map<string, KeyIndex>();
 
   constructor(private readonly services: AccountServices) {}
 
-  async load(account: string, clientId: string): Promise<StoredSession | undefined> {
+  async load(account: string, clientId: string): Promise<LoadedSession | undefined> {
     const kv = await this.services.sessionsBucket(account);
     const entry = await kv.get(sessionKey(clientId));
     if (entry?.operation !== "PUT" || entry.value.byteLength === 0) return undefined;
     const session = entry.json<StoredSession>();
-    if (!session.connected && session.expiresAt <= Date.now()) {
-      await kv.delete(sessionKey(clientId)).catch(() => {});
-      return { ...session, subscriptions: session.subscriptions, expiresAt: 0 };
-    }
-    return session;
+    const expired = !session.connected && session.expiresAt <= Date.now();
+    return { session, revision: entry.revision, expired };
   }
 
-  async save(account: string, clientId: string, session: StoredSession): Promise<void> {
+  async save(account: string, clientId: string, session: StoredSession, options: SaveOptions = {}): Promise<number> {
     // Known at once here, before the bucket's echo comes back through the watch.
     this.indexes.get(account)?.keys.add(sessionKey(clientId));
-    const kv = await this.services.sessionsBucket(account);
-    await kv.put(sessionKey(clientId), JSON.stringify(session));
+    return this.write(account, clientId, encoder.encode(JSON.stringify(session)), options, undefined);
   }
 
-  async remove(account: string, clientId: string): Promise<void> {
-    const kv = await this.services.sessionsBucket(account);
-    await kv.delete(sessionKey(clientId));
+  async remove(account: string, clientId: string, revision?: number): Promise<void> {
+    await this.write(account, clientId, new Uint8Array(), { revision, ttlSec: MARKER_TTL_SEC }, "PURGE");
+  }
+
+  /**
+   * A raw JetStream publish on the key's subject (what KV's put does) with the two headers
+   * KV's own put cannot take together: the expected revision and the per-message TTL.
+   */
+  private async write(
+    account: string,
+    clientId: string,
+    data: Uint8Array,
+    options: SaveOptions,
+    operation: "PURGE" | undefined,
+  ): Promise<number> {
+    await this.services.sessionsBucket(account);
+    const { js } = await this.services.jetstream(account);
+    const h = natsHeaders();
+    if (operation) {
+      h.set("KV-Operation", operation);
+      h.set("Nats-Rollup", "sub");
+    }
+    const ttl = options.ttlSec !== undefined && this.services.sessionsTtl(account) ? `${Math.max(1, Math.ceil(options.ttlSec))}s` : undefined;
+    try {
+      const ack = await js.publish(`$KV.${this.services.sessionsBucketName()}.${sessionKey(clientId)}`, data, {
+        headers: h,
+        ...(ttl ? { ttl } : {}),
+        ...(options.revision !== undefined ? { expect: { lastSubjectSequence: options.revision } } : {}),
+      });
+      return ack.seq;
+    } catch (e) {
+      if (e instanceof JetStreamApiError && e.code === WRONG_LAST_SEQUENCE) throw new SessionMovedOn(clientId);
+      throw e;
+    }
+  }
+
+  /** The accounts whose bucket this gateway has used (the sweeper looks through these). */
+  accounts(): string[] {
+    return [...this.indexes.keys()];
   }
 
   /**

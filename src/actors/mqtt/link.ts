@@ -16,7 +16,8 @@ export interface ClientLink {
   readonly settings: MqttSettings;
   readonly metrics: Metrics;
   readonly log: Logger;
-  write(packet: Packet): void;
+  /** false only when the packet is larger than the client allows (dropped and counted). */
+  write(packet: Packet): boolean;
   /** Bytes written to the socket and not yet taken by the peer: a slow consumer's backlog. */
   queuedBytes(): number;
   protocolError(reasonCode: number, reason: string): void;
@@ -65,7 +66,7 @@ export class DeniedSubjects {
 /** What a link asks of the connection it belongs to. */
 interface LinkOwner {
   readonly log: Logger;
-  write(packet: Packet): void;
+  write(packet: Packet): boolean;
   queuedBytes(): number;
   protocolError(reasonCode: number, reason: string): void;
 }
@@ -91,8 +92,8 @@ export class ConnectionLink implements ClientLink {
   get log(): Logger {
     return this.owner.log;
   }
-  write(packet: Packet): void {
-    this.owner.write(packet);
+  write(packet: Packet): boolean {
+    return this.owner.write(packet);
   }
   queuedBytes(): number {
     return this.owner.queuedBytes();

@@ -1,51 +1,78 @@
 import type { IPublishPacket } from "mqtt-packet";
 import type { OutboundPublish } from "../../protocol/natsToMqtt.js";
+import type { OutboundRecord } from "./sessionStore.js";
+
+/** Where a stored delivery came from: its consumer and stream sequence. */
+export interface StoredOrigin {
+  readonly consumer: string;
+  readonly seq: number;
+}
+
+export interface SendOptions {
+  /** The client took the message over: PUBACK (QoS 1) or PUBREC (QoS 2). A stored delivery is acknowledged to its stream then. */
+  readonly onStored?: (() => void) | undefined;
+  readonly origin?: StoredOrigin | undefined;
+  /** A message the client had unacknowledged when its last connection ended: sent again with its packet id and DUP [MQTT-4.4.0-1]. */
+  readonly pid?: number | undefined;
+}
 
 interface InFlight {
-  packet: IPublishPacket;
+  /** undefined: a PUBREL owed since the last connection (the PUBLISH itself is the client's now). */
+  readonly packet: IPublishPacket | undefined;
   /** QoS 2 after PUBREC: only the PUBREL is owed. */
   released: boolean;
-  onAcked?: (() => void) | undefined;
+  readonly onStored: (() => void) | undefined;
+  readonly origin: StoredOrigin | undefined;
+}
+
+interface Waiting {
+  readonly packet: IPublishPacket;
+  readonly options: SendOptions | undefined;
 }
 
 /**
- * QoS 1/2 deliveries to one client: packet ids, the client's Receive Maximum, and the
- * backlog waiting for a free slot (bounded; the oldest is dropped and counted).
+ * QoS 1/2 deliveries to one client: packet ids, the client's Receive Maximum, the backlog
+ * waiting for a free slot (bounded; the oldest is dropped and counted), and what is still
+ * in flight when the connection ends, for the session to hand back on the next one.
  */
 export class OutboundFlow {
   /** Made on the first QoS 1/2 delivery: most clients never get one (docs/performance.md). */
   private inflight: Map<number, InFlight> | undefined;
-  private backlog: Array<{ packet: IPublishPacket; onAcked?: (() => void) | undefined }> | undefined;
+  private backlog: Waiting[] | undefined;
+  /** Packet ids of messages to be handed back with the id they had (not given to new ones). */
+  private reserved: Map<number, StoredOrigin> | undefined;
   private nextId = 1;
   dropped = 0;
 
   constructor(
     private readonly receiveMaximum: number,
     private readonly maxBacklog: number,
-    private readonly write: (packet: IPublishPacket) => void,
+    /** false: larger than the client allows, not sent (packetWriter.ts). */
+    private readonly write: (packet: IPublishPacket) => boolean,
     /** A message dropped from a full backlog (counted in mqgw_dropped_total). */
     private readonly onDrop: (packet: IPublishPacket) => void = () => {},
   ) {}
 
-  send(msg: OutboundPublish, onAcked?: () => void): void {
+  /**
+   * false: the message is larger than the client allows and was dropped; a QoS 1/2 one
+   * counts as delivered and taken over (`onStored` runs) [MQTT-3.1.2-25].
+   */
+  send(msg: OutboundPublish, options?: SendOptions): boolean {
     if (msg.qos === 0 && !msg.properties) {
       // Encoded straight from the NATS message's bytes (a Uint8Array is all the encoder needs).
-      this.write({ cmd: "publish", topic: msg.topic, payload: msg.payload as Buffer, qos: 0, retain: msg.retain, dup: false });
-      return;
+      return this.write({ cmd: "publish", topic: msg.topic, payload: msg.payload as Buffer, qos: 0, retain: msg.retain, dup: false });
     }
     const packet: IPublishPacket = {
       cmd: "publish",
       topic: msg.topic,
-      payload: Buffer.from(msg.payload.buffer, msg.payload.byteOffset, msg.payload.byteLength),
+      payload: msg.payload as Buffer,
       qos: msg.qos,
       retain: msg.retain,
       dup: false,
+      // Ours, User Properties as a list in order: the writer encodes them (mqttProperties.ts).
       ...(msg.properties ? { properties: msg.properties as IPublishPacket["properties"] } : {}),
     };
-    if (msg.qos === 0) {
-      this.write(packet);
-      return;
-    }
+    if (msg.qos === 0) return this.write(packet);
     if (this.size() >= this.receiveMaximum) {
       const backlog = (this.backlog ??= []);
       if (backlog.length >= this.maxBacklog) {
@@ -53,17 +80,23 @@ export class OutboundFlow {
         this.dropped++;
         this.onDrop(oldest.packet);
       }
-      backlog.push({ packet, onAcked });
-      return;
+      backlog.push({ packet, options });
+      return true;
     }
-    this.dispatch(packet, onAcked);
+    return this.dispatch(packet, options);
   }
 
-  private dispatch(packet: IPublishPacket, onAcked?: () => void): void {
-    const id = this.allocateId();
+  private dispatch(packet: IPublishPacket, options: SendOptions | undefined): boolean {
+    const again = options?.pid !== undefined && this.reserved?.delete(options.pid) === true && !this.inflight?.has(options.pid);
+    const id = again ? options!.pid! : this.allocateId();
     packet.messageId = id;
-    (this.inflight ??= new Map()).set(id, { packet, released: false, onAcked });
-    this.write(packet);
+    if (again) packet.dup = true;
+    if (!this.write(packet)) {
+      options?.onStored?.();
+      return false;
+    }
+    (this.inflight ??= new Map()).set(id, { packet, released: false, onStored: options?.onStored, origin: options?.origin });
+    return true;
   }
 
   /** PUBACK (QoS 1) or PUBCOMP (QoS 2): the slot is free. */
@@ -71,17 +104,20 @@ export class OutboundFlow {
     const f = this.inflight?.get(id);
     if (!f) return false;
     this.inflight!.delete(id);
-    f.onAcked?.();
-    const next = this.backlog?.shift();
-    if (next) this.dispatch(next.packet, next.onAcked);
+    if (!f.released) f.onStored?.();
+    // A backlogged message too large for the client frees its slot at once: take the next.
+    for (let next = this.backlog?.shift(); next; next = this.backlog?.shift()) if (this.dispatch(next.packet, next.options)) break;
     return true;
   }
 
-  /** PUBREC: the client has it; answer PUBREL. */
+  /** PUBREC: the client has it (its stream may let go of it); answer PUBREL. */
   received(id: number): boolean {
     const f = this.inflight?.get(id);
     if (!f) return false;
-    f.released = true;
+    if (!f.released) {
+      f.released = true;
+      f.onStored?.();
+    }
     return true;
   }
 
@@ -89,11 +125,43 @@ export class OutboundFlow {
     return this.inflight?.size ?? 0;
   }
 
+  /**
+   * Takes over what the session's last connection left in flight: QoS 2 deliveries waiting
+   * for PUBREL (returned, for the connection to send their PUBRELs once CONNACK is out),
+   * and the packet ids of unacknowledged stored deliveries, kept for when their stream
+   * hands them back.
+   */
+  restore(record: OutboundRecord | undefined): number[] {
+    for (const u of record?.unacked ?? []) (this.reserved ??= new Map()).set(u.pid, { consumer: u.consumer, seq: u.seq });
+    const pubrel = record?.pubrel ?? [];
+    for (const pid of pubrel) (this.inflight ??= new Map()).set(pid, { packet: undefined, released: true, onStored: undefined, origin: undefined });
+    return [...pubrel];
+  }
+
+  /** The packet id a handed-back stored message had, if the last connection left it unacknowledged. */
+  handedBack(origin: StoredOrigin): number | undefined {
+    for (const [pid, o] of this.reserved ?? []) if (o.seq === origin.seq && o.consumer === origin.consumer) return pid;
+    return undefined;
+  }
+
+  /** What is in flight now, as the session record keeps it (the connection is ending). */
+  snapshot(): Pick<OutboundRecord, "unacked" | "pubrel"> {
+    const unacked: Array<{ consumer: string; seq: number; pid: number }> = [];
+    const pubrel: number[] = [];
+    for (const [pid, f] of this.inflight ?? []) {
+      if (f.released) pubrel.push(pid);
+      else if (f.origin) unacked.push({ consumer: f.origin.consumer, seq: f.origin.seq, pid });
+    }
+    // Handed back ids whose messages had not come again yet stay owed.
+    for (const [pid, origin] of this.reserved ?? []) unacked.push({ consumer: origin.consumer, seq: origin.seq, pid });
+    return { ...(unacked.length ? { unacked } : {}), ...(pubrel.length ? { pubrel } : {}) };
+  }
+
   private allocateId(): number {
     for (let i = 0; i < 65535; i++) {
       const id = this.nextId;
       this.nextId = this.nextId === 65535 ? 1 : this.nextId + 1;
-      if (!this.inflight?.has(id)) return id;
+      if (!this.inflight?.has(id) && !this.reserved?.has(id)) return id;
     }
     throw new Error("no free packet id");
   }

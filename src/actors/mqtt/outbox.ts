@@ -1,4 +1,5 @@
-import { encodePublishInto, publishLength } from "../../protocol/mqttFastPath.js";
+import { encodePublishInto } from "../../protocol/mqttFastPath.js";
+import type { PublishProperties } from "../../protocol/mqttProperties.js";
 
 /** The smallest and largest buffer one tick's packets are gathered in. */
 const MIN = 256;
@@ -24,11 +25,22 @@ export class Outbox {
     return this.end;
   }
 
-  /** A PUBLISH without properties (`encodePublishInto`). */
-  publish(version: 4 | 5, topic: string, payload: Uint8Array, qos: 0 | 1 | 2, retain: boolean, dup: boolean, messageId: number | undefined): void {
-    const topicBytes = Buffer.byteLength(topic, "utf8");
-    const at = this.reserve(publishLength(version, topicBytes, payload.byteLength, qos));
-    encodePublishInto(this.buf!, at, version, topic, topicBytes, payload, qos, retain, dup, messageId);
+  /** A PUBLISH of `size` bytes (`publishLength`, `encodePublishInto`). */
+  publish(
+    size: number,
+    version: 4 | 5,
+    topic: string,
+    topicBytes: number,
+    payload: Uint8Array,
+    qos: 0 | 1 | 2,
+    retain: boolean,
+    dup: boolean,
+    messageId: number | undefined,
+    properties: PublishProperties | undefined,
+    propsBytes: number,
+  ): void {
+    const at = this.reserve(size);
+    encodePublishInto(this.buf!, at, version, topic, topicBytes, payload, qos, retain, dup, messageId, properties, propsBytes);
   }
 
   /** An encoded packet. */

@@ -33,8 +33,6 @@ export class PullWindow {
   private retryAt = 0;
   private timer: ReturnType<typeof setTimeout> | undefined;
   private stopped = false;
-  /** When the last open request expires: until then the server may still send to it. */
-  lastEndsAt = 0;
 
   constructor(
     private readonly nc: NatsConnection,
@@ -53,17 +51,16 @@ export class PullWindow {
   }
 
   /**
-   * No more requests. The open ones are left to end (the caller hands back what still
-   * arrives): the inbox is read until the last one expired, so nothing the server sends
-   * lands where nobody reads it (which would hold it until ack_wait).
+   * No more requests, and the inbox goes at once: the server drops a waiting request whose
+   * inbox nobody reads before it would send to it (consumer.go, interest check), so the
+   * session's next connection, here or elsewhere, is not queued behind requests of one
+   * that left. What was already on its way is handed back by the next connection's reset.
    */
   stop(): void {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
-    const sub = this.sub;
-    if (!sub) return;
-    const left = Math.max(0, this.lastEndsAt - Date.now()) + GRACE_MS;
-    setTimeout(() => sub.unsubscribe(), left).unref();
+    this.sub?.unsubscribe();
+    this.sub = undefined;
   }
 
   private received(m: Msg): void {
@@ -107,7 +104,6 @@ export class PullWindow {
       this.nc.publish(this.subject, encoder.encode(`{"batch":${batch},"expires":${this.expiresMs * 1_000_000}}`), { reply: this.inbox });
       this.open.push({ remaining: batch, endsAt });
       this.outstanding += batch;
-      this.lastEndsAt = endsAt;
       this.schedule(this.expiresMs + GRACE_MS);
     } catch {
       // The connection is closed or draining: try again later.

@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import type { Msg } from "@nats-io/transport-node";
 import type { ISubscribePacket, IUnsubscribePacket, Packet } from "mqtt-packet";
 import { Reason, SubackFailureV4 } from "../../protocol/mqttReasons.js";
@@ -6,18 +7,22 @@ import type { AccountServices } from "../accountServices.js";
 import type { Bindings } from "../bindings.js";
 import { flushAndSettle } from "../natsBridge.js";
 import { tooManyLevels } from "./inbound.js";
+import { InboundState } from "./inboundState.js";
 import type { ClientLink } from "./link.js";
 import { headerPairsOf, saysQos12 } from "./natsHeaders.js";
 import { OutboundFlow } from "./outbound.js";
+import { ReadPermission } from "./readPermission.js";
 import type { RetainedMessages } from "./retained.js";
-import type { SessionStore, StoredSession } from "./sessionStore.js";
+import type { LoadedSession, OutboundRecord, SessionStore, StoredSession, StoredSubscription } from "./sessionStore.js";
+import { SessionWriter } from "./sessionWriter.js";
 import { StoredDelivery } from "./storedDelivery.js";
 import { type ActiveSubscription, closeSubscription, openSubscription, planSubscription } from "./subscriptions.js";
 
 interface Entry {
   readonly sub: ActiveSubscription;
-  /** The bound stream when the subscription is QoS 1/2 on stored subjects. */
+  /** The stream when the subscription is QoS 1/2 on stored subjects, and its consumer. */
   readonly stream: string | undefined;
+  readonly consumer: string | undefined;
   stored?: StoredDelivery;
 }
 
@@ -30,9 +35,11 @@ export interface SessionDeps {
 }
 
 /**
- * The MQTT session of one connected client: its subscriptions (core NATS, plus a durable
- * consumer for QoS 1/2 on stored subjects), deliveries to the client, and what is saved
- * in the sessions bucket so another connection, here or on another gateway, resumes it.
+ * The MQTT session of one connected client: its subscriptions (core NATS, plus for a
+ * persistent session a durable consumer per QoS 1/2 subscription on stored subjects),
+ * deliveries to the client, the state of the client's own QoS 1/2 publishes, and the
+ * record in the sessions bucket that another connection, here or on another gateway,
+ * resumes. The mqttSession machine decides when each of these happens.
  */
 export class ClientSession {
   private readonly entries = new Map<string, Entry>();
@@ -42,18 +49,30 @@ export class ClientSession {
     return this.entries.size;
   }
   readonly outbound: OutboundFlow;
+  /** The client's own QoS 1/2 publishes (inboundState.ts); saved with the record. */
+  readonly inbound: InboundState;
   /** Deliveries that arrive before CONNACK is out wait here; undefined once the client is served. */
   private held: Array<() => void> | undefined = [];
-  /** Subjects NATS was asked about with a probe subscription (see mayRead); bounded. */
-  private readable: Map<string, Promise<boolean | undefined>> | undefined;
+  /** PUBRELs owed since the last connection, sent once CONNACK is out [MQTT-4.4.0-1]. */
+  private pubrel: number[] = [];
+  private permission: ReadPermission | undefined;
+  private readonly writer: SessionWriter;
+  /** Names this session's consumers; drawn when it starts fresh, kept when resumed. */
+  private epoch: string | undefined;
+  /** What the connection had in flight when it ended (stopDelivery), for the detached record. */
+  private leftInFlight: OutboundRecord | undefined;
+  /** The store holds this session while it lives (expiry > 0 at CONNECT). */
+  private readonly persistent: boolean;
 
   constructor(
     private readonly link: ClientLink,
     private readonly deps: SessionDeps,
     receiveMaximum: number,
-    private readonly clientMaxPacket: number,
     private readonly expirySec: number,
+    /** Another connection of the client id wrote the session: this one lost it. */
+    onMovedOn: () => void,
   ) {
+    this.persistent = expirySec > 0;
     // A stored message dropped from the backlog is not acknowledged: the stream sends it again after ack_wait.
     this.outbound = new OutboundFlow(
       receiveMaximum,
@@ -61,21 +80,38 @@ export class ClientSession {
       (p) => link.write(p as Packet),
       () => link.metrics.dropped("mqtt", "backlog_full"),
     );
+    this.writer = new SessionWriter(deps.store, link.account, link.clientId, onMovedOn);
+    this.inbound = new InboundState(() => (this.persistent ? this.saveConnected() : Promise.resolve()));
   }
 
-  /** CONNACK is out: deliver what waited for it, and everything from now on. */
+  /** A session with nothing to resume: its consumers get names of their own. */
+  startFresh(): void {
+    this.epoch = randomBytes(8).toString("hex");
+  }
+
+  /** CONNACK is out: the PUBRELs owed first, then what waited for it, then everything from now on. */
   release(): void {
+    for (const messageId of this.pubrel.splice(0)) this.link.write({ cmd: "pubrel", messageId } as Packet);
     const held = this.held ?? [];
     this.held = undefined;
     for (const deliver of held) deliver();
   }
 
-  /** Reopens the subscriptions of a stored session (before CONNACK, so nothing is missed after it). */
-  async resume(stored: StoredSession, ownerGone = false): Promise<void> {
+  /**
+   * Reopens the subscriptions of a stored session before CONNACK, so nothing published
+   * after it is missed; each stored subscription's consumer hands back from its ack floor.
+   */
+  async resume(loaded: LoadedSession): Promise<void> {
+    const { session: stored, revision } = loaded;
+    this.epoch = stored.epoch;
+    this.writer.revision = revision;
+    this.inbound.restore(stored.inbound);
+    this.pubrel = this.outbound.restore(stored.outbound);
+    const ackedAbove = new Map((stored.outbound?.ackedAbove ?? []).map((a) => [a.consumer, a.seqs]));
     const opened: Entry[] = [];
     for (const s of stored.subscriptions) {
       const plan = planSubscription(s.subscription, s.subscriptionId);
-      if (plan.ok) opened.push(await this.open(plan.value, false));
+      if (plan.ok) opened.push(this.open(plan.value));
     }
     // NATS judges them again (permissions may have changed since they were saved) before
     // any stored delivery, which reads with the gateway's own user, starts.
@@ -84,8 +120,19 @@ export class ClientSession {
       const [main, ...parents] = e.sub.subjects;
       for (const p of parents) if (this.link.denied.subscribe.delete(p)) dropSubject(e.sub, p);
       if (main !== undefined && this.link.denied.subscribe.delete(main)) this.close(e.sub.filter, true);
-      else await this.startStored(e, ownerGone);
+      else await this.startStored(e, e.consumer ? { ackedAbove: ackedAbove.get(e.consumer) ?? [] } : undefined);
     }
+  }
+
+  /** A clean start or an expired session: what the stored one left goes, consumers first. */
+  async discard(loaded: LoadedSession): Promise<void> {
+    const { account, clientId } = this.link;
+    await Promise.all(
+      loaded.session.subscriptions
+        .filter((s) => s.stream)
+        .map((s) => StoredDelivery.remove(this.deps.services, account, s.stream!, consumerOf(s, account, clientId, loaded.session.epoch))),
+    );
+    await this.deps.store.remove(account, clientId);
   }
 
   async subscribe(p: ISubscribePacket): Promise<void> {
@@ -109,8 +156,7 @@ export class ClientSession {
       }
       if (!isNew) this.close(s.topic, false);
       // Stored delivery starts only once NATS granted the subscription (below).
-      const entry = await this.open(plan.value, false);
-      fresh.push({ entry, isNew, index });
+      fresh.push({ entry: this.open(plan.value), isNew, index });
       granted.push(s.qos);
     }
     // NATS answers a subscription it refuses with -ERR before the flush's PONG.
@@ -118,7 +164,7 @@ export class ClientSession {
     for (const f of fresh) {
       const [main, ...parents] = f.entry.sub.subjects;
       // `a/#` is `a.>` plus `a`: a user allowed `a.>` but not `a` keeps the subscription
-      // without the parent level (docs/decisions/mqtt-subscriptions.md).
+      // without the parent level (docs/decisions/mqtt-sessions.md).
       for (const p of parents) if (link.denied.subscribe.delete(p)) dropSubject(f.entry.sub, p);
       if (main !== undefined && link.denied.subscribe.delete(main)) {
         this.close(f.entry.sub.filter, true);
@@ -126,7 +172,7 @@ export class ClientSession {
         link.metrics.refused("mqtt", "not_authorized");
       }
     }
-    for (const f of fresh) if (granted[f.index] === p.subscriptions[f.index]?.qos) await this.startStored(f.entry);
+    for (const f of fresh) if (granted[f.index] === p.subscriptions[f.index]?.qos) await this.startStored(f.entry, undefined);
     link.write({ cmd: "suback", messageId: p.messageId, granted } as Packet);
     for (const f of fresh) {
       if (granted[f.index] !== p.subscriptions[f.index]?.qos) continue;
@@ -134,58 +180,89 @@ export class ClientSession {
       // [MQTT-3.3.1-9..11] retain handling 0: always, 1: only for a new subscription, 2: never.
       if (rh === 0 || (rh === 1 && f.isNew)) void this.sendRetained(f.entry.sub);
     }
-    await this.save();
+    if (this.persistent) await this.saveConnected();
   }
 
   async unsubscribe(p: IUnsubscribePacket): Promise<void> {
     const codes = p.unsubscriptions.map((filter) => (this.close(filter, true) ? Reason.success : Reason.noSubscriptionExisted));
     this.link.write({ cmd: "unsuback", messageId: p.messageId, ...(this.link.version === 5 ? { granted: codes } : {}) } as Packet);
-    await this.save();
+    if (this.persistent) await this.saveConnected();
   }
 
-  /** The connection ends: stop reading (what the client held goes back to the stream). */
+  /** The connection ends: stop reading, and remember what the client had in flight. */
   stopDelivery(): void {
+    const ackedAbove: Array<{ consumer: string; seqs: number[] }> = [];
     for (const e of this.entries.values()) {
       closeSubscription(e.sub);
       if (e.sub.options.noLocal) this.link.noLocal.count--;
+      const seqs = e.stored?.acknowledgedAboveFloor() ?? [];
+      if (seqs.length && e.consumer) ackedAbove.push({ consumer: e.consumer, seqs });
       e.stored?.stop();
     }
+    this.leftInFlight = { ...this.outbound.snapshot(), ...(ackedAbove.length ? { ackedAbove } : {}) };
   }
 
-  /** A session that does not outlive its connection leaves no consumers behind. */
-  async removeConsumers(): Promise<void> {
-    await Promise.all(
-      [...this.entries.values()]
-        .filter((e) => e.stream)
-        .map((e) => StoredDelivery.remove(this.deps.services, this.link.account, e.stream!, StoredDelivery.consumerName(this.link.account, this.link.clientId, e.sub.filter))),
-    );
+  /**
+   * Marks the session held by this connection before CONNACK, whatever was written since it
+   * was read: this connection is the session's owner now, and the writes of an earlier one
+   * that finishes late find a newer revision and give up (sessionWriter.ts).
+   */
+  takeRecord(): Promise<void> {
+    this.writer.revision = undefined;
+    return this.saveConnected();
   }
 
-  async save(connected = true): Promise<void> {
-    if (this.expirySec <= 0) return;
-    const session: StoredSession = {
-      subscriptions: [...this.entries.values()].map((e) => ({
-        subscription: {
-          topic: e.sub.filter,
-          qos: e.sub.options.qos,
-          nl: e.sub.options.noLocal,
-          rap: e.sub.options.retainAsPublished,
-          rh: e.sub.retainHandling,
-        },
-        subscriptionId: e.sub.options.subscriptionId,
-        stream: e.stream,
-      })),
-      expiresAt: Date.now() + this.expirySec * 1000,
-      owner: this.deps.gatewayId,
-      connected,
-    };
-    await this.deps.store.save(this.link.account, this.link.clientId, session).catch((e: Error) => {
+  /** The session's record while the client is connected (at CONNACK, on SUBSCRIBE, for QoS 2 state). */
+  saveConnected(): Promise<void> {
+    return this.writer.write(() => ({ session: this.record(true, this.expirySec) })).catch((e: Error) => {
       this.link.metrics.jetstreamError("mqtt", "kv");
       this.link.log.warn({ err: e.message }, "could not save the MQTT session");
     });
   }
 
-  private async open(plan: Omit<ActiveSubscription, "nats">, withStored = true): Promise<Entry> {
+  /** The connection ended and the session outlives it for `expirySec`; the store drops it then. */
+  saveDetached(expirySec: number): Promise<void> {
+    return this.writer.write(() => ({ session: this.record(false, expirySec), ttlSec: expirySec }));
+  }
+
+  /** The session ends with its connection: its record, then its consumers, unless a newer connection took it. */
+  async removeStored(): Promise<void> {
+    if (!(await this.writer.remove())) return;
+    const { account } = this.link;
+    await Promise.all(
+      [...this.entries.values()]
+        .filter((e) => e.stream && e.consumer)
+        .map((e) => StoredDelivery.remove(this.deps.services, account, e.stream!, e.consumer!)),
+    );
+  }
+
+  private record(connected: boolean, expirySec: number): StoredSession {
+    const subscriptions: StoredSubscription[] = [...this.entries.values()].map((e) => ({
+      subscription: {
+        topic: e.sub.filter,
+        qos: e.sub.options.qos,
+        nl: e.sub.options.noLocal,
+        rap: e.sub.options.retainAsPublished,
+        rh: e.sub.retainHandling,
+      },
+      subscriptionId: e.sub.options.subscriptionId,
+      stream: e.stream,
+      consumer: e.consumer,
+    }));
+    const inbound = this.inbound.toRecord();
+    return {
+      epoch: this.epoch,
+      subscriptions,
+      expiresAt: Date.now() + expirySec * 1000,
+      expirySec,
+      owner: this.deps.gatewayId,
+      connected,
+      ...(inbound ? { inbound } : {}),
+      ...(!connected && this.leftInFlight ? { outbound: this.leftInFlight } : {}),
+    };
+  }
+
+  private open(plan: Omit<ActiveSubscription, "nats">): Entry {
     const { link } = this;
     const stream = this.storedStreamOf(plan);
     if (plan.options.noLocal) link.noLocal.count++;
@@ -199,31 +276,32 @@ export class ClientSession {
       // The same test on the bytes, before any header is read: most of these are such copies.
       stream ? (m) => saysQos12(m) === true : undefined,
     );
-    const entry: Entry = { sub, stream };
+    const consumer = stream ? StoredDelivery.consumerName(link.account, link.clientId, plan.filter, this.epoch) : undefined;
+    const entry: Entry = { sub, stream, consumer };
     this.entries.set(plan.filter, entry);
-    if (withStored) await this.startStored(entry);
     return entry;
   }
 
   /**
    * The durable consumer of a QoS 1/2 subscription on stored subjects. It reads with the
    * gateway's own user, so it starts only after NATS granted the client's subscription.
+   * `resume`: the session was resumed, so the consumer hands back from its ack floor.
    */
-  private async startStored(entry: Entry, ownerGone = false): Promise<void> {
+  private async startStored(entry: Entry, resume: { ackedAbove: readonly number[] } | undefined): Promise<void> {
     const { link } = this;
-    const { sub, stream } = entry;
-    if (!stream || this.entries.get(sub.filter) !== entry) return;
+    const { sub, stream, consumer } = entry;
+    if (!stream || !consumer || this.entries.get(sub.filter) !== entry) return;
     try {
       const stored = await StoredDelivery.open({
         services: this.deps.services,
         account: link.account,
         stream,
-        name: StoredDelivery.consumerName(link.account, link.clientId, sub.filter),
+        name: consumer,
         subjects: sub.subjects,
         maxAckPending: Math.min(link.settings.receiveMaximum, 65535),
         inactiveMs: this.expirySec * 1000,
-        onMessage: (m, d) => this.deliverStored(sub, m, d),
-        ownerGone,
+        onMessage: (m, seq, d) => this.deliverStored(sub, m, seq, d),
+        resume,
         log: link.log,
       });
       // Closed meanwhile (UNSUBSCRIBE, the same filter subscribed again, the connection ending).
@@ -242,15 +320,17 @@ export class ClientSession {
     if (e.sub.options.noLocal) this.link.noLocal.count--;
     e.stored?.stop();
     this.entries.delete(filter);
-    if (removeConsumer && e.stream) {
-      void StoredDelivery.remove(this.deps.services, this.link.account, e.stream, StoredDelivery.consumerName(this.link.account, this.link.clientId, filter));
-    }
+    if (removeConsumer && e.stream && e.consumer) void StoredDelivery.remove(this.deps.services, this.link.account, e.stream, e.consumer);
     return true;
   }
 
-  /** A QoS 1/2 subscription whose subjects all lie in one bound stream reads that stream. */
+  /**
+   * A QoS 1/2 subscription of a persistent session whose subjects all lie in one bound
+   * stream reads that stream. A session that ends with its connection has nothing to hand
+   * back on a later one: it reads core NATS only.
+   */
   private storedStreamOf(plan: Omit<ActiveSubscription, "nats">): string | undefined {
-    if (plan.options.qos === 0 || plan.queue) return undefined;
+    if (!this.persistent || plan.options.qos === 0 || plan.queue) return undefined;
     let stream: string | undefined;
     for (const subject of plan.subjects) {
       const c = this.deps.bindings.coverage(this.link.account, subject);
@@ -271,39 +351,40 @@ export class ClientSession {
       if (out === "expired") link.metrics.dropped("mqtt", "expired");
       return;
     }
-    if (!this.fits(out.topic, data)) return;
     if (out.qos === 0 && link.queuedBytes() > link.settings.maxQueuedBytes) {
       // A slow consumer loses QoS 0 messages, not the gateway's memory (docs/decisions/mqtt-sessions.md).
       link.metrics.dropped("mqtt", "slow_consumer");
       return;
     }
-    this.outbound.send(out);
-    link.metrics.messageOut("mqtt", "delivered");
+    // One larger than the client allows is dropped and counted by the connection's writer.
+    if (this.outbound.send(out)) link.metrics.messageOut("mqtt", "delivered");
   }
 
-  private deliverStored(sub: ActiveSubscription, m: Msg, d: StoredDelivery, checked = false): void {
+  private deliverStored(sub: ActiveSubscription, m: Msg, seq: number, d: StoredDelivery, checked = false): void {
     if (this.held) {
-      this.held.push(() => this.deliverStored(sub, m, d, checked));
+      this.held.push(() => this.deliverStored(sub, m, seq, d, checked));
       return;
     }
     const may = checked || this.mayRead(sub, m.subject);
     if (may !== true) {
       // Denied: consumed for this client, which may not read it. Unknown (NATS away): left for redelivery.
-      void may.then((yes) => (yes === true ? this.deliverStored(sub, m, d, true) : yes === false ? d.ack(m) : undefined));
+      void may.then((yes) => (yes === true ? this.deliverStored(sub, m, seq, d, true) : yes === false ? d.ack(seq) : undefined));
       return;
     }
     const headers = headerPairsOf(m);
     if (!isQos12(headers)) {
-      d.ack(m); // without Mqgw-QoS 1/2 it reaches the client from core NATS, live only
+      d.ack(seq); // without Mqgw-QoS 1/2 it reaches the client from core NATS, live only
       return;
     }
     const out = natsToMqttPublish(m.subject, headers, m.data, undefined, sub.options, { protocolVersion: this.link.version, clientId: this.link.clientId, now: Date.now() });
-    if (typeof out === "string" || !this.fits(out.topic, m.data)) {
-      d.ack(m);
+    if (typeof out === "string") {
+      d.ack(seq);
       return;
     }
-    this.outbound.send(out, () => d.ack(m));
-    this.link.metrics.messageOut("mqtt", "delivered_stored");
+    const origin = { consumer: d.name, seq };
+    // Too large for the client: dropped, and acknowledged as if delivered [MQTT-3.1.2-25].
+    if (this.outbound.send(out, { onStored: () => d.ack(seq), origin, pid: this.outbound.handedBack(origin) }))
+      this.link.metrics.messageOut("mqtt", "delivered_stored");
   }
 
   private async sendRetained(sub: ActiveSubscription): Promise<void> {
@@ -314,47 +395,15 @@ export class ClientSession {
     }
   }
 
-  /**
-   * May NATS deliver `subject` to this client? Retained and stored messages are read with
-   * the gateway's own user, and a wildcard subscription NATS granted can still be denied
-   * some of its subjects (deny lists apply on delivery). An exact subject NATS granted is
-   * readable; any other is asked once with a probe subscription on the client's own
-   * connection (docs/decisions/faults.md). Undefined: NATS could not be asked.
-   */
   private mayRead(sub: ActiveSubscription, subject: string): true | Promise<boolean | undefined> {
-    if (sub.subjects.includes(subject)) return true;
-    const readable = (this.readable ??= new Map());
-    let known = readable.get(subject);
-    if (!known) {
-      if (readable.size >= 10_000) readable.clear();
-      known = this.probe(subject);
-      readable.set(subject, known);
-    }
-    return known;
+    this.permission ??= new ReadPermission(this.link.lease.nc, this.link.denied.subscribe);
+    return this.permission.mayRead(sub.subjects, subject);
   }
+}
 
-  private async probe(subject: string): Promise<boolean | undefined> {
-    const { nc } = this.link.lease;
-    let probe: { unsubscribe(): void } | undefined;
-    try {
-      // Throws once the connection drains (the client left, its lease let go): unknown.
-      probe = nc.subscribe(subject, { callback: () => {} });
-      // A refused subscription is answered with -ERR before the flush's PONG.
-      await flushAndSettle(nc);
-      return !this.link.denied.subscribe.delete(subject);
-    } catch {
-      this.readable?.delete(subject);
-      return undefined;
-    } finally {
-      probe?.unsubscribe();
-    }
-  }
-
-  private fits(topic: string, data: Uint8Array): boolean {
-    if (data.byteLength + topic.length + 64 <= this.clientMaxPacket) return true;
-    this.link.metrics.dropped("mqtt", "too_large_for_client");
-    return false;
-  }
+/** A stored subscription's consumer: named in the record, or, in a record from before epochs, by filter alone. */
+function consumerOf(s: StoredSubscription, account: string, clientId: string, epoch: string | undefined): string {
+  return s.consumer ?? StoredDelivery.consumerName(account, clientId, s.subscription.topic, epoch);
 }
 
 function dropSubject(sub: ActiveSubscription, subject: string): void {

@@ -4,41 +4,46 @@ import { startChildMachine } from "../machineActor.js";
 import type { ActorRegistry } from "../registry.js";
 import type { ClientLink } from "./link.js";
 import type { ClientSession, SessionDeps } from "./session.js";
-import type { StoredSession } from "./sessionStore.js";
-import { StoredDelivery } from "./storedDelivery.js";
+import type { SessionDirectory } from "./sessionDirectory.js";
+import type { LoadedSession } from "./sessionStore.js";
 
 export interface SessionActor {
   readonly actor: Actor<typeof mqttSessionMachine>;
   readonly stop: () => void;
-  /** Resolves with "session present" once the session is ready; rejects when it is refused. */
-  readonly ready: Promise<boolean>;
+  /** The connection's network side is over (mqttConnection `detach_session`). */
+  detach(expirySec: number): void;
+  /** Resolves once the session is saved, removed or refused (its machine is done). */
+  readonly done: Promise<void>;
 }
 
-/**
- * Runs the mqttSession machine of one connection: the machine decides, this carries out
- * its commands against the sessions bucket, the consumers and the ClientSession.
- */
-export function startSessionActor(options: {
+export interface SessionActorOptions {
   readonly link: ClientLink;
   readonly session: ClientSession;
   readonly deps: SessionDeps;
   readonly registry: ActorRegistry;
+  readonly directory: SessionDirectory;
   readonly cleanStart: boolean;
   readonly expirySec: number;
-  readonly remoteTakeover: (account: string, clientId: string, owner: string) => Promise<boolean>;
-}): SessionActor {
-  const { link, session, deps } = options;
+  /** Tells the other gateways sharing the account that this client id connected here. */
+  readonly announce: () => void;
+  /** Asks the gateway that holds a client's session to let it go: false when it did not answer. */
+  readonly remoteTakeover: (owner: string) => Promise<boolean>;
+  /** What the connection machine hears: SESSION_READY / SESSION_REFUSED. */
+  readonly onReady: (sessionPresent: boolean) => void;
+  readonly onRefused: (reason: string) => void;
+}
+
+/**
+ * Runs the mqttSession machine of one connection: the machine decides, this carries out
+ * its commands against the session directory, the sessions bucket, the other gateways,
+ * the consumers and the ClientSession, and tells the machine what came of each.
+ */
+export function startSessionActor(options: SessionActorOptions): SessionActor {
+  const { link, session, deps, directory } = options;
   const { account, clientId } = link;
   const { store } = deps;
-  let stored: StoredSession | undefined;
-  // The last holder is dead: its unacknowledged stored deliveries are reset (storedDelivery.ts).
-  let ownerGone = false;
-  let resolveReady!: (present: boolean) => void;
-  let rejectReady!: (e: Error) => void;
-  const ready = new Promise<boolean>((resolve, reject) => {
-    resolveReady = resolve;
-    rejectReady = reject;
-  });
+  let loaded: LoadedSession | undefined;
+  let release: (() => void) | undefined;
   // Store calls report failures and move on: the machine bounds how long each step may take.
   const settled = <T>(p: Promise<T>, then: () => void) =>
     void p.then(then, (e: Error) => {
@@ -57,61 +62,76 @@ export function startSessionActor(options: {
     // One dispatcher for the machine's commands (a closure per command per session adds up).
     onEmit: (e) => {
       switch (e.type) {
+        case "claim":
+          options.announce();
+          // Told at once when nothing waits: `actor` is not assigned yet while it starts.
+          release = directory.claim(account, clientId, { claimed: () => queueMicrotask(() => actor.send({ type: "CLAIMED" })) });
+          return;
         case "load":
           return void store.load(account, clientId).then(
             (found) => {
-              stored = found;
-              // Marked connected by this gateway's id: held by a process before a restart (or by
-              // a connection here that this one is taking over, which hands its messages back anyway).
-              ownerGone = found?.connected === true && found.owner === deps.gatewayId;
-              const heldBy = found?.connected && found.owner && found.owner !== deps.gatewayId ? found.owner : undefined;
+              loaded = found;
+              const held = found?.session.connected === true ? found.session.owner : undefined;
               actor.send({
                 type: "LOADED",
-                found: { exists: found !== undefined, expired: found?.expiresAt === 0, heldBy },
+                found: {
+                  exists: found !== undefined,
+                  expired: found?.expired === true,
+                  // Marked connected by this gateway's id: a connection here that ended (the claim
+                  // waited for it) or a process of this id before a restart; either way not held.
+                  heldBy: held && held !== deps.gatewayId ? held : undefined,
+                },
               });
             },
             (err: Error) => actor.send({ type: "LOAD_FAILED", reason: err.message }),
           );
         case "ask_owner":
-          return settled(
-            options.remoteTakeover(account, clientId, e.owner).then((alive) => void (ownerGone = !alive)),
-            () => actor.send({ type: "OWNER_RELEASED" }),
+          return void options.remoteTakeover(e.owner).then(
+            (alive) => actor.send({ type: alive ? "OWNER_RELEASED" : "OWNER_GONE" }),
+            () => actor.send({ type: "OWNER_GONE" }),
           );
         case "discard":
-          return settled(
-            Promise.all(
-              (stored?.subscriptions ?? [])
-                .filter((s) => s.stream)
-                .map((s) =>
-                  StoredDelivery.remove(
-                    deps.services,
-                    account,
-                    s.stream!,
-                    StoredDelivery.consumerName(account, clientId, s.subscription.topic),
-                  ),
-                ),
-            ).then(() => store.remove(account, clientId)),
-            () => actor.send({ type: "DISCARDED" }),
-          );
+          return settled(loaded ? session.discard(loaded) : Promise.resolve(), () => actor.send({ type: "DISCARDED" }));
         // Subscriptions reopen before CONNACK so nothing published after it is missed;
         // what they receive waits in the session until CONNACK is out.
         case "resume":
-          return settled(session.resume(stored!, ownerGone), () => actor.send({ type: "RESUMED" }));
+          return settled(session.resume(loaded!), () => actor.send({ type: "RESUMED" }));
         case "ready":
-          return void session.save().then(() => resolveReady(e.sessionPresent));
+          if (!e.sessionPresent) session.startFresh();
+          if (options.expirySec <= 0) return options.onReady(e.sessionPresent);
+          // Marked held by this gateway before CONNACK: another gateway asks here first.
+          return void session.takeRecord().then(() => options.onReady(e.sessionPresent));
         case "refuse":
-          return rejectReady(new Error(e.reason));
+          return options.onRefused(e.reason);
         case "stop_delivery":
           return session.stopDelivery();
         case "save_detached":
-          return settled(session.save(false), () => actor.send({ type: "SAVED" }));
+          return settled(session.saveDetached(e.expirySec), () => actor.send({ type: "SAVED" }));
         case "remove":
-          return settled(session.removeConsumers(), () => actor.send({ type: "REMOVED" }));
+          return settled(session.removeStored(), () => actor.send({ type: "REMOVED" }));
       }
     },
   });
-  // A machine error no longer reaches the process (a child's errors go to its host): the
-  // connection waiting for the session hears it as a refusal.
-  actor.subscribe({ error: (e) => rejectReady(e instanceof Error ? e : new Error(String(e))) });
-  return { actor, stop, ready };
+  const done = new Promise<void>((resolve) => {
+    const end = () => {
+      // The next session of this client id, here, may read the store now.
+      release?.();
+      resolve();
+    };
+    actor.subscribe({
+      complete: end,
+      error: (e) => {
+        link.log.error({ err: String(e) }, "session machine failed");
+        options.onRefused(String(e));
+        end();
+      },
+    });
+    if (actor.getSnapshot().status !== "active") end();
+  });
+  return {
+    actor,
+    stop,
+    done,
+    detach: (expirySec) => actor.send({ type: "DETACH", expirySec }),
+  };
 }

@@ -1,48 +1,80 @@
 import type { ISubscription } from "mqtt-packet";
 import type { InboundRecord } from "./inboundState.js";
 
+/** One subscription of a stored session, with where its stored deliveries come from. */
+export interface StoredSubscription {
+  readonly subscription: ISubscription;
+  readonly subscriptionId: number | undefined;
+  /** The stream its QoS 1/2 messages are read from (a bound stream, or the MQTT store). */
+  readonly stream?: string | undefined;
+  /** The durable consumer on that stream; named for the session's epoch (consumerName). */
+  readonly consumer?: string | undefined;
+}
+
+/**
+ * What the client had in flight from the gateway when its connection ended [MQTT-4.4.0-1]:
+ * stored deliveries sent and not yet acknowledged (they come again with their packet ids and
+ * DUP set), QoS 2 deliveries the client has (PUBREC) waiting for PUBREL, and stored messages
+ * it acknowledged above the consumer's floor (skipped when the consumer hands back from it).
+ */
+export interface OutboundRecord {
+  readonly unacked?: ReadonlyArray<{ readonly consumer: string; readonly seq: number; readonly pid: number }>;
+  readonly pubrel?: readonly number[];
+  readonly ackedAbove?: ReadonlyArray<{ readonly consumer: string; readonly seqs: readonly number[] }>;
+}
+
 /** What survives a disconnect of a client with a session expiry. */
 export interface StoredSession {
-  readonly subscriptions: ReadonlyArray<{ subscription: ISubscription; subscriptionId: number | undefined; stream?: string | undefined }>;
+  /**
+   * Drawn when the session starts fresh: its consumers are named for it, so the cleanup of
+   * an older session of the same client id can never touch a newer one's.
+   */
+  readonly epoch?: string | undefined;
+  readonly subscriptions: readonly StoredSubscription[];
   /** Unix ms; while connected, now + the session expiry, refreshed on each save. */
   readonly expiresAt: number;
+  /** The session expiry in seconds, as it stood at the last save. */
+  readonly expirySec?: number | undefined;
   /** The gateway holding the client's connection, and whether it is connected now. */
   readonly owner?: string | undefined;
   readonly connected?: boolean | undefined;
   /** The client's QoS 1/2 publishes not yet acknowledged, and QoS 2 ones waiting for PUBREL (inboundState.ts). */
   readonly inbound?: InboundRecord | undefined;
+  readonly outbound?: OutboundRecord | undefined;
 }
 
-/** Where MQTT sessions live: the KV bucket in production, memory when no JetStream is there. */
+/** A session as read, with the store's revision of it (conditional writes compare against it). */
+export interface LoadedSession {
+  readonly session: StoredSession;
+  readonly revision: number;
+  /** Its expiry passed while nobody held it: to be discarded (its consumers with it). */
+  readonly expired: boolean;
+}
+
+/** A conditional write found a newer record: another connection owns the session now. */
+export class SessionMovedOn extends Error {
+  constructor(clientId: string) {
+    super(`session of ${clientId} was written by a newer connection`);
+  }
+}
+
+export interface SaveOptions {
+  /** Write only if the record is still at this revision (else SessionMovedOn). */
+  readonly revision?: number | undefined;
+  /** The store drops the record this long after the write (a detached session's expiry). */
+  readonly ttlSec?: number | undefined;
+}
+
+/** Where MQTT sessions live: the KV bucket of the client's account. */
 export interface SessionStore {
-  load(account: string, clientId: string): Promise<StoredSession | undefined>;
-  save(account: string, clientId: string, session: StoredSession): Promise<void>;
-  remove(account: string, clientId: string): Promise<void>;
+  load(account: string, clientId: string): Promise<LoadedSession | undefined>;
+  /** Resolves with the record's new revision. */
+  save(account: string, clientId: string, session: StoredSession, options?: SaveOptions): Promise<number>;
+  /** `revision`: remove only if nobody wrote since (else SessionMovedOn). */
+  remove(account: string, clientId: string, revision?: number): Promise<void>;
   /**
    * False when the store knows, without reading, that it holds no session of this client
    * (a clean start then skips the read); true or absent: read it.
    */
   mayHold?(account: string, clientId: string): boolean;
-}
-
-export class MemorySessionStore implements SessionStore {
-  private readonly sessions = new Map<string, StoredSession>();
-
-  async load(account: string, clientId: string): Promise<StoredSession | undefined> {
-    const key = `${account}\u0000${clientId}`;
-    const s = this.sessions.get(key);
-    if (s && s.expiresAt <= Date.now()) {
-      this.sessions.delete(key);
-      return undefined;
-    }
-    return s;
-  }
-
-  async save(account: string, clientId: string, session: StoredSession): Promise<void> {
-    this.sessions.set(`${account}\u0000${clientId}`, session);
-  }
-
-  async remove(account: string, clientId: string): Promise<void> {
-    this.sessions.delete(`${account}\u0000${clientId}`);
-  }
 }

@@ -2,7 +2,10 @@ import type { Route } from "../../protocol/mqttToNats.js";
 
 /** The MQTT door's settings, read per new connection so a reload applies to new work. */
 export interface MqttSettings {
+  /** mqtt.max_packet_size capped by what NATS takes (natsLimits.ts): the CONNACK's and the inbound limit. */
   readonly maxPacketSize: number;
+  /** The NATS max_payload the cap was made from. */
+  readonly natsMaxPayload: number | undefined;
   readonly receiveMaximum: number;
   readonly maxKeepaliveSec: number;
   readonly sessionExpiryMaxSec: number;

@@ -2,53 +2,80 @@ import { createHash } from "node:crypto";
 import { AckPolicy, DeliverPolicy } from "@nats-io/jetstream";
 import type { Msg, NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "../../log.js";
+import { parseJsAckReply } from "../../protocol/jsAckReply.js";
 import type { AccountServices } from "../accountServices.js";
 import { PullWindow } from "./pullWindow.js";
 
 /**
- * A QoS 1/2 subscription on a stored subject reads a durable consumer of the session
- * (one per session and filter, kept across reconnects while the session lives), so what
- * the client did not acknowledge is delivered again after it comes back.
+ * A QoS 1/2 subscription of a persistent session on stored subjects reads a durable
+ * consumer of that session (one per session and filter, kept across reconnects while the
+ * session lives), so what the client did not acknowledge is delivered again when it comes
+ * back, in the order it was stored [MQTT-4.6.0-2..3].
+ *
+ * A consumer that is resumed (the session's previous connection ended, here or on another
+ * gateway, cleanly or not) is reset to its ack floor first (`$JS.API.CONSUMER.RESET`,
+ * nats-server 2.14+): the server forgets what it delivered and still waits for, and hands
+ * everything above the floor back in stream order. What the client had acknowledged above
+ * the floor (the session record keeps it) is acknowledged again without being sent, and
+ * what it held unacknowledged goes out with its old packet id and DUP (outbound.ts).
  */
-// Short requests bound how long a returning client waits for what it left unacknowledged.
+// Pull requests of a few seconds: an idle consumer asks again this often.
 const PULL_EXPIRES_MS = 3_000;
+// nats-server keeps a request whose inbox went for a moment when gateways or leafnodes are on (defaultGatewayRecentSubExpiration).
+const HAND_BACK_DELAY_MS = 300;
 
 // The acknowledgement bodies, encoded once (JetStream AckExplicit: one per message).
 const ACK = new TextEncoder().encode("+ACK");
 const encoder = new TextEncoder();
 
+export interface OpenOptions {
+  readonly services: AccountServices;
+  readonly account: string;
+  readonly stream: string;
+  readonly name: string;
+  readonly subjects: readonly string[];
+  readonly maxAckPending: number;
+  /** The session's expiry: the server removes the consumer when nobody read it that long. */
+  readonly inactiveMs: number;
+  /** A message to deliver, with its stream sequence. */
+  readonly onMessage: (m: Msg, seq: number, delivery: StoredDelivery) => void;
+  /**
+   * The session is resumed: hand back from the ack floor, skipping what the client
+   * acknowledged above it (`ackedAbove`, from the session record).
+   */
+  readonly resume?: { readonly ackedAbove: readonly number[] } | undefined;
+  readonly log?: Logger | undefined;
+}
+
 export class StoredDelivery {
-  private readonly pending = new Set<Msg>();
+  /** What was received and not yet acknowledged, by stream sequence, in the order received. */
+  private readonly pending = new Map<number, Msg>();
+  /** Sequences acknowledged while a lower one was still pending: a reset hands those back too. */
+  private ackedAbove: number[] = [];
+  private readonly skip: Set<number>;
   private stopped = false;
   private window: PullWindow | undefined;
 
   private constructor(
     private readonly nc: NatsConnection,
-    private readonly onMessage: (m: Msg, delivery: StoredDelivery) => void,
-  ) {}
-
-  static consumerName(account: string, clientId: string, filter: string): string {
-    return `mqgw-${createHash("sha256").update(`${account}\u0000${clientId}\u0000${filter}`).digest("hex").slice(0, 24)}`;
+    readonly name: string,
+    private readonly maxAckPending: number,
+    private readonly onMessage: OpenOptions["onMessage"],
+    skip: readonly number[],
+  ) {
+    this.skip = new Set(skip);
   }
 
-  static async open(options: {
-    services: AccountServices;
-    account: string;
-    stream: string;
-    name: string;
-    subjects: readonly string[];
-    maxAckPending: number;
-    /** The session's expiry: the server removes the consumer when nobody read it that long. */
-    inactiveMs: number;
-    onMessage: (m: Msg, delivery: StoredDelivery) => void;
-    /**
-     * The session's last holder is known dead (its gateway did not answer, or this
-     * gateway's id held it before a restart): what it held unacknowledged is handed
-     * back now instead of after ack_wait (resetDelivery).
-     */
-    ownerGone?: boolean;
-    log?: Logger;
-  }): Promise<StoredDelivery> {
+  /**
+   * The consumer of one filter of one session; the epoch makes every fresh session's names
+   * its own (a session saved before epochs existed has none: its names are by filter alone).
+   */
+  static consumerName(account: string, clientId: string, filter: string, epoch: string | undefined): string {
+    const key = epoch === undefined ? `${account}\u0000${clientId}\u0000${filter}` : `${account}\u0000${clientId}\u0000${filter}\u0000${epoch}`;
+    return `mqgw-${createHash("sha256").update(key).digest("hex").slice(0, 24)}`;
+  }
+
+  static async open(options: OpenOptions): Promise<StoredDelivery> {
     const { jsm, lease } = await options.services.jetstream(options.account);
     const config = {
       durable_name: options.name,
@@ -59,18 +86,19 @@ export class StoredDelivery {
       ack_wait: 30_000_000_000,
       inactive_threshold: Math.max(60_000, options.inactiveMs) * 1_000_000,
     };
-    let held = 0;
+    let existed = true;
     try {
-      held = (await jsm.consumers.info(options.stream, options.name)).num_ack_pending;
+      await jsm.consumers.info(options.stream, options.name);
       await jsm.consumers.update(options.stream, options.name, {
         max_ack_pending: config.max_ack_pending,
         inactive_threshold: config.inactive_threshold,
       });
     } catch {
+      existed = false;
       await jsm.consumers.add(options.stream, config);
     }
-    if (options.ownerGone && held > 0) await resetDelivery(lease.nc, options.stream, options.name, held, options.log);
-    const delivery = new StoredDelivery(lease.nc, options.onMessage);
+    if (existed && options.resume) await resetDelivery(lease.nc, options.stream, options.name, options.log);
+    const delivery = new StoredDelivery(lease.nc, options.name, options.maxAckPending, options.onMessage, options.resume?.ackedAbove ?? []);
     // Pulled with overlapping requests rather than `consume()`: when the client goes, the
     // open requests are drained, not abandoned, so nothing the server sends lands in an
     // inbox nobody reads (which would hold it until ack_wait).
@@ -83,23 +111,50 @@ export class StoredDelivery {
   }
 
   private received(m: Msg): void {
-    if (this.stopped) this.nak(m, this.afterRequest());
-    else {
-      this.pending.add(m);
-      this.onMessage(m, this);
+    const seq = parseJsAckReply(m.reply)?.streamSeq;
+    if (seq === undefined) return;
+    if (this.stopped) return this.nak(m, HAND_BACK_DELAY_MS);
+    if (this.pending.has(seq)) {
+      // ack_wait ran out while the client holds it: MQTT sends nothing twice on one
+      // connection [MQTT-4.4.0-1]; the newest delivery's reply is the one to acknowledge.
+      this.pending.set(seq, m);
+      return;
     }
+    if (this.skip.delete(seq)) return this.settle(m, ACK);
+    this.pending.set(seq, m);
+    this.onMessage(m, seq, this);
   }
 
-  ack(m: Msg): void {
-    if (this.pending.delete(m)) this.settle(m, ACK);
+  /** The client took the message over (PUBACK / PUBREC), or it is not the client's to have. */
+  ack(seq: number): void {
+    const m = this.pending.get(seq);
+    if (!m) return;
+    this.pending.delete(seq);
+    const lowest = this.pending.keys().next().value;
+    if (lowest !== undefined && lowest < seq) {
+      this.ackedAbove.push(seq);
+      // Below the lowest pending, a sequence is under the floor: a reset does not hand it back.
+      if (this.ackedAbove.length > 2 * this.maxAckPending) this.ackedAbove = this.ackedAbove.filter((s) => s > lowest);
+    }
+    this.settle(m, ACK);
   }
 
-  /** Stop reading; what the client still holds comes back at once on the next attach. */
+  /** What a reset would hand back that the client already has: the session record keeps it. */
+  acknowledgedAboveFloor(): number[] {
+    const lowest = this.pending.keys().next().value;
+    if (lowest === undefined) return [];
+    return this.ackedAbove.filter((s) => s > lowest);
+  }
+
+  /**
+   * Stop reading. What the client still holds stays for the next connection's reset; on a
+   * server without reset it is handed back now (a NAK, delayed past the short while a
+   * clustered server keeps the stopped requests), so a resumed session gets it at once.
+   */
   stop(): void {
     this.stopped = true;
     this.window?.stop();
-    const delay = this.afterRequest();
-    for (const m of this.pending) this.nak(m, delay);
+    for (const m of this.pending.values()) this.nak(m, HAND_BACK_DELAY_MS);
     this.pending.clear();
   }
 
@@ -115,14 +170,6 @@ export class StoredDelivery {
     }
   }
 
-  /**
-   * A message handed back must not go to a request still open for a client that left
-   * (it would bounce back and forth until the request expires): redeliver it just after.
-   */
-  private afterRequest(): number {
-    return Math.max(0, (this.window?.lastEndsAt ?? 0) - Date.now()) + 50;
-  }
-
   static async remove(services: AccountServices, account: string, stream: string, name: string): Promise<void> {
     const { jsm } = await services.jetstream(account);
     await jsm.consumers.delete(stream, name).catch(() => false);
@@ -131,20 +178,19 @@ export class StoredDelivery {
 
 /**
  * `$JS.API.CONSUMER.RESET.<stream>.<consumer>` (nats-server 2.14+, ADR-60), empty body:
- * the consumer forgets what it delivered and still waits for (pending, redelivery
- * counts), keeps the stream ack floor, and delivers again from just above it. Only for a
- * consumer whose reader is dead: a live one would see its in-flight messages delivered
- * twice. What was acknowledged above the floor (out of order) is delivered again too,
- * which QoS 1/2 allows. An older server (no responders) or an error leaves the messages
- * to come back after ack_wait, as before (docs/decisions/faults.md).
+ * the consumer forgets what it delivered and still waits for (pending, redelivery counts),
+ * keeps the stream ack floor, and delivers again from just above it, in stream order. Done
+ * only when the consumer's previous reader has stopped (the session machine resumes a
+ * session once its previous connection let go). An older server (no responders) or an
+ * error leaves what was held to come back after the NAK delay or ack_wait, out of order
+ * with newer messages (docs/decisions/mqtt-sessions.md).
  */
-async function resetDelivery(nc: NatsConnection, stream: string, name: string, held: number, log: Logger | undefined): Promise<void> {
+async function resetDelivery(nc: NatsConnection, stream: string, name: string, log: Logger | undefined): Promise<void> {
   try {
     const r = await nc.request(`$JS.API.CONSUMER.RESET.${stream}.${name}`, undefined, { timeout: 5_000 });
     const v = r.json<{ error?: { description?: string } }>();
     if (v.error) throw new Error(v.error.description ?? "JetStream error");
-    log?.info({ stream, consumer: name, held }, "stored deliveries of a dead session holder handed back (consumer reset)");
   } catch (e) {
-    log?.warn({ stream, consumer: name, held, err: (e as Error).message }, "consumer reset failed; held deliveries come back after ack_wait");
+    log?.warn({ stream, consumer: name, err: (e as Error).message }, "consumer reset failed; held deliveries come back after ack_wait, maybe out of order");
   }
 }

@@ -29,10 +29,14 @@ const WITH_WILL = 0x04;
 export const mqttConnectionModel = (machine: AnyStateMachine = mqttConnectionMachine): Model => ({
   machine,
   input: { connectTimeoutMs: 10_000, maxKeepaliveSec: 0 },
-  bound: `${requests.length} CONNECT requests (v4 keep-alive 30 s no will; v5 no keep-alive will now; v5 keep-alive 10 s will after 5 s), DISCONNECT 0x00/0x04, NATS accept/refuse (auth or not), 12 other events (the connect and keep-alive clocks among them); every order, timers fire at any point`,
+  bound: `${requests.length} CONNECT requests (v4 keep-alive 30 s no will; v5 no keep-alive will now; v5 keep-alive 10 s will after 5 s), DISCONNECT 0x00/0x04 (with and without a session expiry), NATS accept (up or down)/refuse (auth or not), the session ready (present or not) or refused, 12 other events (the connect and keep-alive clocks among them); every order, timers fire at any point`,
   events: [
     ...requests.map((request) => ({ type: "CONNECT", request })),
-    { type: "NATS_READY", sessionPresent: false, account: "A" },
+    { type: "NATS_ACQUIRED", account: "A", natsUp: true },
+    { type: "NATS_ACQUIRED", account: "A", natsUp: false },
+    { type: "SESSION_READY", sessionPresent: false },
+    { type: "SESSION_READY", sessionPresent: true },
+    { type: "SESSION_REFUSED", reason: "no JetStream" },
     { type: "NATS_REFUSED", auth: true, reason: "bad password" },
     { type: "NATS_REFUSED", auth: false, reason: "no servers" },
     // The gateway's own clock (actors/mqtt/keepaliveWheel.ts), at any point like a timer.
@@ -40,6 +44,7 @@ export const mqttConnectionModel = (machine: AnyStateMachine = mqttConnectionMac
     { type: "KEEPALIVE_EXPIRED" },
     { type: "DISCONNECT", reasonCode: NORMAL },
     { type: "DISCONNECT", reasonCode: WITH_WILL },
+    { type: "DISCONNECT", reasonCode: WITH_WILL, sessionExpirySec: 30 },
     { type: "PROTOCOL_ERROR", reasonCode: 0x81, reason: "malformed" },
     { type: "SOCKET_CLOSED" },
     { type: "NATS_DOWN" },
@@ -59,13 +64,13 @@ export const mqttConnectionModel = (machine: AnyStateMachine = mqttConnectionMac
         normal ||
         (step.event.type === "DISCONNECT" &&
           fields(step.event).reasonCode !== WITH_WILL &&
-          inState(step.before, "serving"))
+          inState(step.before, "session.serving"))
       );
     }),
     invariant("no will when the gateway itself closes the connection", false, (ours: boolean, step) => {
       if (ours && emits(step, "publish_will")) return new Broken("publish_will after lame duck or shutdown");
       return (
-        ours || ((step.event.type === "LAME_DUCK" || step.event.type === "SHUTDOWN") && inState(step.before, "serving"))
+        ours || ((step.event.type === "LAME_DUCK" || step.event.type === "SHUTDOWN") && inState(step.before, "session.serving"))
       );
     }),
     invariant("CONNACK precedes serve", false, (acked: boolean, step) => {
@@ -76,14 +81,26 @@ export const mqttConnectionModel = (machine: AnyStateMachine = mqttConnectionMac
       return acked;
     }),
     atMost("one CONNACK per connection", "connack"),
+    // The session machine hears the end of the network side once, whatever ends it.
+    atMost("the session is detached at most once", "detach_session"),
+    invariant("a session opened is detached before the connection closes", false, (opened: boolean, step) => {
+      const open = (opened || emits(step, "open_session")) && !emits(step, "detach_session");
+      return open && step.after.status === "done" ? new Broken("closed with its session still attached") : open;
+    }),
+    invariant("a DISCONNECT that raises the expiry from 0 ends the session anyway", null, (_: null, step) =>
+      emitsWhere<{ type: string; expirySec: number }>(step, "detach_session", (e) => e.expirySec > 0) &&
+      fields(step.before?.context ?? {}).sessionExpirySec === 0
+        ? new Broken("a session with expiry 0 at CONNECT was kept")
+        : null,
+    ),
     // A taken-over or kicked session delivers nothing more on the old connection.
     invariant("nothing is served after leaving serving", false, (left: boolean, step) => {
-      if (left && (emits(step, "serve") || inState(step.after, "serving")))
+      if (left && (emits(step, "serve") || inState(step.after, "session.serving")))
         return new Broken(`back in serving after leaving it (${step.event.type})`);
-      return left || (inState(step.before, "serving") && !inState(step.after, "serving"));
+      return left || (inState(step.before, "session.serving") && !inState(step.after, "session.serving"));
     }),
     invariant("a kicked or taken-over client is told why", null, (_: null, step) => {
-      if (!inState(step.before, "serving")) return null;
+      if (!inState(step.before, "session.serving")) return null;
       const told = (code: number) =>
         emitsWhere<{ type: string; reasonCode: number }>(step, "disconnect", (e) => e.reasonCode === code);
       if (step.event.type === "KICK" && !told(0x98)) return new Broken("KICK without DISCONNECT 0x98");
@@ -109,8 +126,9 @@ export const mqttConnectionModel = (machine: AnyStateMachine = mqttConnectionMac
       after: () => true,
       // What the gateway itself answers (its NATS login, the will's publish, its connect and
       // keep-alive clocks) may be waited for.
-      using: (e) => ["NATS_READY", "NATS_REFUSED", "WILL_DONE", "CONNECT_TIMEOUT", "KEEPALIVE_EXPIRED"].includes(e.type),
-      reach: (s) => s.status === "done" || s.matches("serving"),
+      using: (e) =>
+        ["NATS_ACQUIRED", "NATS_REFUSED", "SESSION_READY", "SESSION_REFUSED", "WILL_DONE", "CONNECT_TIMEOUT", "KEEPALIVE_EXPIRED"].includes(e.type),
+      reach: (s) => s.status === "done" || s.hasTag("serving"),
     },
   ],
 });

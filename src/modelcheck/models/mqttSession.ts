@@ -27,14 +27,17 @@ const sessionModel = (cleanStart: boolean, expirySec: number): Model => ({
   name: `mqttSession (${cleanStart ? "clean start" : "resume"}, expiry ${expirySec} s)`,
   input: { cleanStart, expirySec },
   bound:
-    "the bucket holds nothing, a live, an expired or a taken session, or cannot be read; every answer of the store and the other gateway, the detach at any point; timers fire at any point",
+    "the bucket holds nothing, a live, an expired or a taken session, or cannot be read; every answer of the directory, the store and the other gateway (released or gone), the detach at any point with expiry 0 or 60 s; timers fire at any point",
   events: [
+    { type: "CLAIMED" },
     ...stored.map((found) => ({ type: "LOADED", found })),
     { type: "LOAD_FAILED", reason: "no JetStream" },
     { type: "OWNER_RELEASED" },
+    { type: "OWNER_GONE" },
     { type: "DISCARDED" },
     { type: "RESUMED" },
-    { type: "DETACH" },
+    { type: "DETACH", expirySec: 0 },
+    { type: "DETACH", expirySec: 60 },
     { type: "SAVED" },
     { type: "REMOVED" },
   ],
@@ -46,7 +49,7 @@ const sessionModel = (cleanStart: boolean, expirySec: number): Model => ({
     // [MQTT-3.2.2-2], [MQTT-3.2.2-3]
     invariant("session present only when a live session was resumed", null as SessionFound | null, (found, step) => {
       const now =
-        step.event.type === "LOADED" && inState(step.before, "loading")
+        step.event.type === "LOADED" && (inState(step.before, "loading") || inState(step.before, "reloading"))
           ? (step.event as unknown as { found: SessionFound }).found
           : found;
       const present = emitsWhere<Ready>(step, "ready", (e) => e.sessionPresent);
@@ -61,7 +64,7 @@ const sessionModel = (cleanStart: boolean, expirySec: number): Model => ({
       { found: null as SessionFound | null, discard: false },
       (m, step) => {
         const found =
-          step.event.type === "LOADED" && inState(step.before, "loading")
+          step.event.type === "LOADED" && (inState(step.before, "loading") || inState(step.before, "reloading"))
             ? (step.event as unknown as { found: SessionFound }).found
             : m.found;
         const discard = m.discard || emits(step, "discard");
@@ -69,6 +72,18 @@ const sessionModel = (cleanStart: boolean, expirySec: number): Model => ({
         return stale && emits(step, "ready") && !discard
           ? new Broken("served without discarding the stale session")
           : { found, discard };
+      },
+    ),
+    // [MQTT-3.1.4-3] one session of a client id at a time: the store is read only once the
+    // earlier session here was saved or removed (the directory says CLAIMED).
+    onlyAfter("the store is read only once the client id is claimed", "load", (step) => inState(step.before, "claiming") && step.event.type === "CLAIMED"),
+    invariant(
+      "what another gateway left is read again after it let go",
+      { released: false, reloaded: false },
+      (m, step) => {
+        const released = m.released || (inState(step.before, "takingOver") && step.event.type === "OWNER_RELEASED");
+        const reloaded = m.reloaded || (released && emits(step, "load"));
+        return released && !reloaded && emits(step, "ready") ? new Broken("served from what was read before the owner let go") : { released, reloaded };
       },
     ),
     invariant(
@@ -79,7 +94,7 @@ const sessionModel = (cleanStart: boolean, expirySec: number): Model => ({
         const released =
           m.released ||
           (inState(step.before, "takingOver") &&
-            (step.event.type === "OWNER_RELEASED" || step.event.type.startsWith("xstate.after.")));
+            (step.event.type === "OWNER_RELEASED" || step.event.type === "OWNER_GONE" || step.event.type.startsWith("xstate.after.")));
         return asked && !released && emits(step, "ready")
           ? new Broken("served while another gateway may still hold the session")
           : { asked, released };
@@ -89,14 +104,16 @@ const sessionModel = (cleanStart: boolean, expirySec: number): Model => ({
       emits(step, "stop_delivery"),
     ),
     onlyAfter("delivery stops before the session is removed", "remove", (step) => emits(step, "stop_delivery")),
-    invariant(
-      expirySec > 0 ? "a session with an expiry is kept" : "a session without expiry is removed",
-      null,
-      (_: null, step) =>
-        emits(step, expirySec > 0 ? "remove" : "save_detached")
-          ? new Broken(`${expirySec > 0 ? "removed" : "kept"} with expiry ${expirySec}`)
-          : null,
-    ),
+    // MQTT 5 3.14.2.2.2: the expiry the connection ends with decides (a DISCONNECT may change it).
+    invariant("the session ends as its expiry at detach says: kept, removed, or never stored", null as number | null, (detachedWith, step) => {
+      const now =
+        step.event.type === "DETACH" && step.before?.status === "active" && detachedWith === null
+          ? (step.event as unknown as { expirySec: number }).expirySec
+          : detachedWith;
+      if (emits(step, "save_detached") && !(now !== null && now > 0)) return new Broken(`kept with expiry ${now}`);
+      if (emits(step, "remove") && !(now === 0 && expirySec > 0)) return new Broken(`removed (expiry ${now}, ${expirySec} at CONNECT)`);
+      return now;
+    }),
     atMost("refuses at most once", "refuse"),
   ],
   progress: [

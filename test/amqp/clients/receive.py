@@ -1,14 +1,17 @@
 """Receives messages with Qpid Proton and prints each as one JSON line.
 
 usage: receive.py URL SOURCE --count N [--accept K] [--credit C] [--durable NAME --container ID [--keep]] [--dynamic]
+                  [--size-only]
 The first K messages (all when K is absent) are accepted; the rest are left unsettled
 when the link detaches. Prints {"ready": true} once the link is attached.
 --durable: a durable subscription (Proton's DurableSubscription) on link NAME of container
 ID; --keep ends with a detach that keeps it (closed=false), else the close ends it.
 --dynamic: a dynamic source (SOURCE is ignored); the ready line carries the address given.
+--size-only: a data body is printed as its size and a digest, not its bytes.
 """
 import argparse
 import base64
+import hashlib
 import json
 
 from proton import Message
@@ -27,6 +30,7 @@ def args():
     p.add_argument("--container")
     p.add_argument("--keep", action="store_true")
     p.add_argument("--dynamic", action="store_true")
+    p.add_argument("--size-only", action="store_true")
     return p.parse_args()
 
 
@@ -34,9 +38,11 @@ def say(**fields):
     print(json.dumps(fields, default=str), flush=True)
 
 
-def body_of(m: Message):
+def body_of(m: Message, size_only=False):
     b = m.body
     if isinstance(b, (bytes, memoryview)):
+        if size_only:
+            return {"size": len(bytes(b)), "sha256": hashlib.sha256(bytes(b)).hexdigest()}
         return {"data": bytes(b).decode("utf-8", "replace")}
     return {"value": b}
 
@@ -66,7 +72,7 @@ class Receive(MessagingHandler):
     def on_message(self, event):
         m = event.message
         say(to=m.address, properties=m.properties, delivery_count=m.delivery_count,
-            correlation_id=m.correlation_id, **body_of(m))
+            correlation_id=m.correlation_id, **body_of(m, self.a.size_only))
         self.got += 1
         if self.a.accept is None or self.got <= self.a.accept:
             self.accept(event.delivery)

@@ -1,9 +1,10 @@
 """Sends messages with Qpid Proton and prints each outcome as one JSON line.
 
-usage: send.py URL ADDRESS [--body TEXT] [--data TEXT] [--count N] [--prop K=V]...
+usage: send.py URL ADDRESS [--body TEXT] [--data TEXT | --size N] [--count N] [--prop K=V]...
                [--to SUBJECT] [--settled] [--user U --password P]
                [--ca FILE [--cert FILE --key FILE] [--mech EXTERNAL]]
 ADDRESS "-" opens a link with a null target (the anonymous relay).
+--size N: one data section of N bytes (too large for a command line).
 With --ca the URL is amqps://; --cert/--key present a client certificate.
 """
 import argparse
@@ -21,6 +22,7 @@ def args():
     p.add_argument("address")
     p.add_argument("--body")
     p.add_argument("--data")
+    p.add_argument("--size", type=int)
     p.add_argument("--count", type=int, default=1)
     p.add_argument("--prop", action="append", default=[])
     p.add_argument("--to")
@@ -62,10 +64,13 @@ class Send(MessagingHandler):
         event.container.create_sender(conn, target, options=opts)
 
     def message(self, i):
-        body = self.a.body if self.a.data is None else self.a.data.encode()
+        if self.a.size is not None:
+            body = bytes(i % 251 for i in range(self.a.size))
+        else:
+            body = self.a.body if self.a.data is None else self.a.data.encode()
         props = dict(kv.split("=", 1) for kv in self.a.prop)
         # inferred: bytes go as a data section, not as an amqp-value of type binary.
-        m = Message(body=body if self.a.count == 1 else f"{body}-{i}", properties=props or None, inferred=self.a.data is not None)
+        m = Message(body=body if self.a.count == 1 else f"{body}-{i}", properties=props or None, inferred=self.a.data is not None or self.a.size is not None)
         if self.a.to:
             m.address = self.a.to
         return m

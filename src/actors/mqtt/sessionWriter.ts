@@ -1,0 +1,74 @@
+import { SessionMovedOn, type SessionStore, type StoredSession } from "./sessionStore.js";
+
+export interface RecordToWrite {
+  readonly session: StoredSession;
+  readonly ttlSec?: number | undefined;
+}
+
+/**
+ * Writes one session's record, one write at a time, each on the revision the previous one
+ * left: a connection's SUBSCRIBE, QoS 2 state and detach never race each other, and a write
+ * that finds a newer record (another connection of the client id took the session over)
+ * stops this writer for good instead of overwriting it. Writes asked for while one is under
+ * way are folded into the next, which writes the state as it is then.
+ */
+export class SessionWriter {
+  /** The record's revision as this connection last wrote or read it; undefined: write unconditionally. */
+  revision: number | undefined;
+  /** Another connection wrote the record: this one no longer owns the session. */
+  movedOn = false;
+  private tail: Promise<void> = Promise.resolve();
+  private next: { build: () => RecordToWrite; done: Promise<void> } | undefined;
+
+  constructor(
+    private readonly store: SessionStore,
+    private readonly account: string,
+    private readonly clientId: string,
+    private readonly onMovedOn: () => void,
+  ) {}
+
+  /** Writes what `build` gives when this write's turn comes (conditional once a revision is known). */
+  write(build: () => RecordToWrite): Promise<void> {
+    if (this.next) {
+      this.next.build = build;
+      return this.next.done;
+    }
+    const entry = { build, done: Promise.resolve() };
+    entry.done = this.tail.then(() => {
+      if (this.next === entry) this.next = undefined;
+      return this.run(() => {
+        const { session, ttlSec } = entry.build();
+        return this.store.save(this.account, this.clientId, session, { revision: this.revision, ttlSec });
+      });
+    });
+    this.next = entry;
+    this.tail = entry.done.catch(() => {});
+    return entry.done;
+  }
+
+  /** Removes the record, unless another connection wrote it since this one did. */
+  remove(): Promise<boolean> {
+    const done = this.tail.then(async () => {
+      let removed = false;
+      await this.run(async () => {
+        await this.store.remove(this.account, this.clientId, this.revision);
+        removed = true;
+        return this.revision ?? 0;
+      });
+      return removed;
+    });
+    this.tail = done.then(() => {}, () => {});
+    return done;
+  }
+
+  private async run(write: () => Promise<number>): Promise<void> {
+    if (this.movedOn) return;
+    try {
+      this.revision = await write();
+    } catch (e) {
+      if (!(e instanceof SessionMovedOn)) throw e;
+      this.movedOn = true;
+      this.onMovedOn();
+    }
+  }
+}
