@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes a fresh clone ready: npm packages, nats-server (scripts/nats-server.sh), and with
 # --test the Debian clients the tests drive (mosquitto-clients, python3-qpid-proton,
-# python3-paho-mqtt, chromium).
+# python3-paho-mqtt, chromium, systemd for systemd-analyze).
 # Idempotent and quiet when everything is already there.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,6 +19,7 @@ if [ "${1:-}" = "--test" ]; then
   /usr/bin/python3 -c "import proton" 2>/dev/null || missing+=(python3-qpid-proton)
   /usr/bin/python3 -c "import paho.mqtt.client" 2>/dev/null || missing+=(python3-paho-mqtt)
   command -v chromium >/dev/null || missing+=(chromium)
+  command -v systemd-analyze >/dev/null || missing+=(systemd)
   if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ]; then
       echo "installing test clients: ${missing[*]}" >&2

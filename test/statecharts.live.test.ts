@@ -122,4 +122,58 @@ describe("GET /statecharts in headless Chromium", () => {
     expect(requested).toContain(`${base}/statecharts/mermaid.min.js`);
     expect(pageErrors).toEqual([]);
   });
+
+  it("for an operator: a client table with state, account and since, entries per second per state, and charts that fit 1400 px", {
+    timeout: 240_000,
+  }, async () => {
+    const base = `http://127.0.0.1:${gw.port("http")}`;
+    await page.setViewportSize({ width: 1400, height: 900 });
+    await page.goto(`${base}/statecharts`, { timeout: PAGE_WAIT });
+    await page.locator("body[data-charts=drawn]").waitFor({ timeout: PAGE_WAIT });
+    await page.locator("#status[data-connected=true]").waitFor({ timeout: PAGE_WAIT });
+
+    const clients = await Promise.all(
+      ["ops-1", "ops-2", "ops-3"].map((clientId) => connectMqtt(gw.port("mqtt"), { clientId })),
+    );
+    try {
+      await shows("clients-total", "(3)");
+      const rows = await page.locator('[data-testid="clients"] tbody tr').evaluateAll((trs) =>
+        trs.map((tr) => [...tr.querySelectorAll("td")].map((td) => td.textContent ?? "")),
+      );
+      expect(rows.map((r) => r[2])).toEqual(["ops-1", "ops-2", "ops-3"]);
+      for (const r of rows) {
+        expect(r[1]).toBe("mqtt");
+        expect(r[3]).toBe("$G");
+        expect(r[5]).toMatch(/\bserving\b/);
+        expect(r[6]).toMatch(/^\d\d:\d\d:\d\d$/);
+        expect(r[7]).toMatch(/^\d\d:\d\d:\d\d$/);
+      }
+      // Three connections entered their serving state within the last seconds: rates above zero.
+      await page.waitForFunction(
+        () =>
+          [...document.querySelectorAll('[data-testid^="rate-mqttConnection-"]')].some(
+            (cell) => /serving$/.test(cell.getAttribute("data-testid") ?? "") && Number(cell.textContent) > 0,
+          ),
+        undefined,
+        { timeout: PAGE_WAIT, polling: 100 },
+      );
+      // Nothing scrolls sideways: not the page, not a chart.
+      const overflow = await page.evaluate(() => ({
+        page: document.documentElement.scrollWidth,
+        wide: [...document.querySelectorAll("body *")]
+          .filter((e) => e.getBoundingClientRect().right > 1400)
+          .slice(0, 8)
+          .map((e) => `${e.tagName}#${e.id}.${e.className} ${Math.round(e.getBoundingClientRect().right)}`),
+        charts: [...document.querySelectorAll(".chart, #clients")]
+          .filter((c) => c.scrollWidth > c.clientWidth + 1)
+          .map((c) => c.id),
+      }));
+      expect(overflow).toEqual({ page: 1400, wide: [], charts: [] });
+      mkdirSync(results, { recursive: true });
+      await page.screenshot({ path: join(results, "statecharts-1400.png"), timeout: PAGE_WAIT });
+    } finally {
+      for (const c of clients) c.end(true);
+    }
+    expect(pageErrors).toEqual([]);
+  });
 });

@@ -13,6 +13,8 @@ export interface ClientHandle {
   readonly since: Date;
   account: string;
   natsServer(): string;
+  /** MQTT subscriptions (filters) or AMQP receiving links: read at a metrics scrape. */
+  subscriptions?(): number;
   /** The (shared) NATS connection the client rides; admin rebalance moves it. */
   natsConnection?(): NatsConnection;
   kick(): void;

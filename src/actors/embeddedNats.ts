@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { Deferred, Effect, type Scope } from "effect";
 import type { Logger } from "../log.js";
@@ -12,10 +12,17 @@ export interface EmbeddedNatsOptions {
   readonly host: string;
   readonly port: number;
   readonly dataDir: string;
-  /** Bytes in one message, headers included (nats.embedded_max_payload). */
+  /** Bytes in one message, headers included (nats.embedded_max_payload); the config file holds it. */
   readonly maxPayload: number;
+  /**
+   * Writes the nats-server config file for a store directory and returns its path
+   * (src/gateway/embeddedAccounts.ts): listen address, store, max_payload and accounts.
+   */
+  readonly writeConfig: (storeDir: string, serverName: string) => Promise<string>;
   readonly log: Logger;
   readonly registry: ActorRegistry;
+  /** Each time it exited and is being started again (metrics). */
+  readonly onRestart?: () => void;
 }
 
 export interface EmbeddedNats {
@@ -33,9 +40,11 @@ export const embeddedNats = (options: EmbeddedNatsOptions): Effect.Effect<Embedd
     const { binary, host, port, log } = options;
     const storeDir = resolve(join(options.dataDir, "jetstream"));
     mkdirSync(storeDir, { recursive: true });
-    // max_payload has no command-line flag: a config file beside the store holds it.
-    const configFile = resolve(join(options.dataDir, "nats-server.conf"));
-    writeFileSync(configFile, `# Written by mq-gateway at each start (nats.embedded_max_payload).\nmax_payload: ${options.maxPayload}\n`);
+    const serverName = `mqgw-embedded-${port}`;
+    const configFile = yield* Effect.tryPromise({
+      try: () => options.writeConfig(storeDir, serverName),
+      catch: (e) => new Error(`cannot write the nats-server config: ${(e as Error).message}`),
+    });
     const firstReady = yield* Deferred.make<string, Error>();
     const stopped = yield* Deferred.make<void>();
     let child: ChildProcess | undefined;
@@ -47,7 +56,7 @@ export const embeddedNats = (options: EmbeddedNatsOptions): Effect.Effect<Embedd
         spawn: () => {
           const proc = spawn(
             binary,
-            ["-c", configFile, "-a", host, "-p", String(port), "-js", "-sd", storeDir, "--server_name", `mqgw-embedded-${port}`],
+            ["-c", configFile],
             { stdio: ["ignore", "ignore", "pipe"] },
           );
           child = proc;
@@ -81,7 +90,10 @@ export const embeddedNats = (options: EmbeddedNatsOptions): Effect.Effect<Embedd
           log.info({ version, url: `nats://${host}:${port}`, store: storeDir, max_payload: options.maxPayload }, "embedded nats-server ready");
           Deferred.doneUnsafe(firstReady, Effect.succeed(version));
         },
-        down: ({ restartInMs }) => log.warn({ restartInMs }, "embedded nats-server exited; restarting"),
+        down: ({ restartInMs }) => {
+          options.onRestart?.();
+          log.warn({ restartInMs }, "embedded nats-server exited; restarting");
+        },
         stopped: () => Deferred.doneUnsafe(stopped, Effect.void),
       },
     });

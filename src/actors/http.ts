@@ -22,7 +22,9 @@ export const serveHttp = (at: HostPort, routes: Record<string, Handler>): Effect
           res.end(`${e.message}\n`);
         });
       });
-      server.once("error", (e) => resume(Effect.fail(new ListenError(`cannot listen for HTTP on ${at.host}:${at.port}: ${e.message}`))));
+      server.once("error", (e: NodeJS.ErrnoException) =>
+        resume(Effect.fail(new ListenError(`cannot listen for HTTP on ${at.host}:${at.port}: ${e.message}`, at, e.code))),
+      );
       server.listen(at.port, at.host, () => resume(Effect.succeed(server)));
     }),
     (server) =>

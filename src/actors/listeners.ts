@@ -32,13 +32,23 @@ const admitAll: Admit = () => true;
  */
 const DEFAULT_PRE_TIMEOUT_MS = 10_000;
 
-export class ListenError extends Error {}
+/** A listener that could not bind; `code` is the socket error's (EADDRINUSE, EACCES, ...). */
+export class ListenError extends Error {
+  constructor(
+    message: string,
+    readonly at: HostPort,
+    readonly code: string | undefined,
+  ) {
+    super(message);
+  }
+}
 
 /** A listening server owned by the scope: closing the scope stops accepting. */
 const bound = (server: Server | ReturnType<typeof createHttpServer>, at: HostPort, what: string) =>
   Effect.acquireRelease(
     Effect.callback<Server | ReturnType<typeof createHttpServer>, ListenError>((resume) => {
-      const onError = (e: Error) => resume(Effect.fail(new ListenError(`cannot listen for ${what} on ${at.host}:${at.port}: ${e.message}`)));
+      const onError = (e: NodeJS.ErrnoException) =>
+        resume(Effect.fail(new ListenError(`cannot listen for ${what} on ${at.host}:${at.port}: ${e.message}`, at, e.code)));
       server.once("error", onError);
       server.listen(at.port, at.host, () => {
         server.off("error", onError);

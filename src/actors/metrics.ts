@@ -1,4 +1,4 @@
-import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import type { ActorRegistry } from "./registry.js";
 
 export type Protocol = "mqtt" | "amqp";
@@ -53,6 +53,22 @@ export class Metrics {
     labelNames: ["op", "scope", "outcome"] as const,
     registers: [this.registry],
   });
+  private readonly jetstreamErrors = new Counter({
+    name: "mqgw_jetstream_errors_total",
+    help: "JetStream requests of the gateway that failed (publish not acknowledged, consumer or KV unavailable), by protocol and op",
+    labelNames: ["protocol", "op"] as const,
+    registers: [this.registry],
+  });
+  private readonly natsReconnects = new Counter({
+    name: "mqgw_nats_reconnects_total",
+    help: "Reconnects of the gateway's NATS connections (client connections and its own)",
+    registers: [this.registry],
+  });
+  private readonly embeddedRestarts = new Counter({
+    name: "mqgw_embedded_nats_restarts_total",
+    help: "Restarts of the embedded nats-server after it exited",
+    registers: [this.registry],
+  });
   readonly jsAckLatency = new Histogram({
     name: "mqgw_jetstream_ack_seconds",
     help: "Time from a stored publish to the stream's ack",
@@ -60,7 +76,73 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  constructor(actors: ActorRegistry) {
+  constructor(actors: ActorRegistry, build: BuildInfo, sources: ScrapeSources = {}) {
+    // process_* and nodejs_*: CPU, memory, event loop lag, GC, handles (prom-client's standard set).
+    collectDefaultMetrics({ register: this.registry });
+    new Gauge({
+      name: "mqgw_build_info",
+      help: "Always 1; the labels say which gateway build runs",
+      labelNames: ["version", "node", "id"] as const,
+      registers: [this.registry],
+    }).set({ version: build.version, node: process.version, id: build.id }, 1);
+    const readAtScrape = (name: string, help: string, labelNames: readonly string[], read: (set: (labels: Record<string, string>, n: number) => void) => void) =>
+      new Gauge({
+        name,
+        help,
+        labelNames,
+        registers: [this.registry],
+        collect() {
+          this.reset();
+          read((labels, n) => this.set(labels, n));
+        },
+      });
+    new Counter({
+      name: "mqgw_state_entries_total",
+      help: "Times an actor entered a state (parents included), by machine and state: rate() gives rates per state",
+      labelNames: ["machine", "state"] as const,
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const [machine, states] of Object.entries(actors.entered()))
+          for (const [state, n] of Object.entries(states)) this.inc({ machine, state }, n);
+      },
+    });
+    readAtScrape("mqgw_sessions", "Client sessions held by this gateway's connections (MQTT sessions, AMQP sessions)", ["protocol"], (set) => {
+      set({ protocol: "mqtt" }, actors.size("mqttSession"));
+      set({ protocol: "amqp" }, actors.size("amqpSession"));
+    });
+    readAtScrape("mqgw_amqp_links", "Attached AMQP links, by role (sender: the client sends, receiver: the client receives)", ["role"], (set) => {
+      set({ role: "sender" }, actors.size("amqpSenderLink"));
+      set({ role: "receiver" }, actors.size("amqpReceiverLink"));
+    });
+    if (sources.subscriptions)
+      readAtScrape("mqgw_subscriptions", "MQTT subscriptions (filters) and AMQP receiving links", ["protocol"], (set) => {
+        for (const [protocol, n] of Object.entries(sources.subscriptions!())) set({ protocol }, n);
+      });
+    if (sources.bytes) {
+      // Node counts every socket's bytes itself; read at scrape, nothing is added per message.
+      const bytes = sources.bytes;
+      new Counter({
+        name: "mqgw_bytes_received_total",
+        help: "Bytes read from client sockets (TLS and WebSocket framing included), by protocol",
+        labelNames: ["protocol"] as const,
+        registers: [this.registry],
+        collect() {
+          this.reset();
+          for (const [protocol, b] of Object.entries(bytes())) this.inc({ protocol }, b.read);
+        },
+      });
+      new Counter({
+        name: "mqgw_bytes_sent_total",
+        help: "Bytes written to client sockets (TLS and WebSocket framing included), by protocol",
+        labelNames: ["protocol"] as const,
+        registers: [this.registry],
+        collect() {
+          this.reset();
+          for (const [protocol, b] of Object.entries(bytes())) this.inc({ protocol }, b.written);
+        },
+      });
+    }
     const gauge = new Gauge({
       name: "mqgw_actors",
       help: "Live actors by machine and state",
@@ -98,6 +180,26 @@ export class Metrics {
   adminRequest(op: string, scope: string, outcome: string): void {
     this.adminRequests.inc({ op, scope, outcome });
   }
+  jetstreamError(protocol: Protocol, op: "publish" | "consumer" | "kv"): void {
+    this.jetstreamErrors.inc({ protocol, op });
+  }
+  natsReconnected(): void {
+    this.natsReconnects.inc();
+  }
+  embeddedRestarted(): void {
+    this.embeddedRestarts.inc();
+  }
+}
+
+export interface BuildInfo {
+  readonly version: string;
+  readonly id: string;
+}
+
+/** What the gauges and byte counters read at each scrape, from where the gateway keeps it. */
+export interface ScrapeSources {
+  readonly subscriptions?: () => Record<string, number>;
+  readonly bytes?: () => Record<string, { read: number; written: number }>;
 }
 
 /** Counts by protocol and outcome not yet handed to prom-client. */

@@ -1,5 +1,14 @@
 import { createHash } from "node:crypto";
-import { type Authenticator, AuthorizationError, connect, createInbox, jwtAuthenticator, type NatsConnection, PermissionViolationError } from "@nats-io/transport-node";
+import {
+  type Authenticator,
+  AuthorizationError,
+  connect,
+  createInbox,
+  jwtAuthenticator,
+  type NatsConnection,
+  PermissionViolationError,
+  type TlsOptions,
+} from "@nats-io/transport-node";
 import { Deferred, Effect } from "effect";
 import type { Actor } from "xstate";
 import type { Logger } from "../log.js";
@@ -78,6 +87,10 @@ export interface NatsBridgeOptions {
   readonly supervisor: Supervisor;
   readonly registry: ActorRegistry;
   readonly log: Logger;
+  /** Each reconnect of one of its connections (metrics). */
+  readonly onReconnect?: () => void;
+  /** nats.tls (src/actors/natsTls.ts). */
+  readonly tls?: TlsOptions | undefined;
 }
 
 /**
@@ -157,7 +170,7 @@ export class NatsBridge {
   }
 
   private open(key: string, creds: Credentials, role: ConnectionRole): Shared {
-    const { servers, gatewayId, supervisor, registry, log } = this.options;
+    const { servers, gatewayId, supervisor, registry, log, onReconnect, tls } = this.options;
     let resolveReady!: (nc: NatsConnection) => void;
     let rejectReady!: (e: Error) => void;
     const entry: Shared = {
@@ -200,6 +213,7 @@ export class NatsBridge {
             pass: creds.pass,
             token: creds.token,
             ...(creds.authenticator ? { authenticator: creds.authenticator } : creds.jwt ? { authenticator: jwtAuthenticator(creds.jwt) } : {}),
+            ...(tls ? { tls } : {}),
             name: role === "gateway" ? `mq-gateway ${gatewayId}` : `mq-gateway ${gatewayId} client`,
             // Replies to the gateway's own requests are recognisable, and never delivered to clients (deliveryGuard.ts).
             inboxPrefix: role === "gateway" ? gatewayInboxPrefix(gatewayId) : clientInboxPrefix(gatewayId),
@@ -223,7 +237,7 @@ export class NatsBridge {
         }),
       );
       actor.send({ type: "CONNECTED", server: nc.info?.server_name ?? "" });
-      watchStatus(nc, actor, entry, (reason, auth) => {
+      watchStatus(nc, actor, entry, onReconnect, (reason, auth) => {
         // Gone for good: the next acquire opens a new connection (after a pause, when NATS refused the user).
         if (shared.get(key) === entry) shared.delete(key);
         if (auth) refuse(key);
@@ -256,6 +270,7 @@ function watchStatus(
   nc: NatsConnection,
   actor: Actor<typeof natsConnectionMachine>,
   entry: Shared,
+  onReconnect: (() => void) | undefined,
   gone: (reason: string, auth: boolean) => void,
 ): void {
   void (async () => {
@@ -265,6 +280,7 @@ function watchStatus(
           actor.send({ type: "DISCONNECTED" });
           break;
         case "reconnect":
+          onReconnect?.();
           actor.send({ type: "RECONNECTED", server: nc.info?.server_name ?? s.server });
           break;
         case "error": {

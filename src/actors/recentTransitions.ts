@@ -37,6 +37,14 @@ export class RecentTransitions {
     this.slots[i + 3] = t.to;
   }
 
+  /** When the newest transition happened (ms since the epoch). */
+  lastAt(): number | undefined {
+    const n = this.slots.length / FIELDS;
+    if (n === 0) return undefined;
+    const i = ((this.next + n - 1) % n) * FIELDS;
+    return (this.slots[i] as number) + EPOCH;
+  }
+
   toArray(): Transition[] {
     const n = this.slots.length / FIELDS;
     const out: Transition[] = [];

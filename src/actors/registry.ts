@@ -18,6 +18,8 @@ export class ActorRegistry {
   private readonly byMachine = new Map<string, Set<AnyActorRef>>();
   private readonly listeners = new Set<(t: ActorTransition) => void>();
   private readonly history = new Map<AnyActorRef, Entry>();
+  /** Entries into each state (dotted path, parents included), per machine, since start: rates per state. */
+  private readonly entries = new Map<string, Map<string, number>>();
 
   track(machineId: string, actor: AnyActorRef): () => void {
     let set = this.byMachine.get(machineId);
@@ -98,6 +100,16 @@ export class ActorRegistry {
     return out;
   }
 
+  /** The live actors of one machine (for views that walk them once, such as /clients). */
+  actorsOf(machineId: string): Iterable<AnyActorRef> {
+    return this.byMachine.get(machineId) ?? [];
+  }
+
+  /** When each tracked actor entered its current state (ms since the epoch), for "since" columns. */
+  enteredAt(actor: AnyActorRef): number | undefined {
+    return this.history.get(actor)?.recent?.lastAt();
+  }
+
   size(machineId: string): number {
     return this.byMachine.get(machineId)?.size ?? 0;
   }
@@ -108,9 +120,19 @@ export class ActorRegistry {
     return () => this.listeners.delete(listener);
   }
 
+  /** How many times actors entered each state, per machine id (a state's parents count too). */
+  entered(): Record<string, Record<string, number>> {
+    const out: Record<string, Record<string, number>> = {};
+    for (const [machine, counts] of this.entries) out[machine] = Object.fromEntries(counts);
+    return out;
+  }
+
   /** @internal (Entry's) */
   record(entry: Entry, event: string, to: string): void {
     const t: Transition = { at: Date.now(), event, from: entry.state, to: intern(to) };
+    let counts = this.entries.get(entry.machine);
+    if (!counts) this.entries.set(entry.machine, (counts = new Map()));
+    for (const path of enteredPaths(t.from, t.to)) counts.set(path, (counts.get(path) ?? 0) + 1);
     entry.state = t.to;
     // Most actors make a handful of transitions: the ring grows as they come, up to RECENT.
     (entry.recent ??= new RecentTransitions(RECENT)).push(t);
@@ -163,6 +185,27 @@ export class WatchedActor extends ActorBase {
     super.update(snapshot, event);
     this.watcher?.seen(snapshot, event);
   }
+}
+
+/** The states a transition enters: in `to` and not in `from`, parents included. Cached: configurations are few. */
+const entering = new Map<string, readonly string[]>();
+function enteredPaths(from: string, to: string): readonly string[] {
+  const key = `${from}\u0000${to}`;
+  const known = entering.get(key);
+  if (known) return known;
+  const withParents = (config: string) => {
+    const paths = new Set<string>();
+    if (config === "") return paths;
+    for (const leaf of config.split(" | ")) {
+      const parts = leaf.split(".");
+      for (let i = 1; i <= parts.length; i++) paths.add(parts.slice(0, i).join("."));
+    }
+    return paths;
+  };
+  const before = withParents(from);
+  const paths = [...withParents(to)].filter((p) => !before.has(p));
+  if (entering.size < 4096) entering.set(key, paths);
+  return paths;
 }
 
 /** Configuration names are few; thousands of actors in the same state share one string. */

@@ -12,6 +12,9 @@ export type GateProtocol = "mqtt" | "amqp";
  */
 export class SocketGate {
   private count = 0;
+  /** Open sockets, and the bytes of those closed, per protocol: Node counts each socket's bytes itself. */
+  private readonly open = { mqtt: new Set<Socket>(), amqp: new Set<Socket>() };
+  private readonly closedBytes = { mqtt: { read: 0, written: 0 }, amqp: { read: 0, written: 0 } };
 
   constructor(
     private readonly max: () => number,
@@ -27,10 +30,26 @@ export class SocketGate {
       return false;
     }
     this.count++;
+    this.open[protocol].add(socket);
     socket.once("close", () => {
       this.count--;
+      this.open[protocol].delete(socket);
+      this.closedBytes[protocol].read += socket.bytesRead;
+      this.closedBytes[protocol].written += socket.bytesWritten;
     });
     return true;
+  }
+
+  /** Bytes read and written on client sockets so far, per protocol (a metrics scrape). */
+  bytes(): Record<GateProtocol, { read: number; written: number }> {
+    const out = { mqtt: { ...this.closedBytes.mqtt }, amqp: { ...this.closedBytes.amqp } };
+    for (const protocol of ["mqtt", "amqp"] as const) {
+      for (const s of this.open[protocol]) {
+        out[protocol].read += s.bytesRead;
+        out[protocol].written += s.bytesWritten;
+      }
+    }
+    return out;
   }
 
   /** Sockets open now (accepted, not yet closed). */

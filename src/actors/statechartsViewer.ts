@@ -77,6 +77,7 @@ class ViewerStream {
   sync(): void {
     this.flush();
     this.send("counts", this.registry.configurations());
+    this.send("entered", { at: Date.now(), entered: this.registry.entered() });
   }
 
   end(): void {
@@ -95,6 +96,7 @@ class ViewerStream {
     this.skipped = 0;
     this.send("transitions", { transitions, skipped });
     this.send("counts", this.registry.configurations());
+    this.send("entered", { at: Date.now(), entered: this.registry.entered() });
   }
 
   private streaming(): boolean {

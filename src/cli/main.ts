@@ -31,6 +31,9 @@ export async function main(argv: string[]): Promise<number> {
     exitWith(async (options: ConfigOptions) => {
       const loaded = await load(options);
       if (!loaded.ok) return report(loaded.problems);
+      const { embeddedProblems } = await import("../gateway/embeddedAccounts.js");
+      const unfit = embeddedProblems(loaded.config);
+      if (unfit.length > 0) return report(unfit);
       // Imported here so check, generate and --help never load the runtime.
       const { runGateway } = await import("../gateway/run.js");
       return runGateway(loaded.config);
@@ -41,11 +44,16 @@ export async function main(argv: string[]): Promise<number> {
     program
       .command("check")
       .description("validate a config file: prints ok, or every problem as path: message")
-      .requiredOption("-c, --config <file>", "YAML or JSON config file"),
+      .argument("[file]", "YAML or JSON config file (or --config)")
+      .option("-c, --config <file>", "YAML or JSON config file"),
     false,
   ).action(
-    exitWith(async (options: ConfigOptions) => {
-      const loaded = await load(options);
+    exitWith(async (file: string | undefined, options: ConfigOptions) => {
+      const config = options.config ?? file;
+      if (config === undefined) return report(["check needs a config file: mq-gateway check FILE (or --config FILE)"]);
+      if (options.config !== undefined && file !== undefined && file !== options.config)
+        return report([`check takes one config file: got ${file} and --config ${options.config}`]);
+      const loaded = await load({ ...options, config });
       if (!loaded.ok) return report(loaded.problems);
       process.stdout.write("ok\n");
       return 0;
@@ -67,6 +75,11 @@ export async function main(argv: string[]): Promise<number> {
         return 0;
       }),
     );
+
+  const { addCtl } = await import("./ctl.js");
+  addCtl(program, (c) => {
+    code = c;
+  });
 
   program
     .command("statecharts")
@@ -95,6 +108,7 @@ function withConfigFlags(command: Command, withConfig = true): Command {
   return command
     .option("--id <id>", "gateway id")
     .option("--nats <urls>", 'NATS server URL(s), comma-separated; "" starts the embedded nats-server')
+    .option("--nats-listen <host:port>", "where the embedded nats-server listens (default: 127.0.0.1:4222)")
     .option("--mqtt <host:port>", 'MQTT listener; "" turns it off')
     .option("--amqp <host:port>", 'AMQP listener; "" turns it off')
     .option("--http <host:port>", 'HTTP listener (/healthz, /metrics); "" turns it off')
@@ -106,7 +120,7 @@ async function load(options: ConfigOptions): Promise<LoadResult> {
   const { loadConfig } = await import("../config/load.js");
   const { config, ...rest } = options;
   const flags: ConfigFlags = {};
-  for (const key of ["id", "nats", "mqtt", "amqp", "http", "data", "logLevel"] as const) {
+  for (const key of ["id", "nats", "natsListen", "mqtt", "amqp", "http", "data", "logLevel"] as const) {
     if (rest[key] !== undefined) Object.assign(flags, { [key]: rest[key] });
   }
   return loadConfig({ file: config, flags });

@@ -7,6 +7,7 @@ import { extname, resolve } from "node:path";
 import { parseDocument } from "yaml";
 import type * as z from "zod";
 import { type ConfigFlags, configFileSchema, type GatewayConfig } from "./schema.js";
+import { withEmbeddedDefaults } from "./embeddedDefaults.js";
 import { checkReadable, resolveSecret } from "./secrets.js";
 import { describe } from "./units.js";
 
@@ -33,7 +34,7 @@ export async function loadConfig(options: LoadOptions): Promise<LoadResult> {
 
   const overridden = applyFlags(read.tree, flags);
   const problems: string[] = [];
-  const parsed = configFileSchema.safeParse(overridden.tree, { reportInput: true });
+  const parsed = configFileSchema.safeParse(withEmbeddedDefaults(overridden.tree), { reportInput: true });
   if (!parsed.success) problems.push(...parsed.error.issues.flatMap(describeIssue));
   problems.push(...(await referenceProblems(overridden.tree, env)));
   if (flags.data === "") problems.push(`data (from --data): must not be empty`);
@@ -100,6 +101,7 @@ const firstLine = (message: string) => (message.split("\n")[0] ?? message).repla
 const FLAG_PATHS: readonly [keyof ConfigFlags, string, readonly string[]][] = [
   ["id", "--id", ["id"]],
   ["nats", "--nats", ["nats", "servers"]],
+  ["natsListen", "--nats-listen", ["nats", "embedded_listen"]],
   ["mqtt", "--mqtt", ["mqtt", "listen"]],
   ["amqp", "--amqp", ["amqp", "listen"]],
   ["http", "--http", ["http", "listen"]],

@@ -37,13 +37,15 @@ export function natsServerPermissions(config: GatewayConfig): string {
   const serverScope = config.source.id_generated ? "*" : config.id;
 
   const admin = userBlock(config.admin, "mqg-admin", "MQG_ADMIN", "the gateway's admin user", secret, {
-    publish: ["$SYS.REQ.USER.INFO"],
+    // $MQG.admin.> too: `mq-gateway ctl --config` sends admin requests as this user (docs/ctl.md).
+    publish: ["$SYS.REQ.USER.INFO", "$MQG.admin.>"],
     subscribe: [`$MQG.admin.server.${serverScope}.>`, "$MQG.admin.ping.>", "$MQG.admin.account.*.>", "_INBOX.>"],
     allowResponses: true,
   });
   const adminComment = [
     "The gateway's admin user: answers the three admin scopes, asks NATS for its account",
-    "name ($SYS.REQ.USER.INFO, replies in its inbox) and replies to requests.",
+    "name ($SYS.REQ.USER.INFO, replies in its inbox) and replies to requests; mq-gateway ctl",
+    "--config sends admin requests as this user too.",
     ...(config.source.id_generated
       ? ["No id is configured, so it may answer for any server id; set id to pin it."]
       : []),

@@ -68,6 +68,8 @@ export interface ConfigFlags {
   readonly id?: string;
   /** One URL or several, comma-separated; "" = the embedded nats-server. */
   readonly nats?: string;
+  /** nats.embedded_listen: where the embedded nats-server listens. An addition. */
+  readonly natsListen?: string;
   readonly mqtt?: string;
   readonly amqp?: string;
   readonly http?: string;

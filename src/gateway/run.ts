@@ -1,9 +1,10 @@
-import { Deferred, Effect, Exit, type Scope } from "effect";
+import { Cause, Deferred, Effect, Exit, type Scope } from "effect";
 import { AccountResolver } from "../actors/accounts.js";
 import { ClientRegistry } from "../actors/clients.js";
 import { embeddedNats } from "../actors/embeddedNats.js";
 import { sendJson, serveHttp } from "../actors/http.js";
-import { type HostPort, listenTcp, listenTls, listenWebSocket } from "../actors/listeners.js";
+import { clientsRoute } from "../actors/http/clients.js";
+import { type HostPort, type ListenError, listenTcp, listenTls, listenWebSocket } from "../actors/listeners.js";
 import { startMachine } from "../actors/machineActor.js";
 import { Metrics } from "../actors/metrics.js";
 import { mqttConnectionActor } from "../actors/mqtt/connection.js";
@@ -23,6 +24,8 @@ import { lameDuckActor } from "../actors/admin/lameDuck.js";
 import { startAdmin } from "../actors/admin/start.js";
 import { Reloader } from "../actors/reload.js";
 import { NatsBridge, type NatsLease } from "../actors/natsBridge.js";
+import { NoAuthBridge } from "../actors/noAuthBridge.js";
+import { natsTlsOptions } from "../actors/natsTls.js";
 import { findNatsServer } from "../actors/natsServerBinary.js";
 import { ActorRegistry } from "../actors/registry.js";
 import { statechartsRoutes } from "../actors/statechartsPage.js";
@@ -32,19 +35,35 @@ import type { GatewayConfig } from "../config/schema.js";
 import { createLogger, type Logger } from "../log.js";
 import { gatewayMachine } from "../machines/gateway.js";
 import { machines } from "../machines/index.js";
+import { EXPOSED_WARNING, exposedListeners } from "./exposure.js";
 import { mqttSettingsOf } from "./mqttSettings.js";
+import {
+  embeddedNatsFailure,
+  type ListenerName,
+  listenFailure,
+  natsUnreachable,
+  noNatsServer,
+  plainMessage,
+  StartupError,
+  startFailure,
+} from "./startupErrors.js";
+import { prepareEmbedded } from "./embeddedAccounts.js";
 import { VERSION } from "./version.js";
-
-class StartError extends Error {}
 
 /** Runs the gateway until it stops; resolves to the process exit code (CONTRACT). */
 export async function runGateway(config: GatewayConfig): Promise<number> {
   const log = createLogger(config.log);
   log.info({ id: config.id, generated: config.source.id_generated, version: VERSION }, "mq-gateway starting");
   const exit = await Effect.runPromiseExit(Effect.scoped(gateway(config, log)));
-  if (Exit.isSuccess(exit)) return exit.value;
-  const error = exit.cause;
-  log.error({ cause: String(error) }, "mq-gateway could not start");
+  if (Exit.isSuccess(exit)) {
+    log.info({ id: config.id, exit_code: exit.value }, "mq-gateway stopped");
+    return exit.value;
+  }
+  // One plain line on stderr, like a config problem: the operator reads it, not a log parser.
+  const failure = startFailure(exit.cause);
+  if (failure.bug) log.error({ cause: Cause.pretty(exit.cause) }, "mq-gateway could not start (a bug: please report it)");
+  log.flush();
+  process.stderr.write(`mq-gateway: ${failure.line}\n`);
   return 2;
 }
 
@@ -53,43 +72,62 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
     // Reassigned by a reload (SIGHUP): everything that reads it per new connection or request sees the new one.
     let config = initial;
     const registry = new ActorRegistry();
-    const metrics = new Metrics(registry);
+    const metrics = new Metrics(registry, { version: VERSION, id: config.id }, {
+      subscriptions: () => subscriptionCounts(clients),
+      bytes: () => gate.bytes(),
+    });
     const supervisor = yield* Supervisor.make(log);
     const clients = new ClientRegistry();
     const directory = new SessionDirectory();
     const exitCode = yield* Deferred.make<number>();
     const closers: Array<() => void> = [];
 
-    // NATS: the servers configured, else an embedded one we own.
+    // NATS: the servers configured, else an embedded one we own, with its own admin user
+    // (docs/decisions/embedded-nats.md).
     let servers = [...config.nats.servers];
+    let adminConfig = config;
     if (servers.length === 0) {
       const binary = findNatsServer();
-      if (!binary) {
-        return yield* Effect.fail(
-          new StartError("no nats-server found: set nats.servers, NATS_SERVER_BIN, or run scripts/nats-server.sh"),
-        );
-      }
+      if (!binary) return yield* Effect.fail(noNatsServer());
       const at = config.nats.embedded_listen;
+      const setup = yield* Effect.tryPromise({ try: () => prepareEmbedded(config), catch: (e) => new StartupError(plainMessage(e)) });
       const embedded = yield* embeddedNats({
         binary,
         host: at.host,
         port: at.port,
         dataDir: config.data,
         maxPayload: config.nats.embedded_max_payload,
+        writeConfig: setup.writeConfig,
+        onRestart: () => metrics.embeddedRestarted(),
         log,
         registry,
-      });
+      }).pipe(Effect.mapError((e) => embeddedNatsFailure(at, e)));
       servers = [embedded.url];
+      adminConfig = { ...config, admin: setup.admin };
+      const adminFile = yield* Effect.tryPromise({
+        try: () => setup.writeAdminFile(embedded.url),
+        catch: (e) => new StartupError(`cannot write the admin credential for mq-gateway ctl: ${plainMessage(e)}`),
+      });
+      log.info({ file: adminFile }, "admin credential for mq-gateway ctl written");
     }
 
-    const bridge = new NatsBridge({ servers, gatewayId: config.id, supervisor, registry, log });
+    const bridgeOptions = {
+      servers,
+      gatewayId: config.id,
+      supervisor,
+      registry,
+      log,
+      tls: natsTlsOptions(config.nats.tls),
+      onReconnect: () => metrics.natsReconnected(),
+    };
+    const bridge = config.nats.servers.length === 0 ? new NoAuthBridge(bridgeOptions) : new NatsBridge(bridgeOptions);
     // The gateway's own connection: health, and later KV/JetStream work in its account.
     // The gateway's own connection: its first gateway user when accounts are configured
     // (a server that requires auth has no anonymous user), else anonymous.
     const coreUser = Object.values(config.gateway_users)[0];
     const core: NatsLease = yield* Effect.tryPromise({
       try: async () => bridge.acquire(coreUser ? await bridgeCredentials(coreUser) : {}, "gateway"),
-      catch: (e) => new StartError(`cannot reach NATS at ${servers.join(", ")}: ${(e as Error).message}`),
+      catch: (e) => natsUnreachable(servers, e, config.nats.servers.length === 0),
     });
     yield* Effect.addFinalizer(() => Effect.sync(() => core.release()));
     log.info({ servers, server_version: core.nc.info?.version, server_name: core.nc.info?.server_name }, "connected to NATS");
@@ -160,9 +198,10 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
     };
 
     const listeners: Record<string, string> = {};
-    const listen = <A>(name: string, at: HostPort | null, open: (at: HostPort) => Effect.Effect<A, unknown, Scope.Scope>) =>
+    const listen = <A>(name: ListenerName, at: HostPort | null, open: (at: HostPort) => Effect.Effect<A, ListenError, Scope.Scope>) =>
       at
         ? open(at).pipe(
+            Effect.mapError((e) => listenFailure(name, at, e)),
             Effect.tap((server) =>
               Effect.sync(() => {
                 listeners[name] = `${at.host}:${(server as { address?: () => { port: number } }).address?.()?.port ?? at.port}`;
@@ -223,10 +262,23 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
       },
     });
 
-    const admin = startAdmin({ config, servers, bridge, clients, directory, registry, supervisor, metrics, log, gateway: gw, version: VERSION });
+    const admin = startAdmin({
+      config: adminConfig,
+      servers,
+      bridge,
+      clients,
+      directory,
+      registry,
+      supervisor,
+      metrics,
+      log,
+      gateway: gw,
+      version: VERSION,
+    });
 
     if (config.http.listen) {
-      const httpPort = yield* serveHttp(config.http.listen, {
+      const httpAt = config.http.listen;
+      const httpPort = yield* serveHttp(httpAt, {
         "/healthz": (_req, res) => {
           const state = gw.getSnapshot().value;
           const natsUp = core.connected();
@@ -246,8 +298,9 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
         "/metrics": async (_req, res) => {
           res.writeHead(200, { "content-type": metrics.registry.contentType }).end(await metrics.registry.metrics());
         },
+        "/clients": clientsRoute(config.id, clients, registry),
         ...statechartsRoutes({ machines, registry, clients, supervisor }),
-      });
+      }).pipe(Effect.mapError((e) => listenFailure("http", httpAt, e)));
       listeners.http = `${config.http.listen.host}:${httpPort}`;
     }
 
@@ -281,8 +334,16 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
 
     gw.send({ type: "STARTED" });
     log.info({ id: config.id, listeners }, "mq-gateway serving");
+    const exposed = exposedListeners(config);
+    if (exposed.length > 0) log.warn({ exposed }, EXPOSED_WARNING);
     return yield* Deferred.await(exitCode);
   });
+
+function subscriptionCounts(clients: ClientRegistry): Record<string, number> {
+  const out = { mqtt: 0, amqp: 0 };
+  for (const c of clients.all()) out[c.protocol] += c.subscriptions?.() ?? 0;
+  return out;
+}
 
 function waitUntil(predicate: () => boolean, timeoutMs: number): Promise<void> {
   return new Promise((resolve) => {

@@ -28,6 +28,27 @@ interface ActorView {
 
 type Counts = Record<string, Record<string, number>>;
 
+interface ClientRow {
+  readonly cid: number;
+  readonly protocol: string;
+  readonly client_id: string;
+  readonly account: string;
+  readonly remote: string;
+  readonly since: string;
+  readonly state: string;
+  readonly state_since: string | null;
+}
+
+/** Entries into each state so far, as the gateway counts them, and when it said so. */
+interface EnteredSample {
+  readonly at: number;
+  readonly entered: Counts;
+}
+const RATE_WINDOW_MS = 10_000;
+const CLIENTS_SHOWN = 200;
+const CLIENTS_POLL_MS = 2_000;
+let samples: EnteredSample[] = [];
+
 const FEED_ROWS = 50;
 const views = JSON.parse(document.getElementById("machine-data")!.textContent!) as MachineView[];
 let counts: Counts = {};
@@ -84,13 +105,14 @@ function buildSections(): void {
     section.append(el("h2", {}, v.id));
     const body = el("div", { class: "machine-body" });
     const table = el("table", { "data-testid": `counts-${v.id}` });
-    table.append(headRow(["state", "actors"]));
+    table.append(headRow(["state", "actors", "entered/s"]));
     const tbody = el("tbody");
     for (const path of [...v.states, "(total)"]) {
       const row = el("tr", { "data-state": path });
       const depth = path === "(total)" ? 0 : path.split(".").length - 1;
       row.append(el("td", { style: `padding-left:${0.6 + depth}rem` }, path.split(".").pop()!));
       row.append(el("td", { class: "count", "data-testid": `count-${v.id}-${path}` }, "0"));
+      row.append(el("td", { class: "rate", "data-testid": `rate-${v.id}-${path}` }, path === "(total)" ? "" : "0"));
       tbody.append(row);
     }
     table.append(tbody);
@@ -107,7 +129,8 @@ async function drawCharts(): Promise<void> {
     startOnLoad: false,
     securityLevel: "strict",
     suppressErrorRendering: true,
-    state: { useMaxWidth: false },
+    // Scaled to the chart's column, so the page fits the window (the drill-down still marks states).
+    state: { useMaxWidth: true },
   });
   for (const v of views) {
     const section = document.getElementById(`machine-${v.id}`)!;
@@ -142,6 +165,29 @@ function paintCounts(): void {
   for (const path of selected?.state ? selected.state.split(" | ") : [])
     svgNode(selected!.machine, path)?.classList.add("mqg-selected");
   document.body.dataset.countsVersion = String(Number(document.body.dataset.countsVersion ?? "0") + 1);
+}
+
+/** Entries per second into a state over the last RATE_WINDOW_MS, from the gateway's running totals. */
+function rateOf(machine: string, path: string, now: number): number {
+  const latest = samples[samples.length - 1];
+  if (!latest) return 0;
+  const from = [...samples].reverse().find((s) => s.at <= now - RATE_WINDOW_MS) ?? samples[0]!;
+  const seconds = (now - from.at) / 1000;
+  if (seconds <= 0) return 0;
+  return ((latest.entered[machine]?.[path] ?? 0) - (from.entered[machine]?.[path] ?? 0)) / seconds;
+}
+
+function paintRates(): void {
+  const now = Date.now();
+  for (const v of views) {
+    for (const path of v.states) {
+      const cell = document.querySelector(`[data-testid="rate-${v.id}-${path}"]`);
+      if (cell) {
+        const r = rateOf(v.id, path, now);
+        cell.textContent = r === 0 ? "0" : r < 10 ? r.toFixed(1) : String(Math.round(r));
+      }
+    }
+  }
 }
 
 function timeOf(at: number): string {
@@ -220,6 +266,13 @@ function follow(): void {
     counts = JSON.parse((e as MessageEvent<string>).data) as Counts;
     paintCounts();
   });
+  events.addEventListener("entered", (e) => {
+    const sample = JSON.parse((e as MessageEvent<string>).data) as EnteredSample;
+    // The gateway's clock stamps the totals; the rates are read against the page's clock.
+    samples.push({ at: Date.now(), entered: sample.entered });
+    samples = samples.filter((s) => s.at > Date.now() - 6 * RATE_WINDOW_MS);
+    paintRates();
+  });
   events.addEventListener("transitions", (e) => {
     const { transitions, skipped } = JSON.parse((e as MessageEvent<string>).data) as {
       transitions: TransitionView[];
@@ -235,8 +288,38 @@ function follow(): void {
   });
 }
 
+function clientRow(c: ClientRow): HTMLTableRowElement {
+  const row = el("tr", { "data-cid": String(c.cid) });
+  // Times of day (UTC) in the cells, the whole timestamp on hover.
+  const time = (iso: string | null) => el("td", iso ? { title: iso } : {}, iso ? iso.slice(11, 19) : "");
+  for (const text of [String(c.cid), c.protocol, c.client_id, c.account, c.remote]) row.append(el("td", {}, text));
+  // One line per parallel region: `serving.nats.online | serving.keepalive.waiting` is two.
+  row.append(el("td", { class: "state" }, c.state.split(" | ").join("\n")), time(c.state_since), time(c.since));
+  row.addEventListener("click", () => void drill(String(c.cid)));
+  return row;
+}
+
+async function pollClients(): Promise<void> {
+  try {
+    const res = await fetch(`/clients?limit=${CLIENTS_SHOWN}`);
+    const page = (await res.json()) as { total: number; clients: ClientRow[] };
+    const filter = (document.getElementById("clients-filter") as HTMLInputElement).value.trim().toLowerCase();
+    const shown = page.clients.filter(
+      (c) => !filter || [c.client_id, c.account, c.state, c.remote].some((f) => f.toLowerCase().includes(filter)),
+    );
+    document.querySelector("#clients tbody")!.replaceChildren(...shown.map(clientRow));
+    document.getElementById("clients-total")!.textContent =
+      page.total > page.clients.length ? `(${page.total}, first ${page.clients.length} shown)` : `(${page.total})`;
+  } catch {
+    // The gateway is away for a moment: the table stays as it was and the next poll tries again.
+  }
+  paintRates();
+  setTimeout(() => void pollClients(), CLIENTS_POLL_MS);
+}
+
 buildSections();
 follow();
+void pollClients();
 document.getElementById("drill-form")!.addEventListener("submit", (e) => {
   e.preventDefault();
   const q = (document.getElementById("drill-query") as HTMLInputElement).value.trim();

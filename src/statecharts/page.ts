@@ -34,7 +34,8 @@ export function statechartsHtml(views: readonly MachineView[]): string {
 <title>mq-gateway: live statecharts</title>
 <link rel="icon" href="data:,">
 <style>
-  body { font-family: system-ui, sans-serif; margin: 0 1rem; color: #222; display: grid; grid-template-columns: minmax(0, 1fr) 34rem; grid-template-rows: auto auto 1fr; column-gap: 1.5rem; }
+  /* Fits a 1400 px window without sideways scrolling: the charts scale to their column. */
+  body { font-family: system-ui, sans-serif; margin: 0 1rem; color: #222; display: grid; grid-template-columns: minmax(0, 1fr) minmax(18rem, 28rem); grid-template-rows: auto auto 1fr; column-gap: 1.5rem; }
   header, nav { grid-column: 1 / 3; }
   main { grid-column: 1; }
   /* The drill-down and the feed stay in view while the charts scroll. */
@@ -42,10 +43,15 @@ export function statechartsHtml(views: readonly MachineView[]): string {
   header { display: flex; gap: 2rem; align-items: baseline; flex-wrap: wrap; }
   #status[data-connected="true"] { color: #176f2c; }
   #status[data-connected="false"] { color: #a33; }
-  nav a { margin-right: .8rem; }
+  nav { display: flex; flex-wrap: wrap; column-gap: .8rem; }
   section.machine { border-top: 1px solid #ccc; padding-top: .5rem; margin-top: 1rem; }
   .machine-body { display: flex; gap: 2rem; align-items: flex-start; flex-wrap: wrap; }
-  .chart { flex: 1; min-width: 320px; overflow: auto; }
+  .chart { flex: 1 1 24rem; min-width: 0; }
+  .chart svg { max-width: 100%; height: auto; }
+  #clients { overflow-x: auto; }
+  #clients table { width: 100%; }
+  #clients td.state { white-space: pre-line; }
+  td.rate { text-align: right; font-variant-numeric: tabular-nums; color: #555; }
   table { border-collapse: collapse; font-size: .9rem; }
   td, th { padding: .15rem .6rem; text-align: left; border-bottom: 1px solid #eee; }
   td.count { text-align: right; font-variant-numeric: tabular-nums; }
@@ -54,7 +60,10 @@ export function statechartsHtml(views: readonly MachineView[]): string {
   .chart svg g.mqg-selected rect, .chart svg g.mqg-selected path.basic { stroke: #c0392b !important; stroke-width: 3px !important; }
   #drill form { display: flex; gap: .5rem; }
   #drill .error { color: #a33; }
-  aside table { width: 100%; font-size: .8rem; }
+  aside table { width: 100%; font-size: .8rem; table-layout: fixed; }
+  aside td, aside th { overflow-wrap: anywhere; }
+  #feed th:first-child { width: 7.5em; }
+  #feed td:first-child { overflow-wrap: normal; }
   code { font-size: .85rem; }
 </style>
 </head>
@@ -64,7 +73,14 @@ export function statechartsHtml(views: readonly MachineView[]): string {
   <span id="status" data-connected="false">connecting…</span>
 </header>
 <nav>${views.map((v) => `<a href="#machine-${v.id}">${v.id}</a>`).join("")}</nav>
-<main id="machines"></main>
+<main>
+<section id="clients">
+  <h2>Clients <span id="clients-total" data-testid="clients-total"></span></h2>
+  <input id="clients-filter" placeholder="filter: client id, account, state" autocomplete="off" size="32">
+  <table data-testid="clients"><thead><tr><th>cid</th><th>protocol</th><th>client id</th><th>account</th><th>remote</th><th>state</th><th>in state since</th><th>connected since</th></tr></thead><tbody></tbody></table>
+</section>
+<div id="machines"></div>
+</main>
 <aside>
 <section id="drill">
   <h2>One client's actor</h2>

@@ -246,8 +246,10 @@ describe("aborted and oversized multi-frame transfers", () => {
     await eventually(() => (otherGot.length > 0 ? true : undefined));
     expect(got).toEqual([]);
     // Kept, the frames would be all of SENT (about 2.5 times that measured); dropped as
-    // they come, the gateway grows by what the garbage collector has yet to take (about 40 MB).
-    expect(rssOf(gw) - before).toBeLessThan(SENT / 2);
+    // they come, the gateway grows by what the garbage collector has yet to take: about
+    // 40 MB on Node 20, up to 1.2 x SENT on Node 24, whose runtime leaves more read buffers
+    // uncollected for a while (a plain socket reader shows 40 vs 76 MiB for 128 MiB read).
+    expect(rssOf(gw) - before).toBeLessThan(1.75 * SENT);
     await c.close();
   });
 });

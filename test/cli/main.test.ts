@@ -98,7 +98,15 @@ log: { level: verbose }
     expect(missing.stderr).toBe("absent.yaml: cannot read the config file (no such file)\n");
     const none = cli("check");
     expect(none.code).toBe(1);
-    expect(none.stderr).toMatch(/required option '-c, --config <file>'/);
+    expect(none.stderr).toBe("check needs a config file: mq-gateway check FILE (or --config FILE)\n");
+  });
+
+  it("takes the file as an argument too (mq-gateway check gateway.yaml)", async () => {
+    const ok = await file("positional.yaml", "mqtt: { max_packet_size: 64KiB }\n");
+    expect(cli("check", ok)).toEqual({ code: 0, stdout: "ok\n", stderr: "" });
+    const bad = await file("positional-bad.yaml", "mqtt: { listen: nowhere }\n");
+    expect(cli("check", bad).stderr).toMatch(/^mqtt\.listen: "nowhere" is not HOST:PORT/);
+    expect(cli("check", ok, "--config", bad).code).toBe(1);
   });
 });
 

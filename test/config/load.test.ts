@@ -30,6 +30,37 @@ function problems(result: LoadResult): string[] {
 }
 
 describe("defaults", () => {
+  it("client listeners: loopback with the embedded nats-server, all interfaces once nats.servers is set", async () => {
+    const embedded = config(await loadConfig({ flags: {} }));
+    expect([embedded.mqtt.listen, embedded.amqp.listen]).toEqual([
+      { host: "127.0.0.1", port: 1883 },
+      { host: "127.0.0.1", port: 5672 },
+    ]);
+    const external = config(await loadConfig({ flags: { nats: "nats://10.0.0.5:4222" } }));
+    expect([external.mqtt.listen, external.amqp.listen]).toEqual([
+      { host: "0.0.0.0", port: 1883 },
+      { host: "0.0.0.0", port: 5672 },
+    ]);
+    const pem = await file("lo.pem", "x");
+    const tls = config(
+      await loadConfig({ file: await file("lo.yaml", `mqtt:\n  tls: { cert_file: ${pem}, key_file: ${pem} }\n`), flags: { nats: "nats://h:4222" } }),
+    );
+    expect(tls.mqtt.tls?.listen).toEqual({ host: "0.0.0.0", port: 8883 });
+    // What the operator wrote stays, embedded or not; so does a listener turned off.
+    const written = config(
+      await loadConfig({ file: await file("open.yaml", `mqtt: { listen: "0.0.0.0:1883" }\namqp: { listen: "" }\n`) }),
+    );
+    expect([written.mqtt.listen, written.amqp.listen]).toEqual([{ host: "0.0.0.0", port: 1883 }, null]);
+  });
+
+  it("--nats-listen moves the embedded nats-server", async () => {
+    const c = config(await loadConfig({ flags: { natsListen: "127.0.0.1:14222" } }));
+    expect(c.nats.embedded_listen).toEqual({ host: "127.0.0.1", port: 14222 });
+    expect(problems(await loadConfig({ flags: { natsListen: "nowhere" } }))).toEqual([
+      expect.stringMatching(/^nats\.embedded_listen \(from --nats-listen\): "nowhere" is not HOST:PORT/),
+    ]);
+  });
+
   it("an absent file gives every default of the CONTRACT", async () => {
     const c = config(await loadConfig({ flags: {} }));
     expect(c.id).toMatch(/^[0-9a-f]{16}$/);
@@ -37,8 +68,9 @@ describe("defaults", () => {
     expect(c.nats).toEqual({ servers: [], tls: null, embedded_listen: { host: "127.0.0.1", port: 4222 }, embedded_max_payload: 8 * 1024 * 1024, max_control_line: 4096 });
     expect(c.admin).toBeNull();
     expect(c.gateway_users).toEqual({});
+    // With the embedded nats-server (no auth) the client listeners default to loopback.
     expect(c.mqtt).toEqual({
-      listen: { host: "0.0.0.0", port: 1883 },
+      listen: { host: "127.0.0.1", port: 1883 },
       websocket: null,
       tls: null,
       routes: [],
@@ -52,7 +84,7 @@ describe("defaults", () => {
       client_id_header: "always",
     });
     expect(c.amqp).toEqual({
-      listen: { host: "0.0.0.0", port: 5672 },
+      listen: { host: "127.0.0.1", port: 5672 },
       tls: null,
       routes: [],
       max_frame_size: 65_536,
@@ -174,7 +206,7 @@ limits: { max_connections: 100000, max_connections_per_account: 0 }
       }),
     );
     expect(c.mqtt.tls).toEqual({
-      listen: { host: "0.0.0.0", port: 8883 },
+      listen: { host: "127.0.0.1", port: 8883 },
       cert_file: pem,
       key_file: pem,
       verify_clients: false,

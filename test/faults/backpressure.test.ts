@@ -98,7 +98,9 @@ describe("backpressure and slow consumers", () => {
       );
     });
     // Without the drop the gateway would hold most of the 256 MiB for this one socket.
-    expect(growth).toBeLessThan(120 * MiB);
+    // Node 24 leaves more read buffers uncollected for a while than Node 20 (up to 130 MiB
+    // seen here, against under 100), hence the room.
+    expect(growth).toBeLessThan(160 * MiB);
     expect((await dropsNow()) - before).toBeGreaterThan((total / (32 * 1024)) * 0.5);
     await othersFlow();
     slow.end();

@@ -49,6 +49,9 @@ describe("the gateway on its embedded nats-server", () => {
     await eventually(async () => ((await health(gw)).status === 503 ? true : undefined), 10_000, "healthz 503");
     await eventually(async () => ((await health(gw)).status === 200 ? true : undefined), 20_000, "healthz 200 again");
     expect(embeddedPid(gw)).not.toBe(pid);
+    const metrics = await (await fetch(`http://127.0.0.1:${gw.port("http")}/metrics`)).text();
+    expect(metrics).toMatch(/^mqgw_embedded_nats_restarts_total 1$/m);
+    expect(metrics).toMatch(/^mqgw_nats_reconnects_total [1-9]/m);
   });
 
   it("stops cleanly on SIGTERM: exit 0, and the embedded nats-server goes with it", async () => {
@@ -84,6 +87,6 @@ describe("start-up failures", () => {
     );
     taken.close();
     expect(err?.message).toMatch(/exited with 2/);
-    expect(err?.message).toMatch(/cannot listen for MQTT/);
+    expect(err?.message).toMatch(new RegExp(`mq-gateway: port ${port} \\(MQTT, 127\\.0\\.0\\.1:${port}\\) is in use`));
   });
 });

@@ -14,6 +14,8 @@ export interface GatewayHandle {
   readonly id: string;
   /** The config file it runs on (rewrite it and send SIGHUP to reload). */
   readonly file: string;
+  /** The --data directory it runs with (the embedded nats-server's store, admin.yaml). */
+  readonly dataDir: string;
   /** Every log line so far, parsed. */
   readonly logs: Array<Record<string, unknown>>;
   port(name: string): number;
@@ -91,6 +93,7 @@ export async function startGateway(options: { nats?: string; config?: Record<str
     listeners,
     id: String(serving.id),
     file,
+    dataDir: join(dir, "data"),
     logs,
     port: (name) => Number(listeners[name]?.split(":").pop()),
     waitForLog,

@@ -5,6 +5,7 @@ import {
   type NatsConnection,
   PermissionViolationError,
   type Subscription,
+  type TlsOptions,
 } from "@nats-io/transport-node";
 import { Effect, type Scope } from "effect";
 import type { Actor } from "xstate";
@@ -26,6 +27,7 @@ export interface AdminConnectionOptions {
   readonly registry: ActorRegistry;
   readonly scopes: AccountScopes;
   readonly onRequest: (msg: Msg) => void;
+  readonly tls?: TlsOptions | undefined;
 }
 
 /**
@@ -113,6 +115,7 @@ export class AdminConnection {
         ...(creds.pass !== undefined ? { pass: creds.pass } : {}),
         ...(creds.token !== undefined ? { token: creds.token } : {}),
         ...(creds.authenticator ? { authenticator: creds.authenticator } : {}),
+        ...(this.options.tls ? { tls: this.options.tls } : {}),
         name: `mq-gateway ${id} admin`,
         maxReconnectAttempts: -1,
         reconnectTimeWait: 250,

@@ -8,6 +8,7 @@ import type { Metrics } from "../metrics.js";
 import type { NatsBridge } from "../natsBridge.js";
 import type { ActorRegistry } from "../registry.js";
 import { type Supervisor, withRestarts } from "../supervisor.js";
+import { natsTlsOptions } from "../natsTls.js";
 import { AdminConnection } from "./connection.js";
 import { startLameDuck } from "./ldm.js";
 import type { SessionDirectory } from "../mqtt/sessionDirectory.js";
@@ -62,6 +63,7 @@ export function startAdmin(deps: {
     log,
     registry: deps.registry,
     scopes,
+    tls: natsTlsOptions(config.nats.tls),
     onRequest: (msg) =>
       serveAdminRequest(msg, {
         id: config.id,

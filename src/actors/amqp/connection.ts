@@ -63,6 +63,15 @@ class AmqpClientConnection {
   private lastActivity = 0;
   private readonly unlisten: Array<() => void> = [];
   private served = false;
+
+  /** The connection's close line: one per connection, as for MQTT (docs/logging.md). */
+  logClosed(): void {
+    const { containerId, closeReason } = this.actor.getSnapshot().context;
+    this.log.info(
+      { client_id: containerId || undefined, account: this.served ? this.account : undefined, reason: closeReason },
+      "AMQP connection closed",
+    );
+  }
   /** The guard found a violation: rhea reads nothing more. */
   private stopped = false;
 
@@ -290,6 +299,7 @@ class AmqpClientConnection {
       since: new Date(),
       account: this.account,
       natsServer: () => lease.server(),
+      subscriptions: () => this.links.receiverCount(),
       natsConnection: () => lease.nc,
       kick: () => this.actor.send({ type: "KICK" }),
       shutdown: () => this.actor.send({ type: "SHUTDOWN" }),
@@ -351,5 +361,5 @@ export const amqpConnectionActor = (
       >,
     });
     client.start(actor);
-    yield* awaitDone(actor);
+    yield* awaitDone(actor, () => client?.logClosed());
   });

@@ -43,6 +43,11 @@ export class ConnectionLinks {
     private readonly closeConnection: (condition: string, description: string) => void,
   ) {}
 
+  /** Receiving links attached now, for the metrics. */
+  receiverCount(): number {
+    return this.receivers;
+  }
+
   /** The client's begin: rhea answers it on the next tick, with the session's handle-max. */
   begun(session: Session): void {
     advertiseHandleMax(session, this.maxLinksPerSession);

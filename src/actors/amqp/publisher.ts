@@ -89,6 +89,7 @@ export class Publisher {
       // responders is the gateway's trouble: amqp:internal-error (CONTRACT error table).
       if (isPermissionError(e) || (!settled.ok && settled.reason === "not_authorized")) return denied(m.subject);
       if (isTooLarge(e)) return unpublishable(e);
+      this.metrics.jetstreamError("amqp", "publish");
       return {
         ok: false,
         condition: "amqp:internal-error",

@@ -178,6 +178,10 @@ class MqttClientConnection {
     }
   }
 
+  subscriptionCount(): number {
+    return this.session?.subscriptionCount() ?? 0;
+  }
+
   wasServing(): boolean {
     return this.session !== undefined;
   }
@@ -453,7 +457,7 @@ class MqttClientConnection {
   }
 
   private register(account: string, request: ConnectRequest): ClientHandle | undefined {
-    this.handle = new MqttClientHandle(this.cid, request.clientId, this.remote, account, this.lease!, this.actor);
+    this.handle = new MqttClientHandle(this.cid, request.clientId, this.remote, account, this.lease!, this.actor, this);
     return this.deps.clients.add(this.handle);
   }
 
@@ -468,6 +472,19 @@ class MqttClientConnection {
     this.lastActivity = Date.now();
     keepaliveWheel.watch(this);
     this.deps.metrics.connected("mqtt", this.account(), +1);
+    const request = this.actor.getSnapshot().context.request;
+    // The root logger, not this.log: a child kept per connection would cost every idle connection memory.
+    this.deps.log.info(
+      {
+        cid: this.cid,
+        remote: this.remote,
+        client_id: request?.clientId,
+        account: this.account(),
+        version: this.version === 5 ? "5" : "3.1.1",
+        user: request?.username,
+      },
+      "MQTT client connected",
+    );
     this.session!.release();
   }
 
@@ -572,7 +589,10 @@ export const mqttConnectionActor = (
         client.start(actor);
         return awaitDone(actor, () => {
           const { closeReason, request } = actor.getSnapshot().context;
-          deps.log.info({ cid, client_id: request?.clientId, reason: closeReason }, "MQTT connection closed");
+          deps.log.info(
+            { cid, remote, client_id: request?.clientId, account: client.wasServing() ? client.account() : undefined, reason: closeReason },
+            "MQTT connection closed",
+          );
         });
       }),
     );

@@ -16,11 +16,15 @@ export class MqttClientHandle implements ClientHandle {
     public account: string,
     private readonly lease: NatsLease,
     private readonly actor: { send(event: { type: "KICK" | "SHUTDOWN" | "TAKEN_OVER" }): void },
+    private readonly owner: { subscriptionCount(): number },
   ) {}
 
   /** A Date made when asked (admin lists): 80 bytes less per connection than keeping one. */
   get since(): Date {
     return new Date(this.sinceMs);
+  }
+  subscriptions(): number {
+    return this.owner.subscriptionCount();
   }
   natsServer(): string {
     return this.lease.server();

@@ -162,6 +162,7 @@ export class InboundPublisher {
       if (link.denied.publish.delete(subject)) return this.notAuthorized(inbound, messageId, subject, isWill);
       const reason = stream ? `stored publish not acknowledged by JetStream: ${(e as Error).message}` : `NATS: ${(e as Error).message}`;
       link.metrics.refused("mqtt", stream ? "jetstream_no_ack" : "nats_error");
+      if (stream) link.metrics.jetstreamError("mqtt", "publish");
       if (!isWill) this.refuse(inbound, messageId, Reason.unspecified, reason);
       return;
     }

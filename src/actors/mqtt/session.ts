@@ -44,6 +44,11 @@ export interface SessionDeps {
  */
 export class ClientSession {
   private readonly entries = new Map<string, Entry>();
+
+  /** Its subscriptions (filters) now, for the metrics. */
+  subscriptionCount(): number {
+    return this.entries.size;
+  }
   readonly outbound: OutboundFlow;
   /** The client's own QoS 1/2 publishes (inboundState.ts); saved with the record. */
   readonly inbound: InboundState;
@@ -246,6 +251,7 @@ export class ClientSession {
   /** The session's record while the client is connected (at CONNACK, on SUBSCRIBE, for QoS 2 state). */
   saveConnected(): Promise<void> {
     return this.writer.write(() => ({ session: this.record(true, this.expirySec) })).catch((e: Error) => {
+      this.link.metrics.jetstreamError("mqtt", "kv");
       this.link.log.warn({ err: e.message }, "could not save the MQTT session");
     });
   }
@@ -343,6 +349,7 @@ export class ClientSession {
       else stored.stop();
       return undefined;
     } catch (e) {
+      link.metrics.jetstreamError("mqtt", "consumer");
       const message = (e as Error).message;
       const missing = missingPermission(e);
       const reason = missing ? `the gateway user may not ${missing.operation} ${missing.subject}` : message;

@@ -1,0 +1,104 @@
+// Why the gateway could not start, as one plain line an operator can act on: which port,
+// which config key and which flag move it. Effect's Cause is for the code; a person
+// reads the sentence (CONTRACT: exit 2 "could not bind a listener or reach anything it
+// must reach at start").
+import { Cause } from "effect";
+import type { HostPort } from "../actors/listeners.js";
+
+/** A failure at start whose message is already the sentence to show. */
+export class StartupError extends Error {
+  override readonly name = "StartupError";
+}
+
+/** Where each listener of the gateway is configured, for "move it with ...". */
+export const LISTENERS = {
+  nats: { what: "the embedded nats-server", key: "nats.embedded_listen", flag: "--nats-listen" },
+  mqtt: { what: "MQTT", key: "mqtt.listen", flag: "--mqtt" },
+  mqtt_tls: { what: "MQTT over TLS", key: "mqtt.tls.listen" },
+  mqtt_ws: { what: "MQTT over WebSocket", key: "mqtt.websocket" },
+  amqp: { what: "AMQP", key: "amqp.listen", flag: "--amqp" },
+  amqp_tls: { what: "AMQP over TLS", key: "amqp.tls.listen" },
+  http: { what: "HTTP", key: "http.listen", flag: "--http" },
+} as const satisfies Record<string, { what: string; key: string; flag?: string }>;
+
+export type ListenerName = keyof typeof LISTENERS;
+
+const address = (at: HostPort) => `${at.host.includes(":") ? `[${at.host}]` : at.host}:${at.port}`;
+
+function moveIt(name: ListenerName): string {
+  const l: { key: string; flag?: string } = LISTENERS[name];
+  return l.flag ? `move it with ${l.key} or ${l.flag}` : `move it with ${l.key}`;
+}
+
+/** A listener that could not bind, from the socket error's code. */
+export function listenFailure(
+  name: ListenerName,
+  at: HostPort,
+  error: { code?: string | undefined; message: string },
+): StartupError {
+  const { what } = LISTENERS[name];
+  switch (error.code) {
+    case "EADDRINUSE":
+      return new StartupError(
+        `port ${at.port} (${what}, ${address(at)}) is in use: ${moveIt(name)}, or stop what holds it`,
+      );
+    case "EACCES":
+      return new StartupError(
+        `cannot listen for ${what} on ${address(at)}: permission denied (ports below 1024 need root or CAP_NET_BIND_SERVICE): ${moveIt(name)}`,
+      );
+    case "EADDRNOTAVAIL":
+      return new StartupError(
+        `cannot listen for ${what} on ${address(at)}: ${at.host} is not an address of this machine: ${moveIt(name)}`,
+      );
+    default:
+      return new StartupError(`cannot listen for ${what} on ${address(at)}: ${error.message}: ${moveIt(name)}`);
+  }
+}
+
+/** The embedded nats-server refused to start; nats-server's own last line says why. */
+export function embeddedNatsFailure(at: HostPort, error: Error): StartupError {
+  if (/address already in use/i.test(error.message)) {
+    return new StartupError(
+      `port ${at.port} (${LISTENERS.nats.what}, ${address(at)}) is in use, perhaps by another nats-server: ${moveIt("nats")}, or use that server with --nats nats://${address(at)}`,
+    );
+  }
+  return new StartupError(`the embedded nats-server could not start: ${error.message}`);
+}
+
+export function noNatsServer(): StartupError {
+  return new StartupError(
+    "no nats-server found (looked at $NATS_SERVER_BIN, the package's .tools/ and PATH): install nats-server 2.10 or newer " +
+      "(e.g. apt-get install nats-server, or a release from github.com/nats-io/nats-server), set NATS_SERVER_BIN=/path/to/nats-server, " +
+      "or use a running NATS with --nats nats://HOST:4222",
+  );
+}
+
+export function natsUnreachable(servers: readonly string[], error: unknown, embedded: boolean): StartupError {
+  const why = plainMessage(error);
+  const hint = embedded
+    ? ""
+    : " (is nats-server running there? set nats.servers or --nats, or leave them out to run the embedded nats-server)";
+  return new StartupError(`cannot reach NATS at ${servers.join(", ")}: ${why}${hint}`);
+}
+
+/**
+ * The sentence for a start that failed. A StartupError is the operator's to fix; anything
+ * else is a bug, said in one line too (its message), with `bug` set so the caller can
+ * log the whole cause for a report.
+ */
+export function startFailure(cause: Cause.Cause<unknown>): { line: string; bug: boolean } {
+  const error = Cause.squash(cause);
+  if (error instanceof StartupError) return { line: error.message, bug: false };
+  return { line: `could not start: ${plainMessage(error)}`, bug: true };
+}
+
+/** An error's own message, on one line, whatever was thrown. */
+export function plainMessage(error: unknown): string {
+  const text =
+    error instanceof Error
+      ? error.message
+      : typeof error === "string"
+        ? error
+        : (JSON.stringify(error) ?? String(error));
+  return text.replace(/\s*\n\s*/g, " ").trim() || "unknown error";
+}
