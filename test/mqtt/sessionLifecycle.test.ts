@@ -141,6 +141,25 @@ describe("MQTT session lifecycle: one client id, one session, in order", () => {
     await Promise.all([pub.endAsync(), back.endAsync(false, { reasonCode: 0, properties: { sessionExpiryInterval: 0 } })]);
   });
 
+  it("a resumed session gets its messages at once while a # subscriber (interest in every inbox) is connected", async () => {
+    const everything = await connectMqtt(gw.port("mqtt"), { protocolVersion: 5 });
+    await everything.subscribeAsync("#", { qos: 0 });
+    const away = await connectMqtt(gw.port("mqtt"), v5session("beside-hash", 600));
+    await away.subscribeAsync("plant/hash/+", { qos: 1 });
+    await away.endAsync();
+    const pub = await connectMqtt(gw.port("mqtt"), { protocolVersion: 5 });
+    for (let i = 0; i < 3; i++) await pub.publishAsync(`plant/hash/${i}`, `h${i}`, { qos: 1 });
+    const { client: back, inbox } = await connectCollecting(gw.port("mqtt"), { ...v5session("beside-hash", 600), resubscribe: false });
+    // Well within ack_wait (30 s): nothing went to the previous connection's pull requests.
+    const seen = await inbox.count(3, 5_000);
+    expect(seen.map((s) => s.payload.toString())).toEqual(["h0", "h1", "h2"]);
+    await Promise.all([
+      pub.endAsync(),
+      everything.endAsync(),
+      back.endAsync(false, { reasonCode: 0, properties: { sessionExpiryInterval: 0 } }),
+    ]);
+  });
+
   it("[MQTT-4.4.0-1] a QoS 2 delivery the client PUBRECed is finished with PUBREL on the next connection, not sent again", async () => {
     const c = await RawMqtt.connected(gw.port("mqtt"), 5, { clientId: "twophase", clean: false, properties: { sessionExpiryInterval: 600 } });
     c.send({ cmd: "subscribe", messageId: 1, subscriptions: [{ topic: "plant/q2/+", qos: 2 }] } as mqttPacket.Packet);

@@ -2,9 +2,12 @@ import type { IPublishPacket } from "mqtt-packet";
 import type { OutboundPublish } from "../../protocol/natsToMqtt.js";
 import type { OutboundRecord } from "./sessionStore.js";
 
-/** Where a stored delivery came from: its consumer and stream sequence. */
+/**
+ * Where a stored delivery came from: the subscription (its filter; its consumer is renewed
+ * on each resume) and the message's stream sequence.
+ */
 export interface StoredOrigin {
-  readonly consumer: string;
+  readonly filter: string;
   readonly seq: number;
 }
 
@@ -132,7 +135,7 @@ export class OutboundFlow {
    * hands them back.
    */
   restore(record: OutboundRecord | undefined): number[] {
-    for (const u of record?.unacked ?? []) (this.reserved ??= new Map()).set(u.pid, { consumer: u.consumer, seq: u.seq });
+    for (const u of record?.unacked ?? []) (this.reserved ??= new Map()).set(u.pid, { filter: u.filter, seq: u.seq });
     const pubrel = record?.pubrel ?? [];
     for (const pid of pubrel) (this.inflight ??= new Map()).set(pid, { packet: undefined, released: true, onStored: undefined, origin: undefined });
     return [...pubrel];
@@ -140,20 +143,20 @@ export class OutboundFlow {
 
   /** The packet id a handed-back stored message had, if the last connection left it unacknowledged. */
   handedBack(origin: StoredOrigin): number | undefined {
-    for (const [pid, o] of this.reserved ?? []) if (o.seq === origin.seq && o.consumer === origin.consumer) return pid;
+    for (const [pid, o] of this.reserved ?? []) if (o.seq === origin.seq && o.filter === origin.filter) return pid;
     return undefined;
   }
 
   /** What is in flight now, as the session record keeps it (the connection is ending). */
   snapshot(): Pick<OutboundRecord, "unacked" | "pubrel"> {
-    const unacked: Array<{ consumer: string; seq: number; pid: number }> = [];
+    const unacked: Array<{ filter: string; seq: number; pid: number }> = [];
     const pubrel: number[] = [];
     for (const [pid, f] of this.inflight ?? []) {
       if (f.released) pubrel.push(pid);
-      else if (f.origin) unacked.push({ consumer: f.origin.consumer, seq: f.origin.seq, pid });
+      else if (f.origin) unacked.push({ filter: f.origin.filter, seq: f.origin.seq, pid });
     }
     // Handed back ids whose messages had not come again yet stay owed.
-    for (const [pid, origin] of this.reserved ?? []) unacked.push({ consumer: origin.consumer, seq: origin.seq, pid });
+    for (const [pid, origin] of this.reserved ?? []) unacked.push({ filter: origin.filter, seq: origin.seq, pid });
     return { ...(unacked.length ? { unacked } : {}), ...(pubrel.length ? { pubrel } : {}) };
   }
 

@@ -23,7 +23,7 @@ interface Entry {
   readonly sub: ActiveSubscription;
   /** The stream when the subscription is QoS 1/2 on stored subjects, and its consumer. */
   readonly stream: string | undefined;
-  readonly consumer: string | undefined;
+  consumer: string | undefined;
   stored?: StoredDelivery;
 }
 
@@ -108,11 +108,17 @@ export class ClientSession {
     this.writer.revision = revision;
     this.inbound.restore(stored.inbound);
     this.pubrel = this.outbound.restore(stored.outbound);
-    const ackedAbove = new Map((stored.outbound?.ackedAbove ?? []).map((a) => [a.consumer, a.seqs]));
+    const acked = new Map((stored.outbound?.acked ?? []).map((a) => [a.filter, a]));
     const opened: Entry[] = [];
+    /** Subscriptions whose recorded consumer reads the stream they read now: taken over from its floor. */
+    const resumed = new Set<Entry>();
     for (const s of stored.subscriptions) {
       const plan = planSubscription(s.subscription, s.subscriptionId, this.link.settings.maxSubjectBytes);
-      if (plan.ok) opened.push(this.open(plan.value));
+      if (!plan.ok) continue;
+      const recorded = s.stream ? { stream: s.stream, consumer: consumerOf(s, this.link.account, this.link.clientId, stored.epoch) } : undefined;
+      const entry = this.open(plan.value, false, recorded);
+      if (recorded && entry.consumer === recorded.consumer) resumed.add(entry);
+      opened.push(entry);
     }
     // NATS judges them again (permissions may have changed since they were saved) before
     // any stored delivery, which reads with the gateway's own user, starts.
@@ -121,7 +127,7 @@ export class ClientSession {
       const [main, ...parents] = e.sub.subjects;
       for (const p of parents) if (this.link.denied.subscribe.delete(p)) dropSubject(e.sub, p);
       if (main !== undefined && this.link.denied.subscribe.delete(main)) this.close(e.sub.filter, true);
-      else if ((await this.startStored(e, e.consumer ? { ackedAbove: ackedAbove.get(e.consumer) ?? [] } : undefined)) !== undefined) {
+      else if ((await this.startStored(e, resumed.has(e) ? (acked.get(e.sub.filter) ?? { floor: 0, above: [] }) : undefined)) !== undefined) {
         // Nobody to tell now (no SUBACK on resume): the subscription goes on live, QoS 1/2 copies included.
         this.close(e.sub.filter, false);
         this.open(e.sub, true);
@@ -227,15 +233,14 @@ export class ClientSession {
 
   /** The connection ends: stop reading, and remember what the client had in flight. */
   stopDelivery(): void {
-    const ackedAbove: Array<{ consumer: string; seqs: number[] }> = [];
+    const acked: Array<{ filter: string; floor: number; above: number[] }> = [];
     for (const e of this.entries.values()) {
       closeSubscription(e.sub);
       if (e.sub.options.noLocal) this.link.noLocal.count--;
-      const seqs = e.stored?.acknowledgedAboveFloor() ?? [];
-      if (seqs.length && e.consumer) ackedAbove.push({ consumer: e.consumer, seqs });
+      if (e.stored) acked.push({ filter: e.sub.filter, ...e.stored.acknowledged() });
       e.stored?.stop();
     }
-    this.leftInFlight = { ...this.outbound.snapshot(), ...(ackedAbove.length ? { ackedAbove } : {}) };
+    this.leftInFlight = { ...this.outbound.snapshot(), ...(acked.length ? { acked } : {}) };
   }
 
   /**
@@ -298,7 +303,8 @@ export class ClientSession {
     };
   }
 
-  private open(plan: Omit<ActiveSubscription, "nats">, liveOnly = false): Entry {
+  /** `recorded`: a resumed subscription, with the stream and consumer its record names. */
+  private open(plan: Omit<ActiveSubscription, "nats">, liveOnly = false, recorded?: { stream: string; consumer: string }): Entry {
     const { link } = this;
     const stream = liveOnly ? undefined : this.storedStreamOf(plan);
     if (plan.options.noLocal) link.noLocal.count++;
@@ -312,7 +318,12 @@ export class ClientSession {
       // The same test on the bytes, before any header is read: most of these are such copies.
       stream ? (m) => saysQos12(m) === true : undefined,
     );
-    const consumer = stream ? StoredDelivery.consumerName(link.account, link.clientId, plan.filter, this.epoch) : undefined;
+    // The consumer to take over (the record's, when it reads the same stream), else a new one.
+    const consumer = !stream
+      ? undefined
+      : recorded?.stream === stream
+        ? recorded.consumer
+        : StoredDelivery.consumerName(link.account, link.clientId, plan.filter, this.epoch);
     const entry: Entry = { sub, stream, consumer };
     this.entries.set(plan.filter, entry);
     return entry;
@@ -326,7 +337,7 @@ export class ClientSession {
    */
   private async startStored(
     entry: Entry,
-    resume: { ackedAbove: readonly number[] } | undefined,
+    resume: { floor: number; above: readonly number[] } | undefined,
   ): Promise<{ reason: string; permission: boolean } | undefined> {
     const { link } = this;
     const { sub, stream, consumer } = entry;
@@ -337,6 +348,7 @@ export class ClientSession {
         account: link.account,
         stream,
         name: consumer,
+        renamed: () => StoredDelivery.consumerName(link.account, link.clientId, sub.filter, this.epoch),
         subjects: sub.subjects,
         maxAckPending: Math.min(link.settings.receiveMaximum, 65535),
         inactiveMs: this.expirySec * 1000,
@@ -345,8 +357,11 @@ export class ClientSession {
         log: link.log,
       });
       // Closed meanwhile (UNSUBSCRIBE, the same filter subscribed again, the connection ending).
-      if (this.entries.get(sub.filter) === entry && sub.nats.length > 0) entry.stored = stored;
-      else stored.stop();
+      if (this.entries.get(sub.filter) === entry && sub.nats.length > 0) {
+        entry.stored = stored;
+        // A resume reads a consumer of its own: the record names it from now on.
+        entry.consumer = stored.name;
+      } else stored.stop();
       return undefined;
     } catch (e) {
       link.metrics.jetstreamError("mqtt", "consumer");
@@ -432,7 +447,7 @@ export class ClientSession {
       return;
     }
     if (out.lost) this.link.metrics.propertiesLost("mqtt", out.lost);
-    const origin = { consumer: d.name, seq };
+    const origin = { filter: sub.filter, seq };
     // Too large for the client: dropped, and acknowledged as if delivered [MQTT-3.1.2-25].
     if (this.outbound.send(out, { onStored: () => d.ack(seq), origin, pid: this.outbound.handedBack(origin) }))
       this.link.metrics.messageOut("mqtt", "delivered_stored");

@@ -7,20 +7,21 @@ export interface StoredSubscription {
   readonly subscriptionId: number | undefined;
   /** The stream its QoS 1/2 messages are read from (a bound stream, or the MQTT store). */
   readonly stream?: string | undefined;
-  /** The durable consumer on that stream; named for the session's epoch (consumerName). */
+  /** The durable consumer on that stream; each connection that resumes the session reads a new one (storedDelivery.ts). */
   readonly consumer?: string | undefined;
 }
 
 /**
  * What the client had in flight from the gateway when its connection ended [MQTT-4.4.0-1]:
  * stored deliveries sent and not yet acknowledged (they come again with their packet ids and
- * DUP set), QoS 2 deliveries the client has (PUBREC) waiting for PUBREL, and stored messages
- * it acknowledged above the consumer's floor (skipped when the consumer hands back from it).
+ * DUP set), QoS 2 deliveries the client has (PUBREC) waiting for PUBREL, and per stored
+ * subscription (by filter) how far it had acknowledged everything (`floor`) and what it
+ * acknowledged above that (skipped when the next connection reads from the floor on).
  */
 export interface OutboundRecord {
-  readonly unacked?: ReadonlyArray<{ readonly consumer: string; readonly seq: number; readonly pid: number }>;
+  readonly unacked?: ReadonlyArray<{ readonly filter: string; readonly seq: number; readonly pid: number }>;
   readonly pubrel?: readonly number[];
-  readonly ackedAbove?: ReadonlyArray<{ readonly consumer: string; readonly seqs: readonly number[] }>;
+  readonly acked?: ReadonlyArray<{ readonly filter: string; readonly floor: number; readonly above: readonly number[] }>;
 }
 
 /** What survives a disconnect of a client with a session expiry. */

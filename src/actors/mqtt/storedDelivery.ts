@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { AckPolicy, DeliverPolicy } from "@nats-io/jetstream";
 import type { Msg, NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "../../log.js";
@@ -8,31 +8,35 @@ import { PullWindow } from "./pullWindow.js";
 
 /**
  * A QoS 1/2 subscription of a persistent session on stored subjects reads a durable
- * consumer of that session (one per session and filter, kept across reconnects while the
- * session lives), so what the client did not acknowledge is delivered again when it comes
- * back, in the order it was stored [MQTT-4.6.0-2..3].
+ * consumer of that session, kept across reconnects while the session lives, so what the
+ * client did not acknowledge is delivered again when it comes back, in the order it was
+ * stored [MQTT-4.6.0-2..3].
  *
- * A consumer that is resumed (the session's previous connection ended, here or on another
- * gateway, cleanly or not) is reset to its ack floor first (`$JS.API.CONSUMER.RESET`,
- * nats-server 2.14+): the server forgets what it delivered and still waits for, and hands
- * everything above the floor back in stream order. What the client had acknowledged above
- * the floor (the session record keeps it) is acknowledged again without being sent, and
- * what it held unacknowledged goes out with its old packet id and DUP (outbound.ts).
+ * Each connection that resumes the session reads a consumer of its own: it creates one
+ * that starts just above what the previous one had acknowledged in order (the higher of
+ * the server's ack floor and the session record's), then deletes the previous one. The
+ * stream keeps the session's messages throughout (interest retention sees a consumer at
+ * every moment), everything above the floor comes in stream order, and nothing of the
+ * previous connection (its pull requests still open on the server, messages on their way
+ * to it) can reach or delay the new one. What the client acknowledged above the floor (the
+ * record keeps it) is acknowledged again without being sent, and what it held
+ * unacknowledged goes out with its old packet id and DUP (outbound.ts). Works the same on
+ * every nats-server 2.10+.
  */
 // Pull requests of a few seconds: an idle consumer asks again this often.
 const PULL_EXPIRES_MS = 3_000;
-// nats-server keeps a request whose inbox went for a moment when gateways or leafnodes are on (defaultGatewayRecentSubExpiration).
-const HAND_BACK_DELAY_MS = 300;
 
 // The acknowledgement bodies, encoded once (JetStream AckExplicit: one per message).
 const ACK = new TextEncoder().encode("+ACK");
-const encoder = new TextEncoder();
 
 export interface OpenOptions {
   readonly services: AccountServices;
   readonly account: string;
   readonly stream: string;
+  /** The consumer to create (a fresh subscription), or to take over from (a resume). */
   readonly name: string;
+  /** A new name for the consumer a resume creates. */
+  readonly renamed: () => string;
   readonly subjects: readonly string[];
   readonly maxAckPending: number;
   /** The session's expiry: the server removes the consumer when nobody read it that long. */
@@ -40,71 +44,80 @@ export interface OpenOptions {
   /** A message to deliver, with its stream sequence. */
   readonly onMessage: (m: Msg, seq: number, delivery: StoredDelivery) => void;
   /**
-   * The session is resumed: hand back from the ack floor, skipping what the client
-   * acknowledged above it (`ackedAbove`, from the session record).
+   * The session is resumed: read on from what was acknowledged in order (`floor`, as the
+   * record has it; 0 when unknown), skipping what was acknowledged above it.
    */
-  readonly resume?: { readonly ackedAbove: readonly number[] } | undefined;
+  readonly resume?: { readonly floor: number; readonly above: readonly number[] } | undefined;
   readonly log?: Logger | undefined;
 }
 
 export class StoredDelivery {
   /** What was received and not yet acknowledged, by stream sequence, in the order received. */
   private readonly pending = new Map<number, Msg>();
-  /** Sequences acknowledged while a lower one was still pending: a reset hands those back too. */
+  /** Sequences acknowledged while a lower one was still pending. */
   private ackedAbove: number[] = [];
+  /** The highest sequence acknowledged so far (with the floor it started from). */
+  private highestAcked: number;
   private readonly skip: Set<number>;
   private stopped = false;
   private window: PullWindow | undefined;
 
   private constructor(
     private readonly nc: NatsConnection,
+    /** The consumer this delivery reads. */
     readonly name: string,
     private readonly maxAckPending: number,
     private readonly onMessage: OpenOptions["onMessage"],
+    floor: number,
     skip: readonly number[],
   ) {
+    this.highestAcked = floor;
     this.skip = new Set(skip);
   }
 
   /**
-   * The consumer of one filter of one session; the epoch makes every fresh session's names
-   * its own (a session saved before epochs existed has none: its names are by filter alone).
+   * The consumers of one filter of one session are named from (account, client id, filter,
+   * epoch) and a suffix per connection that made one; the epoch makes every fresh
+   * session's names its own (a session saved before epochs existed has none).
    */
   static consumerName(account: string, clientId: string, filter: string, epoch: string | undefined): string {
     const key = epoch === undefined ? `${account}\u0000${clientId}\u0000${filter}` : `${account}\u0000${clientId}\u0000${filter}\u0000${epoch}`;
-    return `mqgw-${createHash("sha256").update(key).digest("hex").slice(0, 24)}`;
+    const base = `mqgw-${createHash("sha256").update(key).digest("hex").slice(0, 24)}`;
+    return epoch === undefined ? base : `${base}-${randomBytes(4).toString("hex")}`;
   }
 
   static async open(options: OpenOptions): Promise<StoredDelivery> {
     const { jsm, lease } = await options.services.jetstream(options.account);
     const config = {
-      durable_name: options.name,
       ack_policy: AckPolicy.Explicit,
-      deliver_policy: DeliverPolicy.New,
       filter_subjects: [...options.subjects],
       max_ack_pending: options.maxAckPending,
       ack_wait: 30_000_000_000,
       inactive_threshold: Math.max(60_000, options.inactiveMs) * 1_000_000,
     };
-    let existed = true;
-    try {
-      await jsm.consumers.info(options.stream, options.name);
-      await jsm.consumers.update(options.stream, options.name, {
-        max_ack_pending: config.max_ack_pending,
-        inactive_threshold: config.inactive_threshold,
-      });
-    } catch {
-      existed = false;
-      await jsm.consumers.add(options.stream, config);
+    let name = options.name;
+    let floor = 0;
+    if (options.resume) {
+      // The server's floor may lag the previous connection's last acks; the record's may be
+      // missing (a gateway that died wrote none): the higher of the two.
+      const previous = await jsm.consumers.info(options.stream, options.name).catch(() => undefined);
+      floor = Math.max(previous?.ack_floor.stream_seq ?? 0, options.resume.floor);
+      if (previous || floor > 0) {
+        name = options.renamed();
+        await jsm.consumers.add(options.stream, {
+          ...config,
+          durable_name: name,
+          deliver_policy: DeliverPolicy.StartSequence,
+          opt_start_seq: floor + 1,
+        });
+        if (previous) await jsm.consumers.delete(options.stream, options.name).catch(() => false);
+      } else await jsm.consumers.add(options.stream, { ...config, durable_name: name, deliver_policy: DeliverPolicy.New });
+    } else {
+      await jsm.consumers.add(options.stream, { ...config, durable_name: name, deliver_policy: DeliverPolicy.New });
     }
-    if (existed && options.resume) await resetDelivery(lease.nc, options.stream, options.name, options.log);
-    const delivery = new StoredDelivery(lease.nc, options.name, options.maxAckPending, options.onMessage, options.resume?.ackedAbove ?? []);
-    // Pulled with overlapping requests rather than `consume()`: when the client goes, the
-    // open requests are drained, not abandoned, so nothing the server sends lands in an
-    // inbox nobody reads (which would hold it until ack_wait).
-    const window = new PullWindow(lease.nc, options.stream, options.name, Math.min(options.maxAckPending, 256), PULL_EXPIRES_MS, (m) =>
-      delivery.received(m),
-    );
+    const delivery = new StoredDelivery(lease.nc, name, options.maxAckPending, options.onMessage, floor, options.resume?.above ?? []);
+    // Pulled with overlapping requests (pullWindow.ts) rather than `consume()`.
+    const window = new PullWindow(lease.nc, options.stream, name, Math.min(options.maxAckPending, 256), PULL_EXPIRES_MS, (m) => delivery.received(m));
     delivery.window = window;
     window.start();
     return delivery;
@@ -113,7 +126,8 @@ export class StoredDelivery {
   private received(m: Msg): void {
     const seq = parseJsAckReply(m.reply)?.streamSeq;
     if (seq === undefined) return;
-    if (this.stopped) return this.nak(m, HAND_BACK_DELAY_MS);
+    // Left for the next connection's consumer, which reads on from the floor.
+    if (this.stopped) return;
     if (this.pending.has(seq)) {
       // ack_wait ran out while the client holds it: MQTT sends nothing twice on one
       // connection [MQTT-4.4.0-1]; the newest delivery's reply is the one to acknowledge.
@@ -130,6 +144,7 @@ export class StoredDelivery {
     const m = this.pending.get(seq);
     if (!m) return;
     this.pending.delete(seq);
+    if (seq > this.highestAcked) this.highestAcked = seq;
     const lowest = this.pending.keys().next().value;
     if (lowest !== undefined && lowest < seq) {
       this.ackedAbove.push(seq);
@@ -139,58 +154,34 @@ export class StoredDelivery {
     this.settle(m, ACK);
   }
 
-  /** What a reset would hand back that the client already has: the session record keeps it. */
-  acknowledgedAboveFloor(): number[] {
+  /**
+   * How far the client has acknowledged: everything up to `floor` (in the order received),
+   * and `above` it what it acknowledged out of order. The session record keeps both for the
+   * next connection's consumer.
+   */
+  acknowledged(): { floor: number; above: number[] } {
     const lowest = this.pending.keys().next().value;
-    if (lowest === undefined) return [];
-    return this.ackedAbove.filter((s) => s > lowest);
+    if (lowest === undefined) return { floor: this.highestAcked, above: [] };
+    return { floor: lowest - 1, above: this.ackedAbove.filter((s) => s > lowest) };
   }
 
-  /**
-   * Stop reading. What the client still holds stays for the next connection's reset; on a
-   * server without reset it is handed back now (a NAK, delayed past the short while a
-   * clustered server keeps the stopped requests), so a resumed session gets it at once.
-   */
+  /** Stop reading: what the client still holds is read again by the next connection's consumer. */
   stop(): void {
     this.stopped = true;
     this.window?.stop();
-    for (const m of this.pending.values()) this.nak(m, HAND_BACK_DELAY_MS);
     this.pending.clear();
-  }
-
-  private nak(m: Msg, delayMs: number): void {
-    this.settle(m, encoder.encode(`-NAK {"delay":${delayMs * 1_000_000}}`));
   }
 
   private settle(m: Msg, body: Uint8Array): void {
     try {
       this.nc.publish(m.reply!, body);
     } catch {
-      // The connection is closed: the message comes back after ack_wait.
+      // The connection is closed: the next connection reads it again.
     }
   }
 
   static async remove(services: AccountServices, account: string, stream: string, name: string): Promise<void> {
     const { jsm } = await services.jetstream(account);
     await jsm.consumers.delete(stream, name).catch(() => false);
-  }
-}
-
-/**
- * `$JS.API.CONSUMER.RESET.<stream>.<consumer>` (nats-server 2.14+, ADR-60), empty body:
- * the consumer forgets what it delivered and still waits for (pending, redelivery counts),
- * keeps the stream ack floor, and delivers again from just above it, in stream order. Done
- * only when the consumer's previous reader has stopped (the session machine resumes a
- * session once its previous connection let go). An older server (no responders) or an
- * error leaves what was held to come back after the NAK delay or ack_wait, out of order
- * with newer messages (docs/decisions/mqtt-sessions.md).
- */
-async function resetDelivery(nc: NatsConnection, stream: string, name: string, log: Logger | undefined): Promise<void> {
-  try {
-    const r = await nc.request(`$JS.API.CONSUMER.RESET.${stream}.${name}`, undefined, { timeout: 5_000 });
-    const v = r.json<{ error?: { description?: string } }>();
-    if (v.error) throw new Error(v.error.description ?? "JetStream error");
-  } catch (e) {
-    log?.warn({ stream, consumer: name, err: (e as Error).message }, "consumer reset failed; held deliveries come back after ack_wait, maybe out of order");
   }
 }
