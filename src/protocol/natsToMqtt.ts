@@ -1,4 +1,4 @@
-import { headersToMeta, type MessageMeta } from "./headers.js";
+import { answerableReply, headersToMeta, type MessageMeta } from "./headers.js";
 import { deliverableTo, subjectToTopic } from "./topic.js";
 
 /** What a subscription asked for, as far as delivery is concerned. */
@@ -57,7 +57,7 @@ export function natsToMqttPublish(
   const out: OutboundPublish = { topic, payload, qos, retain };
   if (rx.protocolVersion === 5) {
     const props: Record<string, unknown> = {};
-    const replyTo = meta.replyTo ?? reply;
+    const replyTo = meta.replyTo ?? answerableReply(meta, reply);
     if (replyTo !== undefined) {
       const rt = subjectToTopic(replyTo);
       if (rt !== undefined) props.responseTopic = rt;
