@@ -4,6 +4,7 @@ import type { GatewayConfig } from "../config/schema.js";
 import type { Logger } from "../log.js";
 import { bridgeCredentials } from "./gatewayCredentials.js";
 import type { NatsBridge, NatsLease } from "./natsBridge.js";
+import { createWithReplicas, reportReplicas } from "./streamReplicas.js";
 
 /** The gateway's own JetStream handles in one client account. */
 export interface AccountJetStream {
@@ -51,7 +52,7 @@ export class AccountServices {
           return await kvm.open(name);
         } catch {
           this.log.info({ account, bucket: name }, "creating the MQTT sessions bucket");
-          return kvm.create(name, { history: 1 });
+          return this.withReplicas("sessions bucket", `KV_${name}`, account, (replicas) => kvm.create(name, { history: 1, replicas }));
         }
       });
       this.buckets.set(account, b);
@@ -72,13 +73,16 @@ export class AccountServices {
           await handles.jsm.streams.info(name);
         } catch {
           this.log.info({ account, stream: name }, "creating the retained messages stream");
-          await handles.jsm.streams.add({
-            name,
-            subjects: [`${RETAINED_PREFIX}>`],
-            max_msgs_per_subject: 1,
-            allow_direct: true,
-            allow_rollup_hdrs: true,
-          });
+          await this.withReplicas("retained stream", name, account, (num_replicas) =>
+            handles.jsm.streams.add({
+              name,
+              subjects: [`${RETAINED_PREFIX}>`],
+              max_msgs_per_subject: 1,
+              allow_direct: true,
+              allow_rollup_hdrs: true,
+              num_replicas,
+            }),
+          );
         }
       })();
       this.streams.set(key, ready);
@@ -86,6 +90,19 @@ export class AccountServices {
     }
     await ready;
     return { name, handles };
+  }
+
+  /** Creates one of the gateway's streams or buckets with the replicas `mqtt.stream_replicas` asks for (streamReplicas.ts). */
+  async withReplicas<T>(kind: string, name: string, account: string, create: (replicas: number) => Promise<T>): Promise<T> {
+    const { lease } = await this.jetstream(account);
+    return createWithReplicas({ kind, name, account }, lease.nc, this.config().mqtt.stream_replicas, this.log, create);
+  }
+
+  /** At start: warns of each of the gateway's existing streams in the account with fewer replicas than wanted. */
+  async reportReplicas(account: string): Promise<void> {
+    const { mqtt } = this.config();
+    const { jsm, lease } = await this.jetstream(account);
+    await reportReplicas(account, jsm, lease.nc, mqtt.stream_replicas, [`KV_${mqtt.sessions_bucket}`, mqtt.retained_stream, mqtt.messages_stream], this.log);
   }
 
   private async open(account: string): Promise<AccountJetStream> {
