@@ -12,6 +12,7 @@ import { amqpDoor, amqpSettingsFor } from "../actors/amqp/door.js";
 import { KvSessionStore } from "../actors/mqtt/kvSessionStore.js";
 import { RetainedMessages } from "../actors/mqtt/retained.js";
 import { AccountServices } from "../actors/accountServices.js";
+import { MessageStore } from "../actors/messageStore.js";
 import { bridgeCredentials } from "../actors/gatewayCredentials.js";
 import { Bindings } from "../actors/bindings.js";
 import { answerLiveness, requestTakeover } from "../actors/liveness.js";
@@ -83,8 +84,14 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
 
     const accounts = new AccountResolver(() => config.routing);
     const services = new AccountServices(bridge, core, () => config, log);
+    const messages = new MessageStore(services, () => config, log);
     const bindings = new Bindings(log, async (account) => (account === null ? core.nc : (await services.jetstream(account)).lease.nc));
     yield* Effect.promise(() => bindings.load(config.bindings));
+    // The gateway's own streams that exist with fewer replicas than wanted are named at start (streamReplicas.ts).
+    const startAccounts = Object.keys(config.gateway_users);
+    for (const account of startAccounts.length > 0 ? startAccounts : [""]) {
+      void services.reportReplicas(account).catch((e: Error) => log.debug({ account, err: e.message }, "replicas not checked"));
+    }
     // With gateway users, each account's liveness actor answers there (src/actors/admin/liveness.ts).
     if (Object.keys(config.gateway_users).length === 0) {
       const liveness = answerLiveness(core.nc, config.id, clients, log);
@@ -98,6 +105,7 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
       session: {
         services,
         bindings,
+        messages,
         retained: new RetainedMessages(services),
         store: new KvSessionStore(services),
         gatewayId: config.id,
@@ -153,6 +161,7 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
       metrics,
       log,
       bindings,
+      messages,
       supervisor,
       settings: amqpSettingsFor(() => config),
       accountOf: (lease, username) => accounts.resolve(lease.nc, username),

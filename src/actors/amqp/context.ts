@@ -1,6 +1,7 @@
 import { type JetStreamManager, jetstreamManager } from "@nats-io/jetstream";
 import type { Logger } from "../../log.js";
 import type { Bindings } from "../bindings.js";
+import type { MessageStore } from "../messageStore.js";
 import type { Metrics } from "../metrics.js";
 import type { NatsLease } from "../natsBridge.js";
 import type { ActorRegistry } from "../registry.js";
@@ -41,6 +42,7 @@ export function linkContext(o: {
   readonly settings: AmqpSettings;
   readonly maxTopicLevels: number;
   readonly bindings: Bindings;
+  readonly messages: MessageStore;
   readonly metrics: Metrics;
   readonly registry: ActorRegistry;
   readonly log: Logger;
@@ -51,7 +53,7 @@ export function linkContext(o: {
   return {
     ...o,
     maxMessageSize: o.lease.nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD,
-    publisher: new Publisher(o.lease, o.metrics, o.settings.storedPublishTimeoutMs),
+    publisher: new Publisher(o.lease, o.account, o.messages, o.metrics, o.settings.storedPublishTimeoutMs),
     jsm: () => {
       // Made once; a failure (JetStream off, no permission) is retried by the next link.
       jsm ??= jetstreamManager(o.lease.nc, { timeout: 5_000 }).catch((e: unknown) => {

@@ -22,6 +22,7 @@ import type { NatsLease } from "../natsBridge.js";
 import { connackPacket, credentialsOf, readConnect } from "./connect.js";
 import type { MqttDeps } from "./deps.js";
 import { InboundPublisher } from "./inbound.js";
+import { InboundState } from "./inboundState.js";
 import { MqttClientHandle } from "./handle.js";
 import { type ClientLink, ConnectionLink, DeniedSubjects } from "./link.js";
 import { ClientSession } from "./session.js";
@@ -260,15 +261,16 @@ class MqttClientConnection {
             ...(this.version === 5 ? { reasonCode: Reason.packetIdNotFound } : {}),
           } as Packet);
         return;
-      case "pubrel": {
-        const known = this.inbound.release(p.messageId ?? 0);
-        this.write({
-          cmd: "pubcomp",
-          messageId: p.messageId,
-          ...(known || this.version !== 5 ? {} : { reasonCode: Reason.packetIdNotFound }),
-        } as Packet);
+      case "pubrel":
+        // PUBCOMP once the session forgot the id (inbound.ts release).
+        void this.inbound.release(p.messageId ?? 0).then((known) =>
+          this.write({
+            cmd: "pubcomp",
+            messageId: p.messageId,
+            ...(known || this.version !== 5 ? {} : { reasonCode: Reason.packetIdNotFound }),
+          } as Packet),
+        );
         return;
-      }
       case "subscribe":
         return void this.session.subscribe(p);
       case "unsubscribe":
@@ -366,7 +368,9 @@ class MqttClientConnection {
     const link = new ConnectionLink(this.version, request.clientId, account, this.lease!, this.settings, this.deps.metrics, this.denied, this);
     this.link = link;
     const deps = this.deps.session;
-    this.inbound = new InboundPublisher(link, deps.bindings, deps.retained);
+    // A fresh memory of the client's publishes until the session restores it on resume and
+    // saves it at detach (decision 4: the session lifecycle's part).
+    this.inbound = new InboundPublisher(link, deps.bindings, deps.retained, deps.messages, new InboundState());
     this.inbound.onSettled = () => this.flow();
     // In flight to the client: its Receive Maximum, capped by mqtt.receive_maximum.
     const inFlight = Math.min(this.clientReceiveMax, this.settings.receiveMaximum);

@@ -4,10 +4,11 @@ import { Reason, SubackFailureV4 } from "../../protocol/mqttReasons.js";
 import { natsToMqttPublish } from "../../protocol/natsToMqtt.js";
 import type { AccountServices } from "../accountServices.js";
 import type { Bindings } from "../bindings.js";
+import { type MessageStore, MSGS_PREFIX } from "../messageStore.js";
 import { flushAndSettle } from "../natsBridge.js";
 import { tooManyLevels } from "./inbound.js";
 import type { ClientLink } from "./link.js";
-import { headerPairsOf, saysQos12 } from "./natsHeaders.js";
+import { carriesQos12, headerPairsOf, storedCopy } from "./natsHeaders.js";
 import { OutboundFlow } from "./outbound.js";
 import type { RetainedMessages } from "./retained.js";
 import type { SessionStore, StoredSession } from "./sessionStore.js";
@@ -16,14 +17,26 @@ import { type ActiveSubscription, closeSubscription, openSubscription, planSubsc
 
 interface Entry {
   readonly sub: ActiveSubscription;
-  /** The bound stream when the subscription is QoS 1/2 on stored subjects. */
-  readonly stream: string | undefined;
+  /** Where its QoS 1/2 messages are read from; undefined: live only (also when reading it failed). */
+  source: StoredSource | undefined;
   stored?: StoredDelivery;
 }
+
+/**
+ * A QoS 1/2 subscription's stored messages (docs/decisions/mqtt-store.md): the stream a
+ * binding names when one covers all its subjects (any session), else, for a persistent
+ * session, the MQTT store. `partial`: some of its subjects are bound, and the store holds
+ * none of theirs, so those come live from core NATS.
+ */
+type StoredSource =
+  | { readonly kind: "bound"; readonly stream: string }
+  | { readonly kind: "store"; readonly stream: string; readonly partial: boolean };
 
 export interface SessionDeps {
   readonly services: AccountServices;
   readonly bindings: Bindings;
+  /** The MQTT store: QoS 1/2 messages on unbound subjects, for persistent sessions. */
+  readonly messages: MessageStore;
   readonly retained: RetainedMessages;
   readonly store: SessionStore;
   readonly gatewayId: string;
@@ -150,9 +163,9 @@ export class ClientSession {
   /** A session that does not outlive its connection leaves no consumers behind. */
   async removeConsumers(): Promise<void> {
     await Promise.all(
-      [...this.entries.values()]
-        .filter((e) => e.stream)
-        .map((e) => StoredDelivery.remove(this.deps.services, this.link.account, e.stream!, StoredDelivery.consumerName(this.link.account, this.link.clientId, e.sub.filter))),
+      [...this.entries.values()].map((e) =>
+        e.source ? StoredDelivery.remove(this.deps.services, this.link.account, e.source.stream, StoredDelivery.consumerName(this.link.account, this.link.clientId, e.sub.filter)) : undefined,
+      ),
     );
   }
 
@@ -168,7 +181,7 @@ export class ClientSession {
           rh: e.sub.retainHandling,
         },
         subscriptionId: e.sub.options.subscriptionId,
-        stream: e.stream,
+        stream: e.source?.stream,
       })),
       expiresAt: Date.now() + this.expirySec * 1000,
       owner: this.deps.gatewayId,
@@ -181,42 +194,55 @@ export class ClientSession {
 
   private async open(plan: Omit<ActiveSubscription, "nats">, withStored = true): Promise<Entry> {
     const { link } = this;
-    const stream = this.storedStreamOf(plan);
+    const source = this.storedSourceOf(plan);
     if (plan.options.noLocal) link.noLocal.count++;
     const sub = openSubscription(
       link.lease.nc,
       plan,
-      (s, subject, headers, data, reply) => {
-        if (stream && isQos12(headers)) return; // the consumer delivers these
-        this.deliver(s, subject, headers, data, reply);
-      },
-      // The same test on the bytes, before any header is read: most of these are such copies.
-      stream ? (m) => saysQos12(m) === true : undefined,
+      (s, subject, headers, data, reply) => this.deliver(s, subject, headers, data, reply),
+      // Dropped before any header is read: most of what such a subscription hears are these copies.
+      source ? (m) => this.consumerDelivers(entry, m) : undefined,
     );
-    const entry: Entry = { sub, stream };
+    const entry: Entry = { sub, source };
     this.entries.set(plan.filter, entry);
     if (withStored) await this.startStored(entry);
     return entry;
   }
 
   /**
-   * The durable consumer of a QoS 1/2 subscription on stored subjects. It reads with the
+   * The core copy of a message the subscription's consumer delivers: skipped live. A bound
+   * stream keeps every Mqgw-QoS 1/2 message on its subjects; the MQTT store only what a
+   * gateway client published (marked by its Nats-Msg-Id) to a subject no binding stores.
+   */
+  private consumerDelivers(entry: Entry, m: Msg): boolean {
+    const source = entry.source;
+    if (!source) return false;
+    if (source.kind === "bound") return carriesQos12(m);
+    if (!storedCopy(m)) return false;
+    return !source.partial || this.deps.bindings.storedIn(this.link.account, m.subject) === undefined;
+  }
+
+  /**
+   * The durable consumer of a QoS 1/2 subscription with a stored source. It reads with the
    * gateway's own user, so it starts only after NATS granted the client's subscription.
    */
   private async startStored(entry: Entry, ownerGone = false): Promise<void> {
     const { link } = this;
-    const { sub, stream } = entry;
-    if (!stream || this.entries.get(sub.filter) !== entry) return;
+    const { sub, source } = entry;
+    if (!source || this.entries.get(sub.filter) !== entry) return;
+    const prefix = source.kind === "store" ? MSGS_PREFIX : "";
     try {
+      // The MQTT store is made on first use, by a subscriber as well as a publisher.
+      if (source.kind === "store" && (await this.deps.messages.ensure(link.account)) === undefined) throw new Error("no MQTT store in this account");
       const stored = await StoredDelivery.open({
         services: this.deps.services,
         account: link.account,
-        stream,
+        stream: source.stream,
         name: StoredDelivery.consumerName(link.account, link.clientId, sub.filter),
-        subjects: sub.subjects,
+        subjects: sub.subjects.map((s) => prefix + s),
         maxAckPending: Math.min(link.settings.receiveMaximum, 65535),
         inactiveMs: this.expirySec * 1000,
-        onMessage: (m, d) => this.deliverStored(sub, m, d),
+        onMessage: (m, d) => this.deliverStored(sub, prefix, m, d),
         ownerGone,
         log: link.log,
       });
@@ -224,7 +250,9 @@ export class ClientSession {
       if (this.entries.get(sub.filter) === entry && sub.nats.length > 0) entry.stored = stored;
       else stored.stop();
     } catch (e) {
-      link.log.warn({ filter: sub.filter, stream, err: (e as Error).message }, "stored delivery unavailable; live delivery only");
+      link.log.warn({ filter: sub.filter, stream: source.stream, err: (e as Error).message }, "stored delivery unavailable; live delivery only");
+      // Its copies now come from core NATS.
+      if (this.entries.get(sub.filter) === entry) entry.source = undefined;
     }
   }
 
@@ -235,22 +263,36 @@ export class ClientSession {
     if (e.sub.options.noLocal) this.link.noLocal.count--;
     e.stored?.stop();
     this.entries.delete(filter);
-    if (removeConsumer && e.stream) {
-      void StoredDelivery.remove(this.deps.services, this.link.account, e.stream, StoredDelivery.consumerName(this.link.account, this.link.clientId, filter));
+    if (removeConsumer && e.source) {
+      void StoredDelivery.remove(this.deps.services, this.link.account, e.source.stream, StoredDelivery.consumerName(this.link.account, this.link.clientId, filter));
     }
     return true;
   }
 
-  /** A QoS 1/2 subscription whose subjects all lie in one bound stream reads that stream. */
-  private storedStreamOf(plan: Omit<ActiveSubscription, "nats">): string | undefined {
+  /**
+   * Where a QoS 1/2 subscription's messages are kept: the bound stream when one binding
+   * covers every subject (as before the MQTT store: any session, a consumer per session
+   * and filter), else the MQTT store for a session that outlives its connection. Shared
+   * subscriptions are live only.
+   */
+  private storedSourceOf(plan: Omit<ActiveSubscription, "nats">): StoredSource | undefined {
     if (plan.options.qos === 0 || plan.queue) return undefined;
     let stream: string | undefined;
+    let oneStream = true;
+    let touchesBound = false;
     for (const subject of plan.subjects) {
       const c = this.deps.bindings.coverage(this.link.account, subject);
-      if (c.kind !== "stored" || (stream && stream !== c.stream.stream)) return undefined;
-      stream = c.stream.stream;
+      if (c.kind === "unstored") {
+        oneStream = false;
+        continue;
+      }
+      touchesBound = true;
+      if (c.kind === "mixed" || (stream !== undefined && stream !== c.stream.stream)) oneStream = false;
+      else stream = c.stream.stream;
     }
-    return stream;
+    if (oneStream && stream !== undefined) return { kind: "bound", stream };
+    if (this.expirySec <= 0) return undefined;
+    return { kind: "store", stream: this.deps.messages.streamName(), partial: touchesBound };
   }
 
   private deliver(sub: ActiveSubscription, subject: string, headers: Iterable<[string, string]> | undefined, data: Uint8Array, reply: string | undefined, retained = false): void {
@@ -274,15 +316,17 @@ export class ClientSession {
     link.metrics.messageOut("mqtt", "delivered");
   }
 
-  private deliverStored(sub: ActiveSubscription, m: Msg, d: StoredDelivery, checked = false): void {
+  /** A message of the subscription's consumer; `prefix` is what its stream puts before the subject (the MQTT store's `$MQG.msgs.`). */
+  private deliverStored(sub: ActiveSubscription, prefix: string, m: Msg, d: StoredDelivery, checked = false): void {
     if (this.held) {
-      this.held.push(() => this.deliverStored(sub, m, d, checked));
+      this.held.push(() => this.deliverStored(sub, prefix, m, d, checked));
       return;
     }
-    const may = checked || this.mayRead(sub, m.subject);
+    const subject = prefix ? m.subject.slice(prefix.length) : m.subject;
+    const may = checked || this.mayRead(sub, subject);
     if (may !== true) {
       // Denied: consumed for this client, which may not read it. Unknown (NATS away): left for redelivery.
-      void may.then((yes) => (yes === true ? this.deliverStored(sub, m, d, true) : yes === false ? d.ack(m) : undefined));
+      void may.then((yes) => (yes === true ? this.deliverStored(sub, prefix, m, d, true) : yes === false ? d.ack(m) : undefined));
       return;
     }
     const headers = headerPairsOf(m);
@@ -290,7 +334,7 @@ export class ClientSession {
       d.ack(m); // without Mqgw-QoS 1/2 it reaches the client from core NATS, live only
       return;
     }
-    const out = natsToMqttPublish(m.subject, headers, m.data, undefined, sub.options, { protocolVersion: this.link.version, clientId: this.link.clientId, now: Date.now() });
+    const out = natsToMqttPublish(subject, headers, m.data, undefined, sub.options, { protocolVersion: this.link.version, clientId: this.link.clientId, now: Date.now() });
     if (typeof out === "string" || !this.fits(out.topic, m.data)) {
       d.ack(m);
       return;
