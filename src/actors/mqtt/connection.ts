@@ -370,7 +370,7 @@ class MqttClientConnection {
     const deps = this.deps.session;
     // A fresh memory of the client's publishes until the session restores it on resume and
     // saves it at detach (decision 4: the session lifecycle's part).
-    this.inbound = new InboundPublisher(link, deps.bindings, deps.retained, deps.messages, new InboundState());
+    this.inbound = new InboundPublisher(link, deps.bindings, deps.retained, new InboundState(), deps.messages);
     this.inbound.onSettled = () => this.flow();
     // In flight to the client: its Receive Maximum, capped by mqtt.receive_maximum.
     const inFlight = Math.min(this.clientReceiveMax, this.settings.receiveMaximum);

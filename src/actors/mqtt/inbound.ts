@@ -45,9 +45,10 @@ export class InboundPublisher {
     private readonly link: ClientLink,
     private readonly bindings: Bindings,
     private readonly retained: RetainedMessages,
+    /** The session's memory of the client's QoS 1/2 publishes (inboundState.ts): what makes a resend one. */
+    readonly state: InboundState,
+    /** The MQTT store: where QoS 1/2 publishes to unbound subjects are kept for sessions that are away. */
     private readonly store: MessageStore,
-    /** The session's memory of the client's publishes (inboundState.ts): what makes a resend one. */
-    private readonly state: InboundState,
   ) {}
 
   onPublish(inbound: InboundPublish, messageId: number | undefined, dup: boolean): void {
