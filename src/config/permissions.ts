@@ -82,7 +82,8 @@ export function natsServerPermissions(config: GatewayConfig): string {
           ...gateway,
           comment: [
             "The gateway user: liveness asks between gateways ($MQG.alive.*) and their replies,",
-            `the sessions bucket ${config.mqtt.sessions_bucket} and retained stream ${config.mqtt.retained_stream}`,
+            `the sessions bucket ${config.mqtt.sessions_bucket}, retained stream ${config.mqtt.retained_stream}`,
+            `and MQTT store ${config.mqtt.messages_stream} (QoS 1/2 messages for offline sessions, and their consumers)`,
             "(created on first use; the gateway's writes stay under $MQG.>, which clients cannot reach),",
             "and pausing / reading consumers of the account's binding streams for rebalance.",
             ...gateway.comment,
@@ -166,11 +167,33 @@ function gatewayPermissions(config: GatewayConfig, bindingStreams: readonly stri
         `$JS.FC.${s}.>`,
       ]),
       `$KV.${config.mqtt.sessions_bucket}.>`,
+      ...mqttStorePublish(config.mqtt.messages_stream),
       ...bindingStreams.flatMap((s) => [`$JS.API.CONSUMER.PAUSE.${s}.*`, `$JS.API.CONSUMER.INFO.${s}.*`]),
     ],
     subscribe: ["$MQG.alive.*", "_INBOX.>"],
     allowResponses: true,
   };
+}
+
+/**
+ * The MQTT store (docs/decisions/mqtt-store.md): the gateway user makes the stream, writes
+ * `$MQG.msgs.<subject>` (inside `$MQG.>` above), and runs the sessions' durable pull
+ * consumers on it (create or update, look up, delete, pull, reset after a dead holder, ack).
+ */
+function mqttStorePublish(stream: string): string[] {
+  return [
+    `$JS.API.STREAM.INFO.${stream}`,
+    `$JS.API.STREAM.CREATE.${stream}`,
+    `$JS.API.STREAM.UPDATE.${stream}`,
+    // nats.js creates a consumer with several filters by the durable API, one with a single filter by the named one.
+    `$JS.API.CONSUMER.DURABLE.CREATE.${stream}.*`,
+    `$JS.API.CONSUMER.CREATE.${stream}.>`,
+    `$JS.API.CONSUMER.INFO.${stream}.*`,
+    `$JS.API.CONSUMER.DELETE.${stream}.*`,
+    `$JS.API.CONSUMER.MSG.NEXT.${stream}.*`,
+    `$JS.API.CONSUMER.RESET.${stream}.*`,
+    `$JS.ACK.${stream}.>`,
+  ];
 }
 
 type SecretFn = (value: string | undefined, fallback: string, what: string) => string;
