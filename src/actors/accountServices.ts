@@ -102,7 +102,8 @@ export class AccountServices {
   async reportReplicas(account: string): Promise<void> {
     const { mqtt } = this.config();
     const { jsm, lease } = await this.jetstream(account);
-    await reportReplicas(account, jsm, lease.nc, mqtt.stream_replicas, [`KV_${mqtt.sessions_bucket}`, mqtt.retained_stream, mqtt.messages_stream], this.log);
+    const streams = [`KV_${mqtt.sessions_bucket}`, mqtt.retained_stream, mqtt.messages_stream].filter((s) => s !== "");
+    await reportReplicas(account, jsm, lease.nc, mqtt.stream_replicas, streams, this.log);
   }
 
   private async open(account: string): Promise<AccountJetStream> {

@@ -21,6 +21,7 @@ export type StoreOutcome = "stored" | "duplicate" | "no_store";
 const STREAM_NOT_FOUND = 10059;
 const STREAM_NAME_IN_USE = 10058;
 const JETSTREAM_NOT_ENABLED_FOR_ACCOUNT = 10039;
+const NO_STORE: Promise<StoreOutcome> = Promise.resolve("no_store");
 /** An account found to have no store is asked again after this. */
 const RETRY_MS = 10_000;
 
@@ -55,12 +56,18 @@ export class MessageStore {
     return this.config().mqtt.messages_stream;
   }
 
+  /** False when the operator turned the store off (`mqtt.messages_stream: ""`). */
+  enabled(): boolean {
+    return this.streamName() !== "";
+  }
+
   /**
    * Keeps a copy of a message the client's connection published on `subject`, with the
    * header block (Nats-Msg-Id included) of that publish. Fails when a store exists and did
    * not acknowledge the copy: the publish must then be refused (a session may need it).
    */
   write(account: string, subject: string, payload: Uint8Array, headers: MsgHdrs): Promise<StoreOutcome> {
+    if (!this.enabled()) return NO_STORE;
     const publisher = this.ready.get(account);
     if (publisher) return this.send(account, publisher, subject, payload, headers);
     return this.prepare(account).then((p) => (p ? this.send(account, p, subject, payload, headers) : "no_store"));
@@ -68,10 +75,17 @@ export class MessageStore {
 
   /** Makes sure the account's stream exists (a subscriber may come before any publish); its name, or undefined without a store. */
   async ensure(account: string): Promise<string | undefined> {
+    if (!this.enabled()) return undefined;
     return (await this.prepare(account)) ? this.streamName() : undefined;
   }
 
-  private async send(account: string, publisher: StoredPublisher, subject: string, payload: Uint8Array, headers: MsgHdrs): Promise<StoreOutcome> {
+  private async send(
+    account: string,
+    publisher: StoredPublisher,
+    subject: string,
+    payload: Uint8Array,
+    headers: MsgHdrs,
+  ): Promise<StoreOutcome> {
     try {
       const ack = await publisher.publishWith(MSGS_PREFIX + subject, payload, headers, this.timeoutMs);
       return ack.duplicate ? "duplicate" : "stored";
@@ -150,7 +164,10 @@ export class MessageStore {
       return;
     }
     if (existing.max_bytes !== limits.max_bytes || existing.max_age !== limits.max_age) {
-      this.log.info({ account, stream: name, ...limits }, "MQTT store limits changed in the config: updating the stream");
+      this.log.info(
+        { account, stream: name, ...limits },
+        "MQTT store limits changed in the config: updating the stream",
+      );
       await jsm.streams.update(name, { ...existing, ...limits }).catch((e: Error) => {
         // The stream works with its old limits; the operator learns why the new ones did not apply.
         this.log.warn({ account, stream: name, err: e.message }, "could not update the MQTT store's limits");
@@ -169,7 +186,9 @@ class NoStore extends Error {
 /** No store can be there: no JetStream in the account, the stream could not be made, or the gateway user may not manage it. */
 function isAbsent(e: unknown): boolean {
   if (e instanceof NoStore || (e as Error)?.name === "JetStreamNotEnabled") return true;
-  if (e instanceof JetStreamApiError) return e.code === JETSTREAM_NOT_ENABLED_FOR_ACCOUNT || e.code === STREAM_NOT_FOUND;
-  for (let c: unknown = e; c; c = (c as { cause?: unknown }).cause) if (c instanceof PermissionViolationError) return true;
+  if (e instanceof JetStreamApiError)
+    return e.code === JETSTREAM_NOT_ENABLED_FOR_ACCOUNT || e.code === STREAM_NOT_FOUND;
+  for (let c: unknown = e; c; c = (c as { cause?: unknown }).cause)
+    if (c instanceof PermissionViolationError) return true;
   return false;
 }

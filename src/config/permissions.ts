@@ -83,7 +83,9 @@ export function natsServerPermissions(config: GatewayConfig): string {
           comment: [
             "The gateway user: liveness asks between gateways ($MQG.alive.*) and their replies,",
             `the sessions bucket ${config.mqtt.sessions_bucket}, retained stream ${config.mqtt.retained_stream}`,
-            `and MQTT store ${config.mqtt.messages_stream} (QoS 1/2 messages for offline sessions, and their consumers)`,
+            ...(config.mqtt.messages_stream
+              ? [`and MQTT store ${config.mqtt.messages_stream} (QoS 1/2 messages for offline sessions, and their consumers)`]
+              : []),
             "(created on first use; the gateway's writes stay under $MQG.>, which clients cannot reach),",
             "and pausing / reading consumers of the account's binding streams for rebalance.",
             ...gateway.comment,
@@ -181,6 +183,7 @@ function gatewayPermissions(config: GatewayConfig, bindingStreams: readonly stri
  * consumers on it (create or update, look up, delete, pull, reset after a dead holder, ack).
  */
 function mqttStorePublish(stream: string): string[] {
+  if (stream === "") return [];
   return [
     `$JS.API.STREAM.INFO.${stream}`,
     `$JS.API.STREAM.CREATE.${stream}`,

@@ -103,7 +103,7 @@ export interface GatewayConfig {
     readonly routes: readonly Route[];
     readonly sessions_bucket: string;
     readonly retained_stream: string;
-    /** The MQTT store: stream of QoS 1/2 messages kept for persistent sessions (docs/decisions/mqtt-store.md). Additions. */
+    /** The MQTT store: stream of QoS 1/2 messages kept for persistent sessions, "" for none (docs/decisions/mqtt-store.md). Additions. */
     readonly messages_stream: string;
     /** Bytes the MQTT store may hold; -1 = no limit of its own (the account's JetStream limits). */
     readonly messages_max_bytes: number;
@@ -305,7 +305,8 @@ const mqtt = z.strictObject({
   routes: routes("mqtt"),
   sessions_bucket: bucketName.default("MQGW_SESSIONS"),
   retained_stream: streamName.default("MQGW_RETAINED"),
-  messages_stream: streamName.default("MQGW_MSGS"),
+  // "" turns the MQTT store off: QoS 1/2 to unbound subjects is then live only, as before it.
+  messages_stream: z.union([z.literal(""), streamName]).default("MQGW_MSGS"),
   messages_max_bytes: size
     .optional()
     .transform((n) => n ?? -1)

@@ -49,6 +49,10 @@ describe("defaults", () => {
       max_keepalive: 120_000,
       session_expiry_max: 7 * 86_400_000,
       client_id_header: "always",
+      messages_stream: "MQGW_MSGS",
+      messages_max_bytes: -1,
+      messages_max_age: 0,
+      stream_replicas: null,
     });
     expect(c.amqp).toEqual({
       listen: { host: "0.0.0.0", port: 5672 },
@@ -57,6 +61,7 @@ describe("defaults", () => {
       max_frame_size: 65_536,
       sasl: ["PLAIN", "ANONYMOUS"],
       idle_timeout: 60_000,
+      dedupe_message_id: false,
     });
     expect(c.bindings).toEqual([]);
     expect(c.routing).toEqual([]);
@@ -350,6 +355,32 @@ limits: { connect_timeout: 0s, max_connections: many }
     expect(
       problems(await loadConfig({ file: await file("idle-short.yaml", "amqp: { idle_timeout: 500ms }\n") })),
     ).toEqual(["amqp.idle_timeout: must be between 1s and 4294967.295s"]);
+  });
+
+  it("the MQTT store's keys (additions): name or \"\" for none, limits, replicas; AMQP dedupe", async () => {
+    const c = config(
+      await loadConfig({
+        file: await file(
+          "store.yaml",
+          "mqtt: { messages_stream: MSGS, messages_max_bytes: 1GiB, messages_max_age: 7d, stream_replicas: 3 }\namqp: { dedupe_message_id: true }\n",
+        ),
+      }),
+    );
+    expect([c.mqtt.messages_stream, c.mqtt.messages_max_bytes, c.mqtt.messages_max_age, c.mqtt.stream_replicas]).toEqual(["MSGS", 1024 ** 3, 7 * 86_400_000, 3]);
+    expect(c.amqp.dedupe_message_id).toBe(true);
+    expect(config(await loadConfig({ file: await file("nostore.yaml", 'mqtt: { messages_stream: "" }\n') })).mqtt.messages_stream).toBe("");
+    expect(
+      problems(
+        await loadConfig({
+          file: await file("store-bad.yaml", "mqtt: { messages_stream: a.b, messages_max_bytes: 0, messages_max_age: 10ms, stream_replicas: 7 }\n"),
+        }),
+      ),
+    ).toEqual([
+      expect.stringMatching(/^mqtt\.messages_stream: /),
+      "mqtt.messages_max_bytes: must be at least 1 byte; leave it out for no limit",
+      "mqtt.messages_max_age: must be 0 (no limit) or at least 1s",
+      expect.stringMatching(/^mqtt\.stream_replicas: /),
+    ]);
   });
 
   it("reports YAML syntax errors and duplicate keys with the file name", async () => {

@@ -7,12 +7,17 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AmqpClient, bodyText, collect as collectAmqp } from "../amqp/rheaClient.js";
 import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
-import { collect, connectMqtt } from "../helpers/mqttClient.js";
+import { collect, connectCollecting, connectMqtt } from "../helpers/mqttClient.js";
 import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
 import { eventually } from "../helpers/poll.js";
 
 const STORE = "MQGW_MSGS";
-const session = (clientId: string) => ({ protocolVersion: 5 as const, clientId, clean: false, properties: { sessionExpiryInterval: 600 } });
+const session = (clientId: string) => ({
+  protocolVersion: 5 as const,
+  clientId,
+  clean: false,
+  properties: { sessionExpiryInterval: 600 },
+});
 
 describe("the MQTT store beside a binding", () => {
   let nats: NatsServerHandle;
@@ -33,7 +38,8 @@ describe("the MQTT store beside a binding", () => {
     await nats?.stop();
   });
 
-  const lastSeq = async (): Promise<number> => (await jsm.streams.info(STORE).catch(() => undefined))?.state.last_seq ?? 0;
+  const lastSeq = async (): Promise<number> =>
+    (await jsm.streams.info(STORE).catch(() => undefined))?.state.last_seq ?? 0;
 
   it("a bound subject's QoS 1 publish goes to the operator's stream only, and its subscriber reads that stream", async () => {
     const sub = await connectMqtt(gw.port("mqtt"), session("bound-only"));
@@ -43,8 +49,11 @@ describe("the MQTT store beside a binding", () => {
     const pub = await connectMqtt(gw.port("mqtt"), { protocolVersion: 5 });
     await pub.publishAsync("mix/dev/b/1", "bound", { qos: 1 });
     expect(await lastSeq()).toBe(before);
-    const back = await connectMqtt(gw.port("mqtt"), { ...session("bound-only"), resubscribe: false });
-    const [m] = await collect(back).count(1);
+    const { client: back, inbox } = await connectCollecting(gw.port("mqtt"), {
+      ...session("bound-only"),
+      resubscribe: false,
+    });
+    const [m] = await inbox.count(1);
     expect(m!.payload.toString()).toBe("bound");
     await Promise.all([pub.endAsync(), back.endAsync()]);
   });
@@ -57,8 +66,10 @@ describe("the MQTT store beside a binding", () => {
     await pub.publishAsync("mix/free/1", "kept", { qos: 1 });
     await pub.publishAsync("mix/dev/m/1", "bound, live only for mix/#", { qos: 1 });
 
-    const back = await connectMqtt(gw.port("mqtt"), { ...session("mixed"), resubscribe: false });
-    const inbox = collect(back);
+    const { client: back, inbox } = await connectCollecting(gw.port("mqtt"), {
+      ...session("mixed"),
+      resubscribe: false,
+    });
     const [kept] = await inbox.count(1);
     expect([kept!.topic, kept!.payload.toString()]).toEqual(["mix/free/1", "kept"]);
     // Online: the unbound message from the store, the bound one live from core NATS, once each.
@@ -71,7 +82,12 @@ describe("the MQTT store beside a binding", () => {
     await pub.publishAsync("mix/dev/m/2", "bound online", { qos: 1 });
     await pub.publishAsync("mix/free/3", "last", { qos: 1 });
     const seen = await inbox.count(4);
-    expect(seen.slice(1).map((s) => s.payload.toString()).sort()).toEqual(["bound online", "free online", "last"]);
+    expect(
+      seen
+        .slice(1)
+        .map((s) => s.payload.toString())
+        .sort(),
+    ).toEqual(["bound online", "free online", "last"]);
     const fromAmqp = await amqpSeen.take(3);
     expect(fromAmqp.map((r) => bodyText(r.message)).sort()).toEqual(["bound online", "free online", "last"]);
     await eventually(() => (natsSeen.length >= 3 ? true : undefined), 5_000, "NATS copies");
@@ -81,5 +97,35 @@ describe("the MQTT store beside a binding", () => {
     expect((await inbox.count(5))[4]!.payload.toString()).toBe("end");
     expect(bodyText((await amqpSeen.next()).message)).toBe("end");
     await Promise.all([pub.endAsync(), back.endAsync(), amqp.close()]);
+  });
+
+  it('with mqtt.messages_stream "" the store is off: QoS 1 to an unbound subject is acknowledged and delivered live only', async () => {
+    const off = await startGateway({
+      nats: nats.url,
+      config: { mqtt: { listen: "127.0.0.1:0", messages_stream: "" } },
+    });
+    try {
+      const before = await lastSeq();
+      const sub = await connectMqtt(off.port("mqtt"), session("store-off"));
+      await sub.subscribeAsync("off/+", { qos: 1 });
+      const inbox = collect(sub);
+      const pub = await connectMqtt(off.port("mqtt"), { protocolVersion: 5 });
+      await pub.publishAsync("off/1", "live", { qos: 1 });
+      const [m] = await inbox.count(1);
+      expect([m!.payload.toString(), m!.packet.qos]).toEqual(["live", 1]);
+      await sub.endAsync();
+      await pub.publishAsync("off/1", "while away", { qos: 1 });
+      const { client: back, inbox: backInbox } = await connectCollecting(off.port("mqtt"), {
+        ...session("store-off"),
+        resubscribe: false,
+      });
+      await pub.publishAsync("off/1", "back", { qos: 1 });
+      const [again] = await backInbox.count(1);
+      expect(again!.payload.toString()).toBe("back");
+      expect(await lastSeq()).toBe(before);
+      await Promise.all([pub.endAsync(), back.endAsync()]);
+    } finally {
+      await off.stop();
+    }
   });
 });

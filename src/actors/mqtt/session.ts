@@ -291,7 +291,7 @@ export class ClientSession {
       else stream = c.stream.stream;
     }
     if (oneStream && stream !== undefined) return { kind: "bound", stream };
-    if (this.expirySec <= 0) return undefined;
+    if (this.expirySec <= 0 || !this.deps.messages.enabled()) return undefined;
     return { kind: "store", stream: this.deps.messages.streamName(), partial: touchesBound };
   }
 
