@@ -9,7 +9,8 @@ import { createLogger } from "../../src/log.js";
 const log = createLogger({ level: "silent", format: "json" });
 const server = (info: Record<string, unknown>) => ({ info }) as unknown as NatsConnection;
 const single = server({});
-const cluster = (n: number) => server({ cluster: "c", connect_urls: Array.from({ length: n }, (_, i) => `127.0.0.1:${4222 + i}`) });
+const cluster = (n: number) =>
+  server({ cluster: "c", connect_urls: Array.from({ length: n }, (_, i) => `127.0.0.1:${4222 + i}`) });
 const apiError = (err_code: number, description: string) => new JetStreamApiError({ code: 500, err_code, description });
 const what = { kind: "MQTT store", name: "MQGW_MSGS", account: "" };
 

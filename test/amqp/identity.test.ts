@@ -6,11 +6,16 @@ import { type JetStreamManager, jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
-import { collect as collectMqtt, connectMqtt } from "../helpers/mqttClient.js";
+import { connectCollecting, connectMqtt } from "../helpers/mqttClient.js";
 import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
 import { AmqpClient, rhea, send } from "./rheaClient.js";
 
-const session = (clientId: string) => ({ protocolVersion: 5 as const, clientId, clean: false, properties: { sessionExpiryInterval: 600 } });
+const session = (clientId: string) => ({
+  protocolVersion: 5 as const,
+  clientId,
+  clean: false,
+  properties: { sessionExpiryInterval: 600 },
+});
 
 describe("AMQP message identity and the MQTT store", () => {
   let nats: NatsServerHandle;
@@ -40,7 +45,10 @@ describe("AMQP message identity and the MQTT store", () => {
   async function sendAll(port: number, container: string, address: string, bodies: readonly string[]): Promise<void> {
     const amqp = await AmqpClient.open(port, { container_id: container });
     const sender = await amqp.sender(address);
-    for (const b of bodies) expect(await send(sender, { body: rhea.message.data_section(Buffer.from(b)), message_id: "reading" })).toEqual({ state: "accepted" });
+    for (const b of bodies)
+      expect(await send(sender, { body: rhea.message.data_section(Buffer.from(b)), message_id: "reading" })).toEqual({
+        state: "accepted",
+      });
     await amqp.close();
   }
 
@@ -53,12 +61,21 @@ describe("AMQP message identity and the MQTT store", () => {
 
     await sendAll(gw.port("amqp"), "thermostat", "dev.amqp.t", BODIES);
     await sendAll(gw.port("amqp"), "thermostat", "free.amqp.t", BODIES);
-    expect((await jsm.streams.info("DEV", { subjects_filter: "dev.amqp.t" })).state.subjects?.["dev.amqp.t"]).toBe(BODIES.length);
+    expect((await jsm.streams.info("DEV", { subjects_filter: "dev.amqp.t" })).state.subjects?.["dev.amqp.t"]).toBe(
+      BODIES.length,
+    );
 
-    const back = await connectMqtt(gw.port("mqtt"), { ...session("amqp-away"), resubscribe: false });
+    const { client: back, inbox } = await connectCollecting(gw.port("mqtt"), {
+      ...session("amqp-away"),
+      resubscribe: false,
+    });
     expect(back.connack.sessionPresent).toBe(true);
-    const seen = await collectMqtt(back).count(BODIES.length * 2, 10_000);
-    const got = (topic: string) => seen.filter((s) => s.topic === topic).map((s) => s.payload.toString()).sort();
+    const seen = await inbox.count(BODIES.length * 2, 10_000);
+    const got = (topic: string) =>
+      seen
+        .filter((s) => s.topic === topic)
+        .map((s) => s.payload.toString())
+        .sort();
     expect(got("dev/amqp/t")).toEqual([...BODIES].sort());
     // Unsettled sends to unbound subjects were kept in the MQTT store for the session.
     expect(got("free/amqp/t")).toEqual([...BODIES].sort());
@@ -74,12 +91,16 @@ describe("AMQP message identity and the MQTT store", () => {
     await sendAll(deduping.port("amqp"), "resender", "dev.dedupe.t", ["first", "again", "again"]);
     await sendAll(deduping.port("amqp"), "resender", "free.dedupe.t", ["first", "again", "again"]);
     const stored = await jsm.streams.getMessage("DEV", { last_by_subj: "dev.dedupe.t" });
-    expect((await jsm.streams.info("DEV", { subjects_filter: "dev.dedupe.t" })).state.subjects?.["dev.dedupe.t"]).toBe(1);
+    expect((await jsm.streams.info("DEV", { subjects_filter: "dev.dedupe.t" })).state.subjects?.["dev.dedupe.t"]).toBe(
+      1,
+    );
     expect(stored?.header.get("Nats-Msg-Id")).toBe("resender/reading");
     expect(stored?.string()).toBe("first");
 
-    const back = await connectMqtt(deduping.port("mqtt"), { ...session("amqp-dedupe"), resubscribe: false });
-    const inbox = collectMqtt(back);
+    const { client: back, inbox } = await connectCollecting(deduping.port("mqtt"), {
+      ...session("amqp-dedupe"),
+      resubscribe: false,
+    });
     const seen = await inbox.count(2, 10_000);
     expect(seen.map((s) => `${s.topic}=${s.payload}`).sort()).toEqual(["dev/dedupe/t=first", "free/dedupe/t=first"]);
     // A later message shows nothing else was on its way.

@@ -13,7 +13,7 @@ import { loadConfig } from "../../src/config/load.js";
 import { natsServerPermissions } from "../../src/config/permissions.js";
 import type { GatewayConfig } from "../../src/config/schema.js";
 import { startGateway } from "../helpers/gateway.js";
-import { collect, connectMqtt } from "../helpers/mqttClient.js";
+import { connectCollecting, connectMqtt } from "../helpers/mqttClient.js";
 import { type NatsServerHandle, natsServerBinary, startNatsServer } from "../helpers/natsServer.js";
 
 let dir: string;
@@ -201,9 +201,9 @@ describe("the generated permissions on a running nats-server", () => {
       const pub = await connectMqtt(gateway.port("mqtt"), { ...login, protocolVersion: 5 });
       await pub.publishAsync("perm/1", "kept", { qos: 1 });
       await pub.endAsync();
-      const back = await connectMqtt(gateway.port("mqtt"), { ...login, protocolVersion: 5, clientId: "perm-away", clean: false, properties: { sessionExpiryInterval: 600 }, resubscribe: false });
+      const { client: back, inbox } = await connectCollecting(gateway.port("mqtt"), { ...login, protocolVersion: 5, clientId: "perm-away", clean: false, properties: { sessionExpiryInterval: 600 }, resubscribe: false });
       expect(back.connack.sessionPresent).toBe(true);
-      const [m] = await collect(back).count(1);
+      const [m] = await inbox.count(1);
       expect(m!.payload.toString()).toBe("kept");
       await back.endAsync();
       expect(gateway.logs.filter((l) => /no MQTT store|stored delivery unavailable/.test(String(l.msg)))).toEqual([]);

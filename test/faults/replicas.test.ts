@@ -1,25 +1,35 @@
 // Issue 12 item 9: on a 3-node JetStream cluster the gateway's own state (sessions bucket,
 // retained stream, MQTT store) is replicated, so losing the node that leads the sessions
 // bucket loses no session and no acknowledged message.
-import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
+import { type JetStreamManager, jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
-import { collect, connectMqtt } from "../helpers/mqttClient.js";
+import { collect, connectCollecting, connectMqtt } from "../helpers/mqttClient.js";
 import { type NatsClusterHandle, startNatsCluster } from "../helpers/natsCluster.js";
 import { eventually } from "../helpers/poll.js";
 
-const session = (clientId: string) => ({ protocolVersion: 5 as const, clientId, clean: false, properties: { sessionExpiryInterval: 3600 } });
+const session = (clientId: string) => ({
+  protocolVersion: 5 as const,
+  clientId,
+  clean: false,
+  properties: { sessionExpiryInterval: 3600 },
+});
 
 /**
  * Connects as a client with a reconnect policy does: a CONNACK "server unavailable" (the
  * sessions bucket had no leader for a moment) is answered by trying again.
  */
 function reconnect(port: number, clientId: string) {
-  return eventually(() => connectMqtt(port, { ...session(clientId), resubscribe: false }).catch((e: Error) => {
-    if (!/unavailable/i.test(e.message)) throw e;
-    return undefined;
-  }), 30_000, `${clientId} connected`);
+  return eventually(
+    () =>
+      connectCollecting(port, { ...session(clientId), resubscribe: false }).catch((e: Error) => {
+        if (!/unavailable/i.test(e.message)) throw e;
+        return undefined;
+      }),
+    30_000,
+    `${clientId} connected`,
+  );
 }
 
 describe("the gateway's streams on a 3-node JetStream cluster", () => {
@@ -35,7 +45,13 @@ describe("the gateway's streams on a 3-node JetStream cluster", () => {
     jsm = await jetstreamManager(nc);
     // An operator's stream (R3), and a retained stream someone made earlier with one replica.
     await jsm.streams.add({ name: "PLANT", subjects: ["plant.>"], num_replicas: 3 });
-    await jsm.streams.add({ name: "MQGW_RETAINED", subjects: ["$MQG.retained.>"], max_msgs_per_subject: 1, allow_direct: true, num_replicas: 1 });
+    await jsm.streams.add({
+      name: "MQGW_RETAINED",
+      subjects: ["$MQG.retained.>"],
+      max_msgs_per_subject: 1,
+      allow_direct: true,
+      num_replicas: 1,
+    });
     const config = { bindings: [{ stream: "PLANT" }], log: { level: "info", format: "json" } };
     // Two gateways on different nodes (each learns the others from the cluster's INFO).
     [gw1, gw2] = await Promise.all([
@@ -65,8 +81,7 @@ describe("the gateway's streams on a 3-node JetStream cluster", () => {
     let sub = await connectMqtt(gw1.port("mqtt"), session("mover"));
     await sub.subscribeAsync(["plant/cl/+", "free/cl/+"], { qos: 1 });
     const received: string[] = [];
-    const listen = (c: typeof sub) => collect(c).seen;
-    let seen = listen(sub);
+    let seen = collect(sub).seen;
 
     // One publisher on the other gateway, each publish's PUBACK awaited; only acknowledged ones count.
     const pub = await connectMqtt(gw2.port("mqtt"), { protocolVersion: 5, clientId: "cl-pub", reconnectPeriod: 500 });
@@ -85,7 +100,8 @@ describe("the gateway's streams on a 3-node JetStream cluster", () => {
         await new Promise((r) => setTimeout(r, 10));
       }
     })();
-    const ackedAtLeast = (n: number) => eventually(() => (acked.length >= n ? true : undefined), 60_000, `${n} acknowledged`);
+    const ackedAtLeast = (n: number) =>
+      eventually(() => (acked.length >= n ? true : undefined), 60_000, `${n} acknowledged`);
 
     await ackedAtLeast(40);
     await sub.endAsync();
@@ -95,20 +111,29 @@ describe("the gateway's streams on a 3-node JetStream cluster", () => {
     expect(leader).toBeDefined();
     await cluster.kill(leader!);
     await ackedAtLeast(120);
-    sub = await reconnect(gw2.port("mqtt"), "mover");
+    ({
+      client: sub,
+      inbox: { seen },
+    } = await reconnect(gw2.port("mqtt"), "mover"));
     expect(sub.connack.sessionPresent).toBe(true);
-    seen = listen(sub);
     await ackedAtLeast(200);
     await sub.endAsync();
     received.push(...seen.map((s) => `${s.topic}=${s.payload}`));
-    sub = await reconnect(gw1.port("mqtt"), "mover");
+    ({
+      client: sub,
+      inbox: { seen },
+    } = await reconnect(gw1.port("mqtt"), "mover"));
     expect(sub.connack.sessionPresent).toBe(true);
-    seen = listen(sub);
     await ackedAtLeast(240);
     stop = true;
     await publishing;
     const total = [...new Set(acked)];
-    await eventually(() => (new Set([...received, ...seen.map((s) => `${s.topic}=${s.payload}`)]).size >= total.length ? true : undefined), 60_000, "every acknowledged message");
+    await eventually(
+      () =>
+        new Set([...received, ...seen.map((s) => `${s.topic}=${s.payload}`)]).size >= total.length ? true : undefined,
+      60_000,
+      "every acknowledged message",
+    );
     received.push(...seen.map((s) => `${s.topic}=${s.payload}`));
     const got = new Set(received);
     expect(total.filter((m) => !got.has(m))).toEqual([]);

@@ -2,9 +2,14 @@ import mqtt, { type IClientOptions, type MqttClient } from "mqtt";
 
 export type ConnectedClient = MqttClient & { connack: mqtt.IConnackPacket };
 
-/** An mqtt.js client that resolves once connected (or rejects with the CONNACK error). */
-export function connectMqtt(port: number, options: IClientOptions = {}): Promise<ConnectedClient> {
+/**
+ * An mqtt.js client that resolves once connected (or rejects with the CONNACK error).
+ * `before` sees the client before it connects: a resumed session's messages can arrive
+ * in the same read as the CONNACK, before anything attached after the promise resolves.
+ */
+export function connectMqtt(port: number, options: IClientOptions = {}, before?: (client: MqttClient) => void): Promise<ConnectedClient> {
   const client = mqtt.connect({ host: "127.0.0.1", port, reconnectPeriod: 0, connectTimeout: 5_000, ...options }) as ConnectedClient;
+  before?.(client);
   return new Promise((resolve, reject) => {
     client.once("connect", (connack) => {
       client.connack = connack;
@@ -16,6 +21,15 @@ export function connectMqtt(port: number, options: IClientOptions = {}): Promise
     });
     client.once("close", () => reject(new Error("closed before CONNACK")));
   });
+}
+
+/** Connects and collects the client's messages from its first byte on. */
+export async function connectCollecting(port: number, options: IClientOptions = {}) {
+  let inbox: ReturnType<typeof collect> | undefined;
+  const client = await connectMqtt(port, options, (c) => {
+    inbox = collect(c);
+  });
+  return { client, inbox: inbox! };
 }
 
 /** Collects messages of a client; `next(n)` waits for the n-th. */

@@ -19,7 +19,9 @@ export interface NatsClusterHandle {
  * own store directory, routes to every other node, resolved once JetStream answers on
  * every node (a meta leader is elected and each node knows it).
  */
-export async function startNatsCluster(options: { size?: number; name?: string; extraConfig?: string } = {}): Promise<NatsClusterHandle> {
+export async function startNatsCluster(
+  options: { size?: number; name?: string; extraConfig?: string } = {},
+): Promise<NatsClusterHandle> {
   const size = options.size ?? 3;
   const cluster = options.name ?? `mqgw-${Math.random().toString(16).slice(2, 8)}`;
   const routePorts = await Promise.all(Array.from({ length: size }, () => freePort()));
@@ -34,8 +36,7 @@ cluster {
 ${options.extraConfig ?? ""}
 `;
   const started = await Promise.all(names.map((_, i) => startNatsServer({ config: config(i) })));
-  const nodes: Record<string, NatsServerHandle> = {};
-  names.forEach((n, i) => (nodes[n] = started[i]!));
+  const nodes: Record<string, NatsServerHandle> = Object.fromEntries(names.map((n, i) => [n, started[i]!]));
   // JetStream in a cluster answers only once the meta group has a leader every node knows of.
   for (const node of started) {
     await eventually(

@@ -7,9 +7,35 @@ import { promisify } from "node:util";
 const run = promisify(execFile);
 
 /** One `mosquitto_pub` process per message, all with one client id (each a clean start, packet id 1). */
-export async function mosquittoPub(port: number, version: 4 | 5, clientId: string, topic: string, payloads: readonly string[], qos: 1 | 2 = 1): Promise<void> {
+export async function mosquittoPub(
+  port: number,
+  version: 4 | 5,
+  clientId: string,
+  topic: string,
+  payloads: readonly string[],
+  qos: 1 | 2 = 1,
+): Promise<void> {
   for (const m of payloads) {
-    await run("mosquitto_pub", ["-h", "127.0.0.1", "-p", String(port), "-V", version === 5 ? "mqttv5" : "mqttv311", "-i", clientId, "-q", String(qos), "-t", topic, "-m", m], { timeout: 10_000 });
+    await run(
+      "mosquitto_pub",
+      [
+        "-h",
+        "127.0.0.1",
+        "-p",
+        String(port),
+        "-V",
+        version === 5 ? "mqttv5" : "mqttv311",
+        "-i",
+        clientId,
+        "-q",
+        String(qos),
+        "-t",
+        topic,
+        "-m",
+        m,
+      ],
+      { timeout: 10_000 },
+    );
   }
 }
 
@@ -39,7 +65,18 @@ print("ok")
 `;
 
 /** Debian's python3-paho-mqtt (1.6): a new client per message with one client id, each publish packet id 1, waited for its PUBACK. */
-export async function pahoPub(port: number, version: 4 | 5, clientId: string, topic: string, payloads: readonly string[], qos: 1 | 2 = 1): Promise<void> {
-  const { stdout } = await run("/usr/bin/python3", ["-c", PAHO, String(port), String(version), clientId, topic, String(qos), ...payloads], { timeout: 60_000 });
+export async function pahoPub(
+  port: number,
+  version: 4 | 5,
+  clientId: string,
+  topic: string,
+  payloads: readonly string[],
+  qos: 1 | 2 = 1,
+): Promise<void> {
+  const { stdout } = await run(
+    "/usr/bin/python3",
+    ["-c", PAHO, String(port), String(version), clientId, topic, String(qos), ...payloads],
+    { timeout: 60_000 },
+  );
   if (!stdout.includes("ok")) throw new Error(`paho: ${stdout}`);
 }

@@ -1,12 +1,12 @@
 // Issue 12 item 2: with no binding, on the two-command embedded default, QoS 1/2 messages
 // published while a persistent session is away are kept in the MQTT store and delivered
 // when it comes back; QoS 0 is never stored; NATS subscribers see every message once.
-import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
+import { type JetStreamManager, jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import type mqttPacket from "mqtt-packet";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
-import { collect, connectMqtt } from "../helpers/mqttClient.js";
+import { collect, connectCollecting, connectMqtt } from "../helpers/mqttClient.js";
 import { natsServerBinary } from "../helpers/natsServer.js";
 import { eventually } from "../helpers/poll.js";
 import { freePort } from "../helpers/ports.js";
@@ -21,7 +21,12 @@ type Inbox = ReturnType<typeof collect>;
  * also hears the gateway's own `_INBOX.x` replies until the delivery guard of the
  * authorization issue lands; those are not what this file tests.
  */
-async function until(inbox: Inbox, n: number, mine: (s: Inbox["seen"][number]) => boolean, timeoutMs = 10_000): Promise<Inbox["seen"]> {
+async function until(
+  inbox: Inbox,
+  n: number,
+  mine: (s: Inbox["seen"][number]) => boolean,
+  timeoutMs = 10_000,
+): Promise<Inbox["seen"]> {
   const picked = () => inbox.seen.filter(mine);
   await eventually(() => (picked().length >= n ? true : undefined), timeoutMs, `${n} messages`);
   return picked();
@@ -34,7 +39,10 @@ describe("the MQTT store on the embedded default (no config, no binding)", () =>
 
   beforeAll(async () => {
     const natsPort = await freePort();
-    gw = await startGateway({ config: { nats: { embedded_listen: `127.0.0.1:${natsPort}` } }, env: { NATS_SERVER_BIN: natsServerBinary() } });
+    gw = await startGateway({
+      config: { nats: { embedded_listen: `127.0.0.1:${natsPort}` } },
+      env: { NATS_SERVER_BIN: natsServerBinary() },
+    });
     nc = await connect({ servers: `nats://127.0.0.1:${natsPort}` });
     jsm = await jetstreamManager(nc);
   });
@@ -78,9 +86,8 @@ describe("the MQTT store on the embedded default (no config, no binding)", () =>
     // Everything acknowledged is kept: four QoS 1/2 messages, not the QoS 0 one.
     expect(await stored()).toBe(4);
 
-    const back = await connectMqtt(gw.port("mqtt"), { ...session, resubscribe: false });
+    const { client: back, inbox } = await connectCollecting(gw.port("mqtt"), { ...session, resubscribe: false });
     expect(back.connack.sessionPresent).toBe(true);
-    const inbox = collect(back);
     const mine = (n: number) => until(inbox, n, (s) => s.topic === "TopicA/B" || s.topic === "Topic/C");
     const seen = await mine(4);
     // At the QoS published (the subscription allows 2). Per-topic order across a reconnect
@@ -95,7 +102,13 @@ describe("the MQTT store on the embedded default (no config, no binding)", () =>
     await eventually(async () => ((await stored()) === 0 ? true : undefined), 10_000, "the store emptied");
     // NATS saw each of the five once, QoS 0 included.
     await eventually(() => (nats.length >= 5 ? true : undefined), 5_000, "NATS copies");
-    expect(nats.sort()).toEqual(["Topic.C=c-qos1", "Topic.C=c-qos2", "TopicA.B=a-qos0", "TopicA.B=a-qos1", "TopicA.B=a-qos2"]);
+    expect(nats.sort()).toEqual([
+      "Topic.C=c-qos1",
+      "Topic.C=c-qos2",
+      "TopicA.B=a-qos0",
+      "TopicA.B=a-qos1",
+      "TopicA.B=a-qos2",
+    ]);
     // Nothing more comes to the MQTT subscriber (no second copy from core NATS).
     await pub.publishAsync("TopicA/B", "marker", { qos: 1 });
     const after = await mine(5);
@@ -106,18 +119,24 @@ describe("the MQTT store on the embedded default (no config, no binding)", () =>
   });
 
   it("an MQTT 5 client with a Session Expiry gets what was published while it was away; the remaining expiry is sent", async () => {
-    const session = { protocolVersion: 5 as const, clientId: "away-v5", clean: false, properties: { sessionExpiryInterval: 300 } };
+    const session = {
+      protocolVersion: 5 as const,
+      clientId: "away-v5",
+      clean: false,
+      properties: { sessionExpiryInterval: 300 },
+    };
     const sub = await connectMqtt(gw.port("mqtt"), session);
     await sub.subscribeAsync("sensor/+", { qos: 1 });
     await sub.endAsync();
 
     const pub = await connectMqtt(gw.port("mqtt"), { protocolVersion: 5 });
-    for (let i = 0; i < 5; i++) await pub.publishAsync("sensor/t1", `t${i}`, { qos: 1, properties: { messageExpiryInterval: 600 } });
+    for (let i = 0; i < 5; i++)
+      await pub.publishAsync("sensor/t1", `t${i}`, { qos: 1, properties: { messageExpiryInterval: 600 } });
     await pub.publishAsync("sensor/t1", "qos0", { qos: 0 });
 
-    const back = await connectMqtt(gw.port("mqtt"), { ...session, resubscribe: false });
+    const { client: back, inbox } = await connectCollecting(gw.port("mqtt"), { ...session, resubscribe: false });
     expect(back.connack.sessionPresent).toBe(true);
-    const seen = await collect(back).count(5);
+    const seen = await inbox.count(5);
     expect(seen.map((s) => s.payload.toString()).sort()).toEqual(["t0", "t1", "t2", "t3", "t4"]);
     for (const s of seen) {
       const left = s.packet.properties?.messageExpiryInterval ?? 0;
@@ -128,7 +147,12 @@ describe("the MQTT store on the embedded default (no config, no binding)", () =>
   });
 
   it("QoS 0 is never stored, and nothing is kept for a topic no persistent session subscribes", async () => {
-    const sub = await connectMqtt(gw.port("mqtt"), { protocolVersion: 5, clientId: "online-q1", clean: false, properties: { sessionExpiryInterval: 300 } });
+    const sub = await connectMqtt(gw.port("mqtt"), {
+      protocolVersion: 5,
+      clientId: "online-q1",
+      clean: false,
+      properties: { sessionExpiryInterval: 300 },
+    });
     await sub.subscribeAsync("plant/+/temp", { qos: 1 });
     const inbox = collect(sub);
     const before = (await jsm.streams.info(STORE)).state.last_seq;

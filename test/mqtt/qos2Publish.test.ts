@@ -24,7 +24,15 @@ describe("QoS 2 publishes are passed on once", () => {
   });
 
   const publish = (c: RawMqtt, topic: string, payload: string, dup: boolean) =>
-    c.send({ cmd: "publish", topic, payload: Buffer.from(payload), qos: 2, messageId: 1, retain: false, dup } as mqttPacket.Packet);
+    c.send({
+      cmd: "publish",
+      topic,
+      payload: Buffer.from(payload),
+      qos: 2,
+      messageId: 1,
+      retain: false,
+      dup,
+    } as mqttPacket.Packet);
 
   /** A persistent QoS 2 subscriber that reads `topic`; what it gets is counted after a marker arrives. */
   async function subscriber(clientId: string, topic: string) {

@@ -55,14 +55,24 @@ describe("stored copies and their replies", () => {
     await pub.publishAsync("dev/reply/plain", "no reply asked", { qos: 1 });
     await pub.publishAsync("dev/reply/asked", "reply here", { qos: 1, properties: { responseTopic: "answers/here" } });
     const sender = await amqp.sender("dev.reply.amqp");
-    expect(await send(sender, { body: rhea.message.data_section(Buffer.from("from amqp")) })).toEqual({ state: "accepted" });
+    expect(await send(sender, { body: rhea.message.data_section(Buffer.from("from amqp")) })).toEqual({
+      state: "accepted",
+    });
 
     const seen = await mqttSeen.count(3);
     const byTopic = Object.fromEntries(seen.map((s) => [s.topic, s.packet.properties?.responseTopic]));
-    expect(byTopic).toEqual({ "dev/reply/plain": undefined, "dev/reply/asked": "answers/here", "dev/reply/amqp": undefined });
+    expect(byTopic).toEqual({
+      "dev/reply/plain": undefined,
+      "dev/reply/asked": "answers/here",
+      "dev/reply/amqp": undefined,
+    });
     const received = await amqpSeen.take(3);
     const replyTo = Object.fromEntries(received.map((r) => [r.message.to, r.message.reply_to]));
-    expect(replyTo).toEqual({ "dev.reply.plain": undefined, "dev.reply.asked": "answers.here", "dev.reply.amqp": undefined });
+    expect(replyTo).toEqual({
+      "dev.reply.plain": undefined,
+      "dev.reply.asked": "answers.here",
+      "dev.reply.amqp": undefined,
+    });
     expect(natsReplies.filter((r) => r !== "")).toHaveLength(3);
     await Promise.all([pub.endAsync(), mqttSub.endAsync(), amqp.close()]);
   });
@@ -70,23 +80,51 @@ describe("stored copies and their replies", () => {
   it("a stored publish by a client that may not subscribe its ack inbox is refused 0x87 with a reason, and not stored", async () => {
     const before = (await jsm.streams.info("DEV")).state.messages;
     const c = await RawMqtt.connected(gw.port("mqtt"), 5, { username: "noinbox", password: Buffer.from("noinbox") });
-    c.send({ cmd: "publish", topic: "dev/noinbox/1", payload: Buffer.from("x"), qos: 1, messageId: 1, retain: false, dup: false } as mqttPacket.Packet);
+    c.send({
+      cmd: "publish",
+      topic: "dev/noinbox/1",
+      payload: Buffer.from("x"),
+      qos: 1,
+      messageId: 1,
+      retain: false,
+      dup: false,
+    } as mqttPacket.Packet);
     const ack = (await c.next("puback")) as mqttPacket.IPubackPacket;
     expect(ack.reasonCode).toBe(0x87);
     expect(String(ack.properties?.reasonString)).toMatch(/not authorized to subscribe to .*acknowledgement/);
     // Still refused on the next try, and still nothing stored.
-    c.send({ cmd: "publish", topic: "dev/noinbox/1", payload: Buffer.from("y"), qos: 1, messageId: 2, retain: false, dup: false } as mqttPacket.Packet);
+    c.send({
+      cmd: "publish",
+      topic: "dev/noinbox/1",
+      payload: Buffer.from("y"),
+      qos: 1,
+      messageId: 2,
+      retain: false,
+      dup: false,
+    } as mqttPacket.Packet);
     expect(((await c.next("puback")) as mqttPacket.IPubackPacket).reasonCode).toBe(0x87);
     expect((await jsm.streams.info("DEV")).state.messages).toBe(before);
     c.end();
 
     // 3.1.1 has no negative PUBACK: the connection closes, and nothing is stored.
     const v4 = await RawMqtt.connected(gw.port("mqtt"), 4, { username: "noinbox", password: Buffer.from("noinbox") });
-    v4.send({ cmd: "publish", topic: "dev/noinbox/2", payload: Buffer.from("z"), qos: 1, messageId: 1, retain: false, dup: false } as mqttPacket.Packet);
+    v4.send({
+      cmd: "publish",
+      topic: "dev/noinbox/2",
+      payload: Buffer.from("z"),
+      qos: 1,
+      messageId: 1,
+      retain: false,
+      dup: false,
+    } as mqttPacket.Packet);
     await v4.waitClosed();
     expect(v4.packets.some((p) => p.cmd === "puback")).toBe(false);
 
-    const amqp = await AmqpClient.open(gw.port("amqp"), { username: "noinbox", password: "noinbox", container_id: "noinbox" });
+    const amqp = await AmqpClient.open(gw.port("amqp"), {
+      username: "noinbox",
+      password: "noinbox",
+      container_id: "noinbox",
+    });
     const sender = await amqp.sender("dev.noinbox.3");
     const outcome = await send(sender, { body: rhea.message.data_section(Buffer.from("w")) });
     expect(outcome.state).toBe("rejected");
@@ -97,7 +135,15 @@ describe("stored copies and their replies", () => {
 
   it("the same client still publishes QoS 1 to an unbound subject: the MQTT store's copy is written by the gateway user", async () => {
     const c = await RawMqtt.connected(gw.port("mqtt"), 5, { username: "noinbox", password: Buffer.from("noinbox") });
-    c.send({ cmd: "publish", topic: "free/noinbox", payload: Buffer.from("x"), qos: 1, messageId: 1, retain: false, dup: false } as mqttPacket.Packet);
+    c.send({
+      cmd: "publish",
+      topic: "free/noinbox",
+      payload: Buffer.from("x"),
+      qos: 1,
+      messageId: 1,
+      retain: false,
+      dup: false,
+    } as mqttPacket.Packet);
     expect(((await c.next("puback")) as mqttPacket.IPubackPacket).reasonCode ?? 0).toBe(0);
     c.end();
   });
