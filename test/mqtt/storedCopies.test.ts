@@ -21,6 +21,17 @@ authorization {
 no_auth_user: open
 `;
 
+const publishQos1 = (c: RawMqtt, topic: string, payload: string, messageId: number) =>
+  c.send({
+    cmd: "publish",
+    topic,
+    payload: Buffer.from(payload),
+    qos: 1,
+    messageId,
+    retain: false,
+    dup: false,
+  } as mqttPacket.Packet);
+
 describe("stored copies and their replies", () => {
   let nats: NatsServerHandle;
   let gw: GatewayHandle;
@@ -80,43 +91,19 @@ describe("stored copies and their replies", () => {
   it("a stored publish by a client that may not subscribe its ack inbox is refused 0x87 with a reason, and not stored", async () => {
     const before = (await jsm.streams.info("DEV")).state.messages;
     const c = await RawMqtt.connected(gw.port("mqtt"), 5, { username: "noinbox", password: Buffer.from("noinbox") });
-    c.send({
-      cmd: "publish",
-      topic: "dev/noinbox/1",
-      payload: Buffer.from("x"),
-      qos: 1,
-      messageId: 1,
-      retain: false,
-      dup: false,
-    } as mqttPacket.Packet);
+    publishQos1(c, "dev/noinbox/1", "x", 1);
     const ack = (await c.next("puback")) as mqttPacket.IPubackPacket;
     expect(ack.reasonCode).toBe(0x87);
     expect(String(ack.properties?.reasonString)).toMatch(/not authorized to subscribe to .*acknowledgement/);
     // Still refused on the next try, and still nothing stored.
-    c.send({
-      cmd: "publish",
-      topic: "dev/noinbox/1",
-      payload: Buffer.from("y"),
-      qos: 1,
-      messageId: 2,
-      retain: false,
-      dup: false,
-    } as mqttPacket.Packet);
+    publishQos1(c, "dev/noinbox/1", "y", 2);
     expect(((await c.next("puback")) as mqttPacket.IPubackPacket).reasonCode).toBe(0x87);
     expect((await jsm.streams.info("DEV")).state.messages).toBe(before);
     c.end();
 
     // 3.1.1 has no negative PUBACK: the connection closes, and nothing is stored.
     const v4 = await RawMqtt.connected(gw.port("mqtt"), 4, { username: "noinbox", password: Buffer.from("noinbox") });
-    v4.send({
-      cmd: "publish",
-      topic: "dev/noinbox/2",
-      payload: Buffer.from("z"),
-      qos: 1,
-      messageId: 1,
-      retain: false,
-      dup: false,
-    } as mqttPacket.Packet);
+    publishQos1(v4, "dev/noinbox/2", "z", 1);
     await v4.waitClosed();
     expect(v4.packets.some((p) => p.cmd === "puback")).toBe(false);
 
@@ -135,15 +122,7 @@ describe("stored copies and their replies", () => {
 
   it("the same client still publishes QoS 1 to an unbound subject: the MQTT store's copy is written by the gateway user", async () => {
     const c = await RawMqtt.connected(gw.port("mqtt"), 5, { username: "noinbox", password: Buffer.from("noinbox") });
-    c.send({
-      cmd: "publish",
-      topic: "free/noinbox",
-      payload: Buffer.from("x"),
-      qos: 1,
-      messageId: 1,
-      retain: false,
-      dup: false,
-    } as mqttPacket.Packet);
+    publishQos1(c, "free/noinbox", "x", 1);
     expect(((await c.next("puback")) as mqttPacket.IPubackPacket).reasonCode ?? 0).toBe(0);
     c.end();
   });
