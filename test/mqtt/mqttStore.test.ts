@@ -146,6 +146,28 @@ describe("the MQTT store on the embedded default (no config, no binding)", () =>
     await Promise.all([pub.endAsync(), back.endAsync()]);
   });
 
+  it("a QoS 1 will is kept for a session that is away too", async () => {
+    const session = {
+      protocolVersion: 5 as const,
+      clientId: "will-watcher",
+      clean: false,
+      properties: { sessionExpiryInterval: 300 },
+    };
+    const watcher = await connectMqtt(gw.port("mqtt"), session);
+    await watcher.subscribeAsync("wills/+", { qos: 1 });
+    await watcher.endAsync();
+    const dying = await RawMqtt.connected(gw.port("mqtt"), 4, {
+      clientId: "dying",
+      will: { topic: "wills/dying", payload: Buffer.from("gone"), qos: 1, retain: false },
+    });
+    dying.socket.destroy(); // a network drop: the will goes out
+    await eventually(async () => ((await stored()) >= 1 ? true : undefined), 10_000, "the will kept");
+    const { client: back, inbox } = await connectCollecting(gw.port("mqtt"), { ...session, resubscribe: false });
+    const [will] = await inbox.count(1);
+    expect([will!.topic, will!.payload.toString(), will!.packet.qos]).toEqual(["wills/dying", "gone", 1]);
+    await back.endAsync();
+  });
+
   it("QoS 0 is never stored, and nothing is kept for a topic no persistent session subscribes", async () => {
     const sub = await connectMqtt(gw.port("mqtt"), {
       protocolVersion: 5,
