@@ -138,8 +138,10 @@ export class Publisher {
       this.waiting.push({ subject, resolve });
       if (this.flushScheduled) return;
       this.flushScheduled = true;
-      // Everything published in this turn rides on one PING.
-      setImmediate(() => this.flush());
+      // Everything published in this turn rides on one PING, sent in a microtask so it takes
+      // the transport the publishes took (natsBridge.ts flushAndSettle: a later macrotask let
+      // a reconnect in between acknowledge a publish lost with the old server).
+      queueMicrotask(() => this.flush());
     });
   }
 
