@@ -43,6 +43,7 @@ export class MessageStore {
   /** Accounts without a store (no JetStream, the stream cannot be made): when to ask again. */
   private readonly absentUntil = new Map<string, number>();
   private readonly warned = new Set<string>();
+  private seen: GatewayConfig | undefined;
 
   constructor(
     private readonly services: AccountServices,
@@ -67,6 +68,7 @@ export class MessageStore {
    * not acknowledge the copy: the publish must then be refused (a session may need it).
    */
   write(account: string, subject: string, payload: Uint8Array, headers: MsgHdrs): Promise<StoreOutcome> {
+    this.followReload();
     if (!this.enabled()) return NO_STORE;
     const publisher = this.ready.get(account);
     if (publisher) return this.send(account, publisher, subject, payload, headers);
@@ -75,8 +77,18 @@ export class MessageStore {
 
   /** Makes sure the account's stream exists (a subscriber may come before any publish); its name, or undefined without a store. */
   async ensure(account: string): Promise<string | undefined> {
+    this.followReload();
     if (!this.enabled()) return undefined;
     return (await this.prepare(account)) ? this.streamName() : undefined;
+  }
+
+  /** After a reload (SIGHUP) each account's stream is looked at again: a new name, new limits. */
+  private followReload(): void {
+    const config = this.config();
+    if (config === this.seen) return;
+    this.seen = config;
+    this.ready.clear();
+    this.absentUntil.clear();
   }
 
   private async send(

@@ -2,9 +2,11 @@
 // subject keeps today's path (the operator's stream), an unbound one goes through the
 // store, a subscription that mixes both reads the store for what it holds and gets the
 // bound subjects live; NATS and AMQP subscribers of the plain subjects see each message once.
+import { readFileSync, writeFileSync } from "node:fs";
 import { type JetStreamManager, jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parse, stringify } from "yaml";
 import { AmqpClient, bodyText, collect as collectAmqp } from "../amqp/rheaClient.js";
 import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
 import { collect, connectCollecting, connectMqtt } from "../helpers/mqttClient.js";
@@ -127,5 +129,22 @@ describe("the MQTT store beside a binding", () => {
     } finally {
       await off.stop();
     }
+  });
+
+  it("a reload (SIGHUP) applies new store limits to the existing stream", async () => {
+    const pub = await connectMqtt(gw.port("mqtt"), { protocolVersion: 5 });
+    await pub.publishAsync("limits/1", "before", { qos: 1 });
+    expect((await jsm.streams.info(STORE)).config.max_age).toBe(0);
+    const args = gw.process.spawnargs;
+    const file = args[args.indexOf("--config") + 1]!;
+    const config = parse(readFileSync(file, "utf8"));
+    config.mqtt = { ...config.mqtt, messages_max_age: "1h", messages_max_bytes: "64MiB" };
+    writeFileSync(file, stringify(config));
+    gw.process.kill("SIGHUP");
+    await gw.waitForLog((l) => l.msg === "config reloaded");
+    await pub.publishAsync("limits/1", "after", { qos: 1 });
+    const info = await jsm.streams.info(STORE);
+    expect([info.config.max_age, info.config.max_bytes]).toEqual([3_600_000_000_000, 64 * 1024 * 1024]);
+    await pub.endAsync();
   });
 });
