@@ -40,7 +40,7 @@ async function run(spec) {
   const subs = [];
   for (const [i, s] of sc.subs.entries()) {
     if (s.kind === "mqtt") {
-      const c = await new RawMqtt({ host: HOST, port: spec.mqttPort, clientId: `${tag}-sub${i}`, onPublish }).connect();
+      const c = await new RawMqtt({ host: HOST, port: spec.mqttPort, clientId: `${tag}-sub${i}`, clean: !s.persistent, onPublish }).connect();
       await c.subscribe(s.filter, s.qos);
       subs.push(c);
     } else {

@@ -38,7 +38,7 @@ const { values: opt } = parseArgs({
 const rounds = Number(opt.rounds);
 const durationMs = Number(opt.duration);
 const warmupMs = Number(opt.warmup);
-const THROUGHPUT = ["qos0", "fanout", "m2n", "n2m", "qos1"];
+const THROUGHPUT = ["qos0", "fanout", "m2n", "n2m", "qos1", "qos1m", "qos1n"];
 const LATENCY = ["lat0", "lat1"];
 const only = opt.only ? new Set(opt.only.split(",")) : undefined;
 const want = (name) => !only || only.has(name);

@@ -6,8 +6,8 @@ import mqtt from "mqtt-packet";
 const V = { protocolVersion: 4 };
 
 export const encode = {
-  connect: (clientId, keepalive = 60) =>
-    mqtt.generate({ cmd: "connect", protocolId: "MQTT", protocolVersion: 4, clean: true, clientId, keepalive }, V),
+  connect: (clientId, keepalive = 60, clean = true) =>
+    mqtt.generate({ cmd: "connect", protocolId: "MQTT", protocolVersion: 4, clean, clientId, keepalive }, V),
   subscribe: (messageId, topic, qos) => mqtt.generate({ cmd: "subscribe", messageId, subscriptions: [{ topic, qos }] }, V),
   publish: (topic, payload, qos = 0, messageId) =>
     mqtt.generate({ cmd: "publish", topic, payload, qos, retain: false, dup: false, ...(qos > 0 ? { messageId } : {}) }, V),
@@ -39,7 +39,9 @@ export function repeat(packet, n) {
  * QoS 1 PUBLISHes are acknowledged in one write per socket read.
  */
 export class RawMqtt {
-  constructor({ host, port, localAddress, clientId, keepalive = 60, onPublish, onPuback }) {
+  /** `clean: false`: a 3.1.1 persistent session (the MQTT store's subscribers). */
+  constructor({ host, port, localAddress, clientId, keepalive = 60, clean = true, onPublish, onPuback }) {
+    this.clean = clean;
     this.host = host;
     this.port = port;
     this.localAddress = localAddress;
@@ -70,7 +72,7 @@ export class RawMqtt {
       s.on("data", (c) => this.onData(c));
       s.on("connect", () => {
         this.waitFor(2).then((p) => (p[3] === 0 ? resolve(this) : reject(new Error(`CONNACK ${p[3]}`))), reject);
-        s.write(encode.connect(this.clientId, this.keepalive));
+        s.write(encode.connect(this.clientId, this.keepalive, this.clean));
       });
     });
   }

@@ -32,6 +32,18 @@ export const SCENARIOS = {
     subs: [0, 1, 2, 3].map((i) => ({ kind: "mqtt", filter: `stored/q1/${i}`, qos: 1 })),
     fanout: 1,
   },
+  qos1m: {
+    title: "QoS 1 MQTT -> MQTT, no binding: the MQTT store (4 pub, 4 persistent sub)",
+    pubs: [0, 1, 2, 3].map((i) => ({ kind: "mqtt", topics: [`msgs/q1/${i}`], qos: 1 })),
+    subs: [0, 1, 2, 3].map((i) => ({ kind: "mqtt", filter: `msgs/q1/${i}`, qos: 1, persistent: true })),
+    fanout: 1,
+  },
+  qos1n: {
+    title: "QoS 1 MQTT -> NATS, no binding, no persistent session (4 pub, 1 NATS sub)",
+    pubs: [0, 1, 2, 3].map((i) => ({ kind: "mqtt", topics: [`nostore/q1/${i}`], qos: 1 })),
+    subs: [{ kind: "nats", filter: "nostore.q1.>" }],
+    fanout: 1,
+  },
   lat0: {
     title: "latency QoS 0 at 2,000 msgs/s",
     pubs: [{ kind: "mqtt", topics: ["bench/lat/0"], qos: 0 }],

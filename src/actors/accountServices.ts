@@ -4,6 +4,7 @@ import type { GatewayConfig } from "../config/schema.js";
 import type { Logger } from "../log.js";
 import { bridgeCredentials } from "./gatewayCredentials.js";
 import type { NatsBridge, NatsLease } from "./natsBridge.js";
+import { createWithReplicas, reportReplicas } from "./streamReplicas.js";
 
 /** The gateway's own JetStream handles in one client account. */
 export interface AccountJetStream {
@@ -59,12 +60,14 @@ export class AccountServices {
           try {
             // A detached session's record is dropped by the server when it expires (markerTTL
             // turns on allow_msg_ttl; the marker tells every gateway's key index).
-            const kv = await kvm.create(name, { history: 1, markerTTL: SESSION_MARKER_TTL_MS });
+            const kv = await this.withReplicas("sessions bucket", `KV_${name}`, account, (replicas) =>
+              kvm.create(name, { history: 1, replicas, markerTTL: SESSION_MARKER_TTL_MS }),
+            );
             this.ttlBuckets.add(account);
             return kv;
           } catch (e) {
             this.log.warn({ account, bucket: name, err: (e as Error).message }, "sessions bucket without per-record TTL (nats-server before 2.11?): expired sessions are swept instead");
-            return kvm.create(name, { history: 1 });
+            return this.withReplicas("sessions bucket", `KV_${name}`, account, (replicas) => kvm.create(name, { history: 1, replicas }));
           }
         }
         if (info.config.allow_msg_ttl) this.ttlBuckets.add(account);
@@ -105,13 +108,16 @@ export class AccountServices {
           await handles.jsm.streams.info(name);
         } catch {
           this.log.info({ account, stream: name }, "creating the retained messages stream");
-          await handles.jsm.streams.add({
-            name,
-            subjects: [`${RETAINED_PREFIX}>`],
-            max_msgs_per_subject: 1,
-            allow_direct: true,
-            allow_rollup_hdrs: true,
-          });
+          await this.withReplicas("retained stream", name, account, (num_replicas) =>
+            handles.jsm.streams.add({
+              name,
+              subjects: [`${RETAINED_PREFIX}>`],
+              max_msgs_per_subject: 1,
+              allow_direct: true,
+              allow_rollup_hdrs: true,
+              num_replicas,
+            }),
+          );
         }
       })();
       this.streams.set(key, ready);
@@ -125,6 +131,20 @@ export class AccountServices {
     this.handles.delete(account);
     this.buckets.delete(account);
     for (const key of this.streams.keys()) if (key.startsWith(`${account}\u0000`)) this.streams.delete(key);
+  }
+
+  /** Creates one of the gateway's streams or buckets with the replicas `mqtt.stream_replicas` asks for (streamReplicas.ts). */
+  async withReplicas<T>(kind: string, name: string, account: string, create: (replicas: number) => Promise<T>): Promise<T> {
+    const { lease } = await this.jetstream(account);
+    return createWithReplicas({ kind, name, account }, lease.nc, this.config().mqtt.stream_replicas, this.log, create);
+  }
+
+  /** At start: warns of each of the gateway's existing streams in the account with fewer replicas than wanted. */
+  async reportReplicas(account: string): Promise<void> {
+    const { mqtt } = this.config();
+    const { jsm, lease } = await this.jetstream(account);
+    const streams = [`KV_${mqtt.sessions_bucket}`, mqtt.retained_stream, mqtt.messages_stream].filter((s) => s !== "");
+    await reportReplicas(account, jsm, lease.nc, mqtt.stream_replicas, streams, this.log);
   }
 
   private async open(account: string): Promise<AccountJetStream> {

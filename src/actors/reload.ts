@@ -14,8 +14,12 @@ const RELOADABLE = [
   "mqtt.receive_maximum",
   "mqtt.max_keepalive",
   "mqtt.session_expiry_max",
+  // The MQTT store's limits: applied to its stream at its next use (messageStore.ts).
+  "mqtt.messages_max_bytes",
+  "mqtt.messages_max_age",
   "amqp.routes",
   "amqp.max_frame_size",
+  "amqp.dedupe_message_id",
   "bindings",
   "routing",
   "limits",

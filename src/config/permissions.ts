@@ -86,7 +86,10 @@ export function natsServerPermissions(config: GatewayConfig): string {
           ...gateway,
           comment: [
             "The gateway user: liveness asks between gateways ($MQG.alive.*) and their replies,",
-            `the sessions bucket ${config.mqtt.sessions_bucket} and retained stream ${config.mqtt.retained_stream}`,
+            `the sessions bucket ${config.mqtt.sessions_bucket}, retained stream ${config.mqtt.retained_stream}`,
+            ...(config.mqtt.messages_stream
+              ? [`and MQTT store ${config.mqtt.messages_stream} (QoS 1/2 messages for offline sessions, and their consumers)`]
+              : []),
             "(created on first use; the gateway's writes stay under $MQG.>, which clients cannot reach),",
             "stored delivery on the account's binding streams (a durable consumer per MQTT session and",
             "filter: made, pulled, acknowledged, reset, paused for rebalance, deleted), and the replies to",
@@ -171,6 +174,7 @@ function gatewayPermissions(config: GatewayConfig, bindingStreams: readonly stri
       "$JS.API.INFO",
       ...ownStreams(config).flatMap(ownStreamApi),
       ...bindingStreams.flatMap(storedDeliveryApi),
+      ...mqttStoreApi(config.mqtt.messages_stream),
     ],
     // Liveness asks for this gateway, and the replies to its own requests ($MQG.inbox.<id>: every
     // gateway that shares this user has its own id, so all of them).
@@ -215,8 +219,8 @@ function ownStreamApi(stream: string): string[] {
 
 /**
  * A binding's stream: its subjects read at start (STREAM.INFO); a durable consumer per MQTT
- * session and filter, made, updated, looked at, reset after a dead holder and deleted with
- * the session; pulled (MSG.NEXT) and acknowledged; paused for rebalance. JetStream
+ * session, filter and resuming connection, made, looked at and deleted (the previous one on
+ * each resume, all with the session); pulled (MSG.NEXT) and acknowledged; paused for rebalance. JetStream
  * permissions cannot name a consumer prefix, so these cover every consumer of the stream.
  */
 function storedDeliveryApi(stream: string): string[] {
@@ -226,10 +230,23 @@ function storedDeliveryApi(stream: string): string[] {
     `$JS.API.CONSUMER.CREATE.${stream}.>`,
     `$JS.API.CONSUMER.INFO.${stream}.*`,
     `$JS.API.CONSUMER.DELETE.${stream}.*`,
-    `$JS.API.CONSUMER.RESET.${stream}.*`,
     `$JS.API.CONSUMER.MSG.NEXT.${stream}.*`,
     `$JS.API.CONSUMER.PAUSE.${stream}.*`,
     `$JS.ACK.${stream}.>`,
+  ];
+}
+
+/**
+ * The MQTT store (docs/decisions/mqtt-store.md): the gateway user makes the stream, writes
+ * `$MQG.msgs.<subject>`, and runs the sessions' durable pull consumers on it, as on a binding.
+ */
+function mqttStoreApi(stream: string): string[] {
+  if (stream === "") return [];
+  return [
+    "$MQG.msgs.>",
+    `$JS.API.STREAM.CREATE.${stream}`,
+    `$JS.API.STREAM.UPDATE.${stream}`,
+    ...storedDeliveryApi(stream).filter((s) => !s.startsWith("$JS.API.CONSUMER.PAUSE.")),
   ];
 }
 

@@ -112,6 +112,14 @@ export interface GatewayConfig {
     readonly routes: readonly Route[];
     readonly sessions_bucket: string;
     readonly retained_stream: string;
+    /** The MQTT store: stream of QoS 1/2 messages kept for persistent sessions, "" for none (docs/decisions/mqtt-store.md). Additions. */
+    readonly messages_stream: string;
+    /** Bytes the MQTT store may hold; -1 = no limit of its own (the account's JetStream limits). */
+    readonly messages_max_bytes: number;
+    /** ms a message may wait in the MQTT store; 0 = no limit (the sessions' expiry bounds it). */
+    readonly messages_max_age: number;
+    /** Replicas of the gateway's streams and buckets; null = the cluster's size up to 3. An addition. */
+    readonly stream_replicas: number | null;
     readonly max_packet_size: number;
     readonly receive_maximum: number;
     readonly max_keepalive: number;
@@ -129,6 +137,8 @@ export interface GatewayConfig {
     readonly sasl: readonly SaslMechanism[];
     /** ms; advertised in the open, a connection silent this long is closed. An addition. */
     readonly idle_timeout: number;
+    /** Unsettled messages with the same container and message-id within the stream's duplicate window are stored once. An addition. */
+    readonly dedupe_message_id: boolean;
   };
   readonly bindings: readonly Binding[];
   readonly routing: readonly RoutingRule[];
@@ -308,6 +318,19 @@ const mqtt = z.strictObject({
   routes: routes("mqtt"),
   sessions_bucket: bucketName.default("MQGW_SESSIONS"),
   retained_stream: streamName.default("MQGW_RETAINED"),
+  // "" turns the MQTT store off: QoS 1/2 to unbound subjects is then live only, as before it.
+  messages_stream: z.union([z.literal(""), streamName]).default("MQGW_MSGS"),
+  messages_max_bytes: size
+    .optional()
+    .transform((n) => n ?? -1)
+    .pipe(z.number().refine((n) => n === -1 || n >= 1, "must be at least 1 byte; leave it out for no limit")),
+  // JetStream refuses a max_age under 100ms; 0 is no limit.
+  messages_max_age: duration.prefault("0").pipe(z.number().refine((ms) => ms === 0 || ms >= 1000, "must be 0 (no limit) or at least 1s")),
+  // nats-server's own MQTT `stream_replicas`; JetStream allows at most 5.
+  stream_replicas: count(5)
+    .min(1, "must be between 1 and 5")
+    .optional()
+    .transform((n) => n ?? null),
   // MQTT's own ceiling: a Remaining Length of at most 268,435,455 bytes.
   max_packet_size: size
     .prefault("1MiB")
@@ -342,6 +365,7 @@ const amqp = z
       .default(["PLAIN", "ANONYMOUS"]),
     // AMQP carries it as a uint of milliseconds.
     idle_timeout: duration.prefault("60s").pipe(between(1000, 4_294_967_295, seconds)),
+    dedupe_message_id: z.boolean().default(false),
   })
   .superRefine(externalNeedsVerifiedTls, always);
 

@@ -16,6 +16,7 @@ import { SessionSweeper } from "../actors/mqtt/sessionSweeper.js";
 import { sweepActor } from "../actors/mqtt/sweepActor.js";
 import { RetainedMessages } from "../actors/mqtt/retained.js";
 import { AccountServices } from "../actors/accountServices.js";
+import { MessageStore } from "../actors/messageStore.js";
 import { bridgeCredentials } from "../actors/gatewayCredentials.js";
 import { Bindings } from "../actors/bindings.js";
 import { announceClaim, answerLiveness, requestTakeover } from "../actors/liveness.js";
@@ -134,8 +135,14 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
 
     const accounts = new AccountResolver(() => config.routing);
     const services = new AccountServices(bridge, core, () => config, log, () => accounts.resolve(core.nc, undefined));
+    const messages = new MessageStore(services, () => config, log);
     const bindings = new Bindings(log, async (account) => (account === null ? core.nc : (await services.jetstream(account)).lease.nc));
     yield* Effect.promise(() => bindings.load(config.bindings));
+    // The gateway's own streams that exist with fewer replicas than wanted are named at start (streamReplicas.ts).
+    const startAccounts = Object.keys(config.gateway_users);
+    for (const account of startAccounts.length > 0 ? startAccounts : [""]) {
+      void services.reportReplicas(account).catch((e: Error) => log.debug({ account, err: e.message }, "replicas not checked"));
+    }
     // With gateway users, each account's liveness actor answers there (src/actors/admin/liveness.ts).
     if (Object.keys(config.gateway_users).length === 0) {
       const liveness = answerLiveness({ nc: core.nc, id: config.id, clients, directory, log });
@@ -162,6 +169,7 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
       session: {
         services,
         bindings,
+        messages,
         retained: new RetainedMessages(services),
         store: sessionStore,
         gatewayId: config.id,
@@ -225,6 +233,7 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
       metrics,
       log,
       bindings,
+      messages,
       supervisor,
       settings: amqpSettingsFor(() => config),
       accountOf: (lease, username) => accounts.resolve(lease.nc, username),

@@ -33,6 +33,8 @@ export interface MessageMeta {
   amqpFooter?: Uint8Array;
   /** Read strictly (headersToMeta): text values whose escapes are not UTF-8, left out. */
   lost?: number;
+  /** Read only: the message has a Nats-Msg-Id (with Mqgw-QoS 1/2, it is a stored message's core copy). */
+  hasMsgId?: true;
 }
 
 export const HEADER = {
@@ -257,6 +259,33 @@ const ROW_BY_LOWER_NAME = new Map<string, AnyRow>(ROWS.map((r) => [r.header.toLo
 const PROP_PREFIX_LOWER = HEADER.propPrefix.toLowerCase();
 const PROPS_ORDER_LOWER = HEADER.mqttPropsOrder.toLowerCase();
 const MQGW_PREFIX_LOWER = "mqgw-";
+const MSG_ID_LOWER = "nats-msg-id";
+const QOS_LOWER = HEADER.qos.toLowerCase();
+
+/**
+ * The NATS reply a receiver may answer: none on the core copy of a stored message
+ * (Mqgw-QoS 1/2 with a Nats-Msg-Id), whose NATS reply is the publisher's JetStream ack
+ * inbox; a stored message keeps its reply only in Mqgw-Reply-To (mapping-to-nats.md).
+ */
+export function answerableReply(meta: MessageMeta, reply: string | undefined): string | undefined {
+  return reply !== undefined && meta.hasMsgId === true && (meta.qos ?? 0) > 0 ? undefined : reply;
+}
+
+/** `answerableReply`'s test on header pairs: Mqgw-QoS 1 or 2 and a Nats-Msg-Id. */
+export function isStoredCopy(headers: HeaderEntries): boolean {
+  let qos: boolean | undefined;
+  let msgId = false;
+  for (const [key, vs] of headers) {
+    const lower = key.toLowerCase();
+    if (lower === MSG_ID_LOWER) msgId = true;
+    else if (qos === undefined && lower === QOS_LOWER) {
+      // The first value counts, as headersToMeta reads it.
+      const v = (typeof vs === "string" ? vs : vs[0])?.trim();
+      qos = v === "1" || v === "2";
+    }
+  }
+  return qos === true && msgId;
+}
 
 // ---------------------------------------------------------------------------------------
 
@@ -309,7 +338,10 @@ export function headersToMeta(headers: HeaderEntries, strict = false): MessageMe
     const values: readonly string[] = typeof vs === "string" ? [vs] : vs;
     if (values.length === 0) continue;
     const lower = key.toLowerCase();
-    if (!lower.startsWith(MQGW_PREFIX_LOWER)) continue;
+    if (!lower.startsWith(MQGW_PREFIX_LOWER)) {
+      if (lower === MSG_ID_LOWER) meta.hasMsgId = true;
+      continue;
+    }
     if (lower.startsWith(PROP_PREFIX_LOWER)) {
       const encodedName = key.slice(PROP_PREFIX_LOWER.length);
       const name = strict ? decodeStrict(encodedName) : decodeHeaderKey(encodedName);

@@ -141,8 +141,7 @@ export function plainBlockSaysQos12(block: Uint8Array): boolean | undefined {
 }
 
 function isQosKey(b: Uint8Array, at: number): boolean {
-  for (let i = 0; i < QOS_KEY.length; i++) if ((b[at + i]! | 0x20) !== QOS_KEY.charCodeAt(i)) return false;
-  return true;
+  return isKey(b, at, QOS_KEY);
 }
 
 /** The value between `from` and `to`, spaces and tabs trimmed, is "1" or "2". */
@@ -150,4 +149,26 @@ function isOneOrTwo(b: Uint8Array, from: number, to: number): boolean {
   while (from < to && (b[from] === 0x20 || b[from] === 0x09)) from++;
   while (to > from && (b[to - 1] === 0x20 || b[to - 1] === 0x09)) to--;
   return to - from === 1 && (b[from] === 0x31 || b[from] === 0x32);
+}
+
+const MSG_ID_KEY = "nats-msg-id";
+
+/**
+ * Whether a plain header block marks a stored message's core copy: `Mqgw-QoS` 1 or 2 and a
+ * `Nats-Msg-Id` (docs/decisions/mqtt-store.md). A subscription whose QoS 1/2 messages a
+ * consumer delivers drops these on the bytes. Undefined where `plainHeaderPairs` is.
+ */
+export function plainBlockSaysStoredCopy(block: Uint8Array): boolean | undefined {
+  let qos: boolean | undefined;
+  let msgId = false;
+  const plain = eachPlainLine(block, (pos, colon, eol) => {
+    if (qos === undefined && colon - pos === QOS_KEY.length && isKey(block, pos, QOS_KEY)) qos = isOneOrTwo(block, colon + 1, eol);
+    else if (colon - pos === MSG_ID_KEY.length && isKey(block, pos, MSG_ID_KEY)) msgId = true;
+  });
+  return plain ? qos === true && msgId : undefined;
+}
+
+function isKey(b: Uint8Array, at: number, lower: string): boolean {
+  for (let i = 0; i < lower.length; i++) if ((b[at + i]! | 0x20) !== lower.charCodeAt(i)) return false;
+  return true;
 }

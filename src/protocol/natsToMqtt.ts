@@ -1,4 +1,4 @@
-import { headersToMeta, type MessageMeta } from "./headers.js";
+import { answerableReply, headersToMeta, type MessageMeta } from "./headers.js";
 import type { PublishProperties } from "./mqttProperties.js";
 import { deliverableTo, subjectToTopic, utf8Length } from "./topic.js";
 
@@ -64,7 +64,7 @@ export function natsToMqttPublish(
     // client (mapping-to-nats.md, "What a crossing loses"): left out, never truncated.
     let lost = meta.lost ?? 0;
     const props: PublishProperties = {};
-    const replyTo = meta.replyTo ?? reply;
+    const replyTo = meta.replyTo ?? answerableReply(meta, reply);
     if (replyTo !== undefined) {
       const rt = subjectToTopic(replyTo);
       if (rt !== undefined) props.responseTopic = rt;

@@ -45,18 +45,19 @@ describe("AMQP on stored subjects", () => {
   }
 
   describe("sends", () => {
-    it("an unsettled send to a stored subject is accepted after the stream's ack, once per message-id", async () => {
+    it("an unsettled send to a stored subject is accepted after the stream's ack; a reused message-id is stored again", async () => {
       const subject = unique("js.orders.send");
       const sender = await amqp.sender(subject);
       const message = { body: rhea.message.data_section(Buffer.from("stored")), message_id: `id-${subject}` };
       expect(await send(sender, message)).toEqual({ state: "accepted" });
-      // The same message again (a client's resend): accepted, stored once.
+      // Applications reuse message-ids: without amqp.dedupe_message_id every accepted transfer is kept.
       expect(await send(sender, message)).toEqual({ state: "accepted" });
       const info = await jsm.streams.info("ORDERS", { subjects_filter: subject });
-      expect(info.state.subjects?.[subject]).toBe(1);
+      expect(info.state.subjects?.[subject]).toBe(2);
       const stored = (await jsm.streams.getMessage("ORDERS", { last_by_subj: subject }))!;
       expect(stored.string()).toBe("stored");
-      expect(stored.header.get("Nats-Msg-Id")).toBe(`js-test/id-${subject}`);
+      expect(stored.header.get("Nats-Msg-Id")).not.toContain(`id-${subject}`);
+      expect(stored.header.get("Mqgw-Amqp-Message-Id")).toBe(`id-${subject}`);
       expect(stored.header.get("Mqgw-QoS")).toBe("1");
       sender.close();
     });

@@ -12,6 +12,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config/load.js";
 import { natsServerPermissions } from "../../src/config/permissions.js";
 import type { GatewayConfig } from "../../src/config/schema.js";
+import { startGateway } from "../helpers/gateway.js";
+import { connectCollecting, connectMqtt } from "../helpers/mqttClient.js";
 import { type NatsServerHandle, natsServerBinary, startNatsServer } from "../helpers/natsServer.js";
 
 let dir: string;
@@ -193,6 +195,30 @@ describe("the generated permissions on a running nats-server", () => {
     peer.subscribe("$MQG.alive.gw-live", { callback: (_e, msg) => msg.respond("alive") });
     await peer.flush();
     expect((await gw.request("$MQG.alive.gw-live", "", { timeout: 2000 })).string()).toBe("alive");
+  });
+
+  it("lets a gateway running as the generated gateway user keep QoS 1 messages for an offline session in the MQTT store", async () => {
+    const gateway = await startGateway({
+      nats: server.url,
+      config: { gateway_users: { CLIENTS: { user: "mqg-clients", password: pw("MQG_GATEWAY_CLIENTS_PASSWORD") } } },
+    });
+    try {
+      const login = { username: "sensor-7", password: "sensor-pw" };
+      const sub = await connectMqtt(gateway.port("mqtt"), { ...login, protocolVersion: 5, clientId: "perm-away", clean: false, properties: { sessionExpiryInterval: 600 } });
+      await sub.subscribeAsync("perm/+", { qos: 1 });
+      await sub.endAsync();
+      const pub = await connectMqtt(gateway.port("mqtt"), { ...login, protocolVersion: 5 });
+      await pub.publishAsync("perm/1", "kept", { qos: 1 });
+      await pub.endAsync();
+      const { client: back, inbox } = await connectCollecting(gateway.port("mqtt"), { ...login, protocolVersion: 5, clientId: "perm-away", clean: false, properties: { sessionExpiryInterval: 600 }, resubscribe: false });
+      expect(back.connack.sessionPresent).toBe(true);
+      const [m] = await inbox.count(1);
+      expect(m!.payload.toString()).toBe("kept");
+      await back.endAsync();
+      expect(gateway.logs.filter((l) => /no MQTT store|stored delivery unavailable/.test(String(l.msg)))).toEqual([]);
+    } finally {
+      await gateway.stop();
+    }
   });
 
   it("keeps client users out of $MQG.>, and lets them use everything else", async () => {

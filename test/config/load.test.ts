@@ -82,6 +82,10 @@ describe("defaults", () => {
       session_expiry_max: 7 * 86_400_000,
       session_sweep_interval: 300_000,
       client_id_header: "always",
+      messages_stream: "MQGW_MSGS",
+      messages_max_bytes: -1,
+      messages_max_age: 0,
+      stream_replicas: null,
     });
     expect(c.amqp).toEqual({
       listen: { host: "127.0.0.1", port: 5672 },
@@ -90,6 +94,7 @@ describe("defaults", () => {
       max_frame_size: 65_536,
       sasl: ["PLAIN", "ANONYMOUS"],
       idle_timeout: 60_000,
+      dedupe_message_id: false,
     });
     expect(c.bindings).toEqual([]);
     expect(c.routing).toEqual([]);
@@ -392,6 +397,32 @@ limits: { connect_timeout: 0s, max_connections: many }
     ).toBe(16 * 1024 * 1024);
     expect(problems(await loadConfig({ file: await file("mp-big.yaml", "nats: { embedded_max_payload: 65MiB }\n") }))).toEqual([
       "nats.embedded_max_payload: must be between 1KiB and 64MiB",
+    ]);
+  });
+
+  it("the MQTT store's keys (additions): name or \"\" for none, limits, replicas; AMQP dedupe", async () => {
+    const c = config(
+      await loadConfig({
+        file: await file(
+          "store.yaml",
+          "mqtt: { messages_stream: MSGS, messages_max_bytes: 1GiB, messages_max_age: 7d, stream_replicas: 3 }\namqp: { dedupe_message_id: true }\n",
+        ),
+      }),
+    );
+    expect([c.mqtt.messages_stream, c.mqtt.messages_max_bytes, c.mqtt.messages_max_age, c.mqtt.stream_replicas]).toEqual(["MSGS", 1024 ** 3, 7 * 86_400_000, 3]);
+    expect(c.amqp.dedupe_message_id).toBe(true);
+    expect(config(await loadConfig({ file: await file("nostore.yaml", 'mqtt: { messages_stream: "" }\n') })).mqtt.messages_stream).toBe("");
+    expect(
+      problems(
+        await loadConfig({
+          file: await file("store-bad.yaml", "mqtt: { messages_stream: a.b, messages_max_bytes: 0, messages_max_age: 10ms, stream_replicas: 7 }\n"),
+        }),
+      ),
+    ).toEqual([
+      expect.stringMatching(/^mqtt\.messages_stream: /),
+      "mqtt.messages_max_bytes: must be at least 1 byte; leave it out for no limit",
+      "mqtt.messages_max_age: must be 0 (no limit) or at least 1s",
+      expect.stringMatching(/^mqtt\.stream_replicas: /),
     ]);
   });
 

@@ -7,10 +7,10 @@
  * - CONNACK says "session present" exactly when such a session was there to resume;
  * - a message reaches every client online with a matching subscription, at
  *   min(publish QoS, subscription QoS);
- * - topic 0 is live (core NATS): a client that is offline misses it, whatever its
- *   session. Topic 1 is stored (its subjects are bound to a stream): a QoS 1/2 message
- *   for a kept session with a QoS 1/2 subscription waits, and is delivered when the
- *   session resumes; a clean start drops what waited;
+ * - a QoS 1/2 message for a kept session with a QoS 1/2 subscription that is offline
+ *   waits, and is delivered when the session resumes; a clean start drops what waited.
+ *   Topic 1 is kept by the stream its subjects are bound to, topic 0 (no binding) by the
+ *   MQTT store (docs/decisions/mqtt-store.md). QoS 0 is never kept;
  * - however a connection ends (DISCONNECT, a dropped socket, a kick, a takeover), the
  *   session is what that connection's own clean flag says.
  */
@@ -18,7 +18,7 @@ export type Qos = 0 | 1 | 2;
 export const CLIENTS = ["a", "b"] as const;
 export type Name = (typeof CLIENTS)[number];
 export const TOPICS = 2;
-/** The topic whose subjects a stream stores. */
+/** The topic whose subjects a bound stream stores (the other one's go to the MQTT store). */
 export const STORED_TOPIC = 1;
 
 export interface ClientState {
@@ -81,7 +81,7 @@ export class SessionModel {
       if (sub === undefined) continue;
       const at = Math.min(qos, sub) as Qos;
       if (c.online) now.set(name, at);
-      else if (topic === STORED_TOPIC && at > 0) c.waiting.set(payload, at);
+      else if (at > 0) c.waiting.set(payload, at);
     }
     return now;
   }

@@ -1,5 +1,5 @@
 import { connect, type NatsConnection } from "@nats-io/transport-node";
-import type mqtt from "mqtt-packet";
+import mqtt from "mqtt-packet";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
 import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
@@ -198,10 +198,12 @@ describe("MQTT error answers (CONTRACT error table)", () => {
     const small = await startGateway({ nats: nats.url, config: { mqtt: { listen: "127.0.0.1:0", receive_maximum: 2 } } });
     try {
       const c = await RawMqtt.connected(small.port("mqtt"), 5, { username: "narrow", password: Buffer.from("narrow") });
-      // QoS 2 publishes stay in flight until PUBREL; the third is one too many.
-      for (let id = 1; id <= 3; id++) {
-        c.send({ cmd: "publish", topic: "allowed/q", payload: Buffer.from("x"), qos: 2, messageId: id, retain: false, dup: false } as mqtt.Packet);
-      }
+      // Three QoS 2 publishes in one write (three writes may reach the gateway after the
+      // first one's PUBREC: Nagle holds them until the first is acknowledged); the third
+      // is one too many.
+      const publish = (id: number) =>
+        mqtt.generate({ cmd: "publish", topic: "allowed/q", payload: Buffer.from("x"), qos: 2, messageId: id, retain: false, dup: false }, { protocolVersion: 5 });
+      c.sendBytes(Buffer.concat([publish(1), publish(2), publish(3)]));
       expect(((await c.next("disconnect")) as mqtt.IDisconnectPacket).reasonCode).toBe(0x93);
     } finally {
       await small.stop();

@@ -2,6 +2,7 @@ import { MsgHdrsImpl } from "@nats-io/transport-node";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
+  answerableReply,
   decodeHeaderBytes,
   decodeHeaderKey,
   decodeHeaderValue,
@@ -10,6 +11,7 @@ import {
   encodeHeaderValue,
   HEADER,
   headersToMeta,
+  isStoredCopy,
   type MessageMeta,
   metaToHeaders,
 } from "../../src/protocol/headers.js";
@@ -315,5 +317,31 @@ describe("properties", () => {
       // A value that is a lone U+FEFF once lost it to the decoder's BOM stripping (found by fast-check).
       { ...RUNS, examples: [[[["k", "\ufeff"], ["k", "a"]], 1]] },
     );
+  });
+});
+
+describe("the NATS reply of a stored message's core copy (mapping-to-nats.md: a stored message keeps it only in Mqgw-Reply-To)", () => {
+  const qos = fc.constantFrom(undefined, "0", "1", "2");
+  const reply = fc.option(fc.constantFrom("_INBOX.abc.1", "$JS.ACK.X.1", "replies.here"), { nil: undefined });
+
+  it("is not answerable exactly when the message has Mqgw-QoS 1/2 and a Nats-Msg-Id", () => {
+    fc.assert(
+      fc.property(qos, fc.boolean(), reply, (q, msgId, r) => {
+        const pairs: Array<[string, string]> = [];
+        if (q !== undefined) pairs.push([HEADER.qos, q]);
+        if (msgId) pairs.push(["Nats-Msg-Id", "id-1"]);
+        const stored = (q === "1" || q === "2") && msgId;
+        expect(isStoredCopy(pairs)).toBe(stored);
+        expect(answerableReply(headersToMeta(pairs), r)).toBe(stored ? undefined : r);
+      }),
+      RUNS,
+    );
+  });
+
+  it("is read whatever the case of the header's name, and never written back", () => {
+    const meta = headersToMeta([["nats-msg-id", "x"], ["mqgw-qos", "1"]]);
+    expect(meta.hasMsgId).toBe(true);
+    expect(answerableReply(meta, "_INBOX.x")).toBeUndefined();
+    expect(metaToHeaders(meta)).toEqual([[HEADER.qos, "1"]]);
   });
 });

@@ -1,7 +1,13 @@
 import { MsgHdrsImpl } from "@nats-io/nats-core/internal";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { encodeHeaderBlock, plainBlockSaysQos12, plainHeaderPairs } from "../../src/protocol/natsHeaderBlock.js";
+import { isStoredCopy } from "../../src/protocol/headers.js";
+import {
+  encodeHeaderBlock,
+  plainBlockSaysQos12,
+  plainBlockSaysStoredCopy,
+  plainHeaderPairs,
+} from "../../src/protocol/natsHeaderBlock.js";
 
 /** What the gateway read before: nats.js's decode, then keys()/values(). */
 function viaNatsJs(block: Uint8Array): Array<[string, string]> | "throws" {
@@ -14,6 +20,23 @@ function viaNatsJs(block: Uint8Array): Array<[string, string]> | "throws" {
     return "throws";
   }
 }
+
+/** Header blocks of `key: value` lines and stray text, terminated or not: plain ones and odd ones. */
+const anyBlock = (key: fc.Arbitrary<string>, value: fc.Arbitrary<string>) =>
+  fc
+    .tuple(
+      fc.array(
+        fc.oneof(
+          fc.tuple(key, value).map(([k, v]) => `${k}:${v}`),
+          fc.string({ maxLength: 10 }),
+        ),
+        { maxLength: 6 },
+      ),
+      fc.boolean(),
+    )
+    .map(([lines, terminated]) =>
+      new TextEncoder().encode(`NATS/1.0\r\n${lines.map((l) => `${l}\r\n`).join("")}${terminated ? "\r\n" : ""}`),
+    );
 
 const block = (lines: string[]) => new TextEncoder().encode(`NATS/1.0\r\n${lines.map((l) => `${l}\r\n`).join("")}\r\n`);
 
@@ -119,14 +142,8 @@ describe("telling a QoS 1/2 header block without reading it", () => {
       "Mqgw-QoS@",
     );
     const value = fc.oneof(fc.constantFrom("1", "2", "0", " 1 ", "\t2", "12", "", "3"), fc.string({ maxLength: 4 }));
-    const line = fc.oneof(
-      fc.tuple(key, value).map(([k, v]) => `${k}:${v}`),
-      fc.string({ maxLength: 10 }),
-    );
     fc.assert(
-      fc.property(fc.array(line, { maxLength: 6 }), fc.boolean(), (lines, terminated) => {
-        const text = `NATS/1.0\r\n${lines.map((l) => `${l}\r\n`).join("")}${terminated ? "\r\n" : ""}`;
-        const b = new TextEncoder().encode(text);
+      fc.property(anyBlock(key, value), (b) => {
         expect(plainBlockSaysQos12(b)).toBe(viaPairs(b));
       }),
       { numRuns: 3000 },
@@ -138,5 +155,41 @@ describe("telling a QoS 1/2 header block without reading it", () => {
     expect(plainBlockSaysQos12(block(["Mqgw-QoS: 0"]))).toBe(false);
     expect(plainBlockSaysQos12(block(["Other: 1"]))).toBe(false);
     expect(plainBlockSaysQos12(new TextEncoder().encode("NATS/1.0 503\r\n\r\n"))).toBeUndefined();
+  });
+});
+
+describe("telling a stored message's core copy from its bytes", () => {
+  /** The same question asked of the header pairs (headers.ts). */
+  const viaPairs = (b: Uint8Array): boolean | undefined => {
+    const pairs = plainHeaderPairs(b);
+    return pairs === undefined ? undefined : isStoredCopy(pairs);
+  };
+
+  it("answers as the header pairs do (Mqgw-QoS 1/2 and a Nats-Msg-Id), and steps aside where they do", () => {
+    const key = fc.constantFrom(
+      "Mqgw-QoS",
+      "mqgw-qos",
+      "Nats-Msg-Id",
+      "nats-msg-id",
+      "NATS-MSG-ID",
+      "Nats-Msg-I",
+      "Nats-Msg-Idx",
+      "Mqgw-Prop-a",
+      "x",
+    );
+    const value = fc.oneof(fc.constantFrom("1", "2", "0", " 1 ", "abc", ""), fc.string({ maxLength: 4 }));
+    fc.assert(
+      fc.property(anyBlock(key, value), (b) => {
+        expect(plainBlockSaysStoredCopy(b)).toBe(viaPairs(b));
+      }),
+      { numRuns: 3000 },
+    );
+  });
+
+  it("reads the gateway's own blocks", () => {
+    expect(plainBlockSaysStoredCopy(encodeHeaderBlock([["Mqgw-QoS", "1"]], "Nats-Msg-Id", "abc")!)).toBe(true);
+    expect(plainBlockSaysStoredCopy(encodeHeaderBlock([["Mqgw-QoS", "0"]], "Nats-Msg-Id", "abc")!)).toBe(false);
+    expect(plainBlockSaysStoredCopy(block(["Mqgw-QoS: 2"]))).toBe(false);
+    expect(plainBlockSaysStoredCopy(block(["Nats-Msg-Id: x"]))).toBe(false);
   });
 });

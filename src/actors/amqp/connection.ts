@@ -6,6 +6,7 @@ import type { Actor } from "xstate";
 import type { Logger } from "../../log.js";
 import { amqpConnectionMachine, type Login } from "../../machines/amqpConnection.js";
 import type { Bindings } from "../bindings.js";
+import type { MessageStore } from "../messageStore.js";
 import type { ClientHandle, ClientRegistry } from "../clients.js";
 import { awaitDone, startMachine } from "../machineActor.js";
 import type { Metrics } from "../metrics.js";
@@ -27,6 +28,8 @@ export interface AmqpDeps {
   readonly metrics: Metrics;
   readonly log: Logger;
   readonly bindings: Bindings;
+  /** The MQTT store: unsettled messages to unbound subjects are kept there for MQTT sessions. */
+  readonly messages: MessageStore;
   readonly settings: () => AmqpSettings;
   readonly accountOf: (lease: NatsLease, username: string | undefined) => Promise<string>;
   /** limits.max_connections_per_account (0: none), counted over MQTT and AMQP clients alike. */
@@ -314,6 +317,7 @@ class AmqpClientConnection {
       settings: this.settings,
       maxTopicLevels: this.deps.maxTopicLevels(),
       bindings: this.deps.bindings,
+      messages: this.deps.messages,
       metrics: this.deps.metrics,
       registry: this.deps.registry,
       outflow: new Outflow(this.socket),

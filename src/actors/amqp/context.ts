@@ -2,6 +2,7 @@ import { type JetStreamManager, jetstreamManager } from "@nats-io/jetstream";
 import type { Logger } from "../../log.js";
 import { clientMessageLimit } from "../../protocol/natsLimits.js";
 import type { Bindings } from "../bindings.js";
+import type { MessageStore } from "../messageStore.js";
 import type { Metrics } from "../metrics.js";
 import type { NatsLease } from "../natsBridge.js";
 import type { ActorRegistry } from "../registry.js";
@@ -40,6 +41,7 @@ export function linkContext(o: {
   readonly settings: AmqpSettings;
   readonly maxTopicLevels: number;
   readonly bindings: Bindings;
+  readonly messages: MessageStore;
   readonly metrics: Metrics;
   readonly registry: ActorRegistry;
   readonly log: Logger;
@@ -50,7 +52,7 @@ export function linkContext(o: {
   return {
     ...o,
     maxMessageSize: clientMessageLimit(o.lease.nc.info?.max_payload),
-    publisher: new Publisher(o.lease, o.metrics, o.settings.storedPublishTimeoutMs),
+    publisher: new Publisher(o.lease, o.account, o.messages, o.metrics, o.settings.storedPublishTimeoutMs),
     jsm: () => {
       // Made once; a failure (JetStream off, no permission) is retried by the next link.
       jsm ??= jetstreamManager(o.lease.nc, { timeout: 5_000 }).catch((e: unknown) => {

@@ -7,7 +7,7 @@
 import rhea from "rhea";
 import { joinMessage, payloadToBody } from "../../protocol/amqpBody.js";
 import { isTyped, type TypedValue } from "../../protocol/amqpValue.js";
-import { type HeaderEntries, headersToMeta, type MessageMeta } from "../../protocol/headers.js";
+import { answerableReply, type HeaderEntries, headersToMeta, type MessageMeta } from "../../protocol/headers.js";
 
 interface Codec {
   Reader: new (b: Buffer) => { position: number; read(): TypedValue };
@@ -65,7 +65,7 @@ function fromNats(
   reply: string | undefined,
   deliveryCount: number,
 ) {
-  const replyTo = meta.replyTo ?? reply;
+  const replyTo = meta.replyTo ?? answerableReply(meta, reply);
   const props: Record<string, string> = {};
   // An AMQP receiver gets only the first value of a repeated key (mapping-to-nats.md).
   for (const [k, v] of meta.userProps ?? []) if (!(k in props)) props[k] = v;

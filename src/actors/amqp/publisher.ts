@@ -1,6 +1,7 @@
-import { type JetStreamClient, jetstream } from "@nats-io/jetstream";
 import { headers as natsHeaders, PermissionViolationError } from "@nats-io/transport-node";
+import type { MessageStore } from "../messageStore.js";
 import type { Metrics } from "../metrics.js";
+import { AckInboxDenied, headerBlock, StoredPublisher } from "../mqtt/storedPublish.js";
 import type { NatsLease } from "../natsBridge.js";
 import type { NatsMessage } from "./inbound.js";
 
@@ -10,10 +11,10 @@ export type Settlement =
   | { readonly ok: false; readonly condition: string; readonly description: string; readonly reason: string };
 
 const ACCEPTED: Settlement = { ok: true };
-const denied = (subject: string): Settlement => ({
+const denied = (subject: string, description = `not authorized to publish to ${subject}`): Settlement => ({
   ok: false,
   condition: "amqp:unauthorized-access",
-  description: `not authorized to publish to ${subject}`,
+  description,
   reason: "not_authorized",
 });
 
@@ -36,15 +37,15 @@ export class Publisher {
   private readonly refusals = new Map<string, number>();
   private waiting: Waiting[] = [];
   private flushScheduled = false;
-  private readonly js: JetStreamClient;
   private readonly unlisten: () => void;
 
   constructor(
     private readonly lease: NatsLease,
+    private readonly account: string,
+    private readonly messages: MessageStore,
     private readonly metrics: Metrics,
     private readonly storedTimeoutMs: number,
   ) {
-    this.js = jetstream(lease.nc, { timeout: storedTimeoutMs });
     this.unlisten = lease.onPermissionError((subject, op) => {
       if (op === "publish") this.refusals.set(subject, (this.refusals.get(subject) ?? 0) + 1);
     });
@@ -64,17 +65,15 @@ export class Publisher {
   }
 
   /**
-   * A JetStream publish for a stored subject; accepted only on the stream's ack. The id
-   * makes a client's resend of the same message (same container and message-id) one
-   * stored message.
+   * A JetStream publish for a stored subject, on the client's connection (its permissions
+   * apply); accepted only on the stream's ack. `msgId` is the message's identity: unique,
+   * or the sender's container and message-id when the operator asked for that
+   * (amqp.dedupe_message_id), so a resend within the duplicate window is stored once.
    */
   async store(m: NatsMessage, msgId: string): Promise<Settlement> {
     const started = performance.now();
-    const published = this.js.publish(m.subject, m.payload, {
-      msgID: msgId,
-      timeout: this.storedTimeoutMs,
-      ...(m.headers ? { headers: toNatsHeaders(m.headers) } : {}),
-    });
+    // The raw publish on one shared inbox, as MQTT's (storedPublish.ts): it confirms that inbox first.
+    const published = StoredPublisher.of(this.lease.nc).publish(m.subject, m.payload, m.headers, msgId, this.storedTimeoutMs);
     // Its -ERR, if NATS refuses it, must be counted off here and not charged to a core publish.
     const confirmed = this.confirm(m.subject);
     try {
@@ -87,6 +86,7 @@ export class Publisher {
       // Only a refusal NATS itself reported is the client's fault. A flush that failed
       // (NATS down, reconnecting, closed) or a publish that timed out or found no
       // responders is the gateway's trouble: amqp:internal-error (CONTRACT error table).
+      if (e instanceof AckInboxDenied) return denied(m.subject, e.message);
       if (isPermissionError(e) || (!settled.ok && settled.reason === "not_authorized")) return denied(m.subject);
       if (isTooLarge(e)) return unpublishable(e);
       this.metrics.jetstreamError("amqp", "publish");
@@ -94,6 +94,35 @@ export class Publisher {
         ok: false,
         condition: "amqp:internal-error",
         description: `not stored by JetStream: ${(e as Error).message}`,
+        reason: "not_stored",
+      };
+    }
+  }
+
+  /**
+   * An unsettled message to a subject no binding stores (docs/decisions/mqtt-store.md): the
+   * client's core publish, NATS's verdict on it, then the gateway's copy in the MQTT store
+   * for MQTT sessions that are away. Accepted once both are done; a refused publish is not kept.
+   */
+  async keep(m: NatsMessage, msgId: string): Promise<Settlement> {
+    const h = headerBlock(m.headers ?? [], msgId);
+    try {
+      this.lease.nc.publish(m.subject, m.payload, { headers: h, ...(m.reply ? { reply: m.reply } : {}) });
+    } catch (e) {
+      return unpublishable(e);
+    }
+    const published = await this.confirm(m.subject);
+    if (!published.ok) return published;
+    const started = performance.now();
+    try {
+      if ((await this.messages.write(this.account, m.subject, m.payload, h)) !== "no_store")
+        this.metrics.jsAckLatency.observe((performance.now() - started) / 1000);
+      return ACCEPTED;
+    } catch (e) {
+      return {
+        ok: false,
+        condition: "amqp:internal-error",
+        description: `not kept by the MQTT store: ${(e as Error).message}`,
         reason: "not_stored",
       };
     }
@@ -110,8 +139,10 @@ export class Publisher {
       this.waiting.push({ subject, resolve });
       if (this.flushScheduled) return;
       this.flushScheduled = true;
-      // Everything published in this turn rides on one PING.
-      setImmediate(() => this.flush());
+      // Everything published in this turn rides on one PING, sent in a microtask so it takes
+      // the transport the publishes took (natsBridge.ts flushAndSettle: a later macrotask let
+      // a reconnect in between acknowledge a publish lost with the old server).
+      queueMicrotask(() => this.flush());
     });
   }
 

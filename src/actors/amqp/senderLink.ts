@@ -1,4 +1,3 @@
-import { randomUUID } from "node:crypto";
 import { createInbox } from "@nats-io/transport-node";
 import type { Delivery, EventContext, Receiver } from "rhea";
 import type { Actor } from "xstate";
@@ -6,7 +5,8 @@ import type { amqpSenderLinkMachine, LinkError } from "../../machines/amqpLink.j
 import { addressTooLong, classifyTarget, tooManyTokens } from "../../protocol/amqpAddress.js";
 import { tooLong } from "../../protocol/natsLimits.js";
 import type { LinkContext } from "./context.js";
-import { amqpToNats, type Refusal } from "./inbound.js";
+import { newPublishId } from "../publishId.js";
+import { amqpToNats, type NatsMessage, type Refusal } from "./inbound.js";
 import type { LinkEdge } from "./linkActor.js";
 import { detachedByClient, failLink, sendIfActive } from "./linkActor.js";
 import type { Settlement } from "./publisher.js";
@@ -238,15 +238,8 @@ export class SenderLink implements LinkEdge<Machine> {
       this.refuse(d, settled, { ...deep, reason: "too_many_levels" });
       return;
     }
-    const stored = !settled && this.ctx.bindings.storedIn(this.ctx.account, m.subject) !== undefined;
     this.inflight++;
-    const result = stored
-      ? // The stream ack is the answer; a stored message keeps reply-to only in Mqgw-Reply-To.
-        this.ctx.publisher.store(
-          { ...m, reply: undefined },
-          m.messageId !== undefined ? `${this.ctx.containerId}/${m.messageId}` : randomUUID(),
-        )
-      : this.ctx.publisher.publish(m);
+    const result = settled ? this.ctx.publisher.publish(m) : this.publishUnsettled(m);
     if (settled) {
       // Nothing is owed to the client; rhea may forget the delivery now.
       d.update(true);
@@ -254,6 +247,20 @@ export class SenderLink implements LinkEdge<Machine> {
       this.topUp();
     }
     void result.then((s) => this.settle(d, settled, s, m.subject));
+  }
+
+  /**
+   * An unsettled message is kept for whoever must not miss it: the bound stream, or the
+   * MQTT store for MQTT sessions that are away. Its Nats-Msg-Id is its own
+   * (docs/decisions/publish-identity.md), or with amqp.dedupe_message_id the sender's
+   * container and message-id, so a resend within the duplicate window is stored once.
+   */
+  private publishUnsettled(m: NatsMessage): Promise<Settlement> {
+    const msgId =
+      this.ctx.settings.dedupeMessageId && m.messageId !== undefined ? `${this.ctx.containerId}/${m.messageId}` : newPublishId();
+    if (this.ctx.bindings.storedIn(this.ctx.account, m.subject) === undefined) return this.ctx.publisher.keep(m, msgId);
+    // The stream ack is the answer; a stored message keeps reply-to only in Mqgw-Reply-To.
+    return this.ctx.publisher.store({ ...m, reply: undefined }, msgId);
   }
 
   private settle(d: Delivery, settled: boolean, s: Settlement, subject: string): void {

@@ -26,6 +26,8 @@ export interface AmqpSettings {
   /** Messages a receiving link holds for a client that has no credit; older ones are dropped (core) or left unpulled (JetStream). */
   readonly maxQueuedPerLink: number;
   readonly storedPublishTimeoutMs: number;
+  /** amqp.dedupe_message_id: unsettled messages are stored once per container and message-id (docs/decisions/publish-identity.md). */
+  readonly dedupeMessageId: boolean;
   /** How long a JetStream pull waits for messages before it is renewed. */
   readonly pullExpiresMs: number;
   /** Address (plus reply-to) bytes that fit a NATS protocol line (protocol/natsLimits.ts). */
@@ -51,6 +53,7 @@ export function amqpSettingsOf(config: GatewayConfig): AmqpSettings {
     senderCredit: 64,
     maxQueuedPerLink: 1_000,
     storedPublishTimeoutMs: 5_000,
+    dedupeMessageId: config.amqp.dedupe_message_id,
     pullExpiresMs: 30_000,
     maxSubjectBytes: lineLimits(config.nats.max_control_line, config.id, config.mqtt.sessions_bucket).subjectBytes,
   };

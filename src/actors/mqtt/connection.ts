@@ -279,15 +279,16 @@ class MqttClientConnection {
             ...(this.version === 5 ? { reasonCode: Reason.packetIdNotFound } : {}),
           } as Packet);
         return;
-      case "pubrel": {
-        const known = this.inbound.release(p.messageId ?? 0);
-        this.write({
-          cmd: "pubcomp",
-          messageId: p.messageId,
-          ...(known || this.version !== 5 ? {} : { reasonCode: Reason.packetIdNotFound }),
-        } as Packet);
+      case "pubrel":
+        // PUBCOMP once the session forgot the id (inbound.ts release).
+        void this.inbound.release(p.messageId ?? 0).then((known) =>
+          this.write({
+            cmd: "pubcomp",
+            messageId: p.messageId,
+            ...(known || this.version !== 5 ? {} : { reasonCode: Reason.packetIdNotFound }),
+          } as Packet),
+        );
         return;
-      }
       case "subscribe":
         return void this.session.subscribe(p);
       case "unsubscribe":
@@ -436,7 +437,7 @@ class MqttClientConnection {
       this.actor.send({ type: "TAKEN_OVER" });
     });
     this.session = session;
-    this.inbound = new InboundPublisher(link, deps.bindings, deps.retained, session.inbound);
+    this.inbound = new InboundPublisher(link, deps.bindings, deps.retained, session.inbound, deps.messages);
     this.inbound.onSettled = () => this.flow();
     this.sessionActor = startSessionActor({
       link,

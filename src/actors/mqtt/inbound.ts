@@ -1,33 +1,43 @@
-import * as crypto from "node:crypto";
 import { headers as natsHeaders, type MsgHdrs, type NatsConnection } from "@nats-io/transport-node";
 import type { Packet } from "mqtt-packet";
 import { Reason } from "../../protocol/mqttReasons.js";
 import { type InboundPublish, mqttPublishToNats, type PublishContext } from "../../protocol/mqttToNats.js";
 import type { Bindings } from "../bindings.js";
+import type { MessageStore } from "../messageStore.js";
 import { flushAndSettle } from "../natsBridge.js";
+import { newPublishId } from "../publishId.js";
+import type { InboundState } from "./inboundState.js";
 import type { ClientLink } from "./link.js";
 import type { RetainedMessages } from "./retained.js";
-import type { InboundState } from "./inboundState.js";
 import { ReceiveQuota } from "./receiveQuota.js";
-import { StoredPublisher } from "./storedPublish.js";
+import { AckInboxDenied, headerBlock, StoredPublisher } from "./storedPublish.js";
 
 const STORED_ACK_TIMEOUT_MS = 5_000;
 /** QoS 0 bytes a client may publish before the gateway waits for NATS to take them (docs/decisions/backpressure.md). */
 const QOS0_FLUSH_BYTES = 1024 * 1024;
+const NONE: ReadonlyArray<readonly [string, string]> = [];
+/** Acknowledged publishes whose ids a connection keeps for a resend that crossed its PUBACK. */
+const RECENT = 64;
 
 /**
- * PUBLISH from the client to NATS: core publish acknowledged after the flush, or a
- * JetStream publish acknowledged after the stream's ack when a binding stores the
- * subject; refusals answered per the CONTRACT's error table.
+ * PUBLISH from the client to NATS: QoS 0 by core publish; QoS 1/2 into the bound stream
+ * or, on an unbound subject, by core publish plus the MQTT store's copy, acknowledged
+ * once all of it is done; refusals answered per the CONTRACT's error table.
  */
 export class InboundPublisher {
   private pending = 0;
   /** MQTT 5: QoS 1/2 packet ids not yet completed (PUBACK, PUBREL, or a refusal) [MQTT-3.3.4-9]. */
   private readonly quota = new ReceiveQuota();
   // Made on first use: an idle client needs none of them (docs/performance.md).
-  private qos2: Set<number> | undefined;
   private droppedLogged: Set<string> | undefined;
-  private lastStoredId: Map<number, string> | undefined;
+  /** Packet ids of QoS 1/2 publishes this connection is passing on now (a resend of one waits for its answer). */
+  private handling: Set<number> | undefined;
+  /**
+   * The ids of the last publishes this connection acknowledged, by packet id (at most
+   * RECENT): a 3.1.1 client that resends on a timer while the PUBACK is on its way sends
+   * DUP=1 for a packet id the session no longer holds; it is the same message.
+   */
+  private recent: Map<number, string> | undefined;
   /** QoS 0 bytes handed to NATS since the last flush, and whether a flush is under way. */
   private unflushed = 0;
   private flushing = false;
@@ -38,18 +48,24 @@ export class InboundPublisher {
     private readonly link: ClientLink,
     private readonly bindings: Bindings,
     private readonly retained: RetainedMessages,
-    /** The session's memory of the client's QoS 1/2 publishes (resends, QoS 2 exactly once). */
+    /** The session's memory of the client's QoS 1/2 publishes (inboundState.ts): what makes a resend one. */
     readonly state: InboundState,
+    /** The MQTT store: where QoS 1/2 publishes to unbound subjects are kept for sessions that are away. */
+    private readonly store: MessageStore,
   ) {}
 
   onPublish(inbound: InboundPublish, messageId: number | undefined, dup: boolean): void {
-    if (inbound.qos > 0 && this.link.version === 5 && !this.quota.take(messageId ?? 0, this.link.settings.receiveMaximum)) {
-      return this.link.protocolError(Reason.receiveMaximumExceeded, "receive maximum exceeded");
-    }
-    if (inbound.qos === 2 && messageId !== undefined && this.qos2?.has(messageId) === true) {
+    if (inbound.qos === 2 && messageId !== undefined && this.state.qos2.has(messageId)) {
       // A resent QoS 2 publish already passed on: answer again, publish nothing [MQTT-4.3.3-9].
       this.link.write({ cmd: "pubrec", messageId } as Packet);
       return;
+    }
+    if (inbound.qos > 0 && dup && messageId !== undefined && this.handling?.has(messageId)) {
+      // A resend of a publish still being passed on (3.1.1 clients resend on a timer): its answer is on the way.
+      return;
+    }
+    if (inbound.qos > 0 && this.link.version === 5 && !this.quota.take(messageId ?? 0, this.link.settings.receiveMaximum)) {
+      return this.link.protocolError(Reason.receiveMaximumExceeded, "receive maximum exceeded");
     }
     if (inbound.qos > 0) this.pending++;
     // QoS 0 without RETAIN settles when handed to nats.js: no promise, no async frame.
@@ -67,10 +83,15 @@ export class InboundPublisher {
     return (this.link.version === 4 && this.pending >= this.link.settings.receiveMaximum) || this.flushing;
   }
 
-  /** PUBREL: the QoS 2 exchange ends; true when the id was known. */
-  release(messageId: number): boolean {
+  /**
+   * PUBREL: the QoS 2 exchange ends; true when the id was known. Forgotten in the session
+   * record before PUBCOMP, so a PUBLISH that reuses the id afterwards is a new message.
+   */
+  async release(messageId: number): Promise<boolean> {
     this.quota.complete(messageId);
-    return this.qos2?.delete(messageId) === true;
+    if (!this.state.qos2.delete(messageId)) return false;
+    await this.state.save().catch((e: Error) => this.link.log.warn({ err: e.message }, "could not save the session after PUBREL"));
+    return true;
   }
 
   will(inbound: InboundPublish): Promise<void> {
@@ -93,9 +114,9 @@ export class InboundPublisher {
       clientId: link.clientId,
       routes: link.settings.routes,
       routeList: link.settings.routeList,
+      maxSubjectBytes: link.settings.maxSubjectBytes,
       now: 0,
       markClientId: true,
-      maxSubjectBytes: link.settings.maxSubjectBytes,
     });
     ctx.now = Date.now();
     ctx.markClientId = link.settings.clientIdHeaderAlways || link.noLocal.count > 0;
@@ -135,82 +156,113 @@ export class InboundPublisher {
     this.countUnflushed(nc, inbound.payload.byteLength);
   }
 
+  /**
+   * Where a publish goes (docs/decisions/mqtt-store.md): QoS 0 to core NATS; QoS 1/2 to a
+   * subject a binding stores by the client's JetStream publish into that stream; any other
+   * QoS 1/2 by the client's core publish, then the gateway's copy in the MQTT store.
+   * Acknowledged only after every step.
+   */
   private async publish(inbound: InboundPublish, messageId: number | undefined, dup: boolean, isWill: boolean): Promise<void> {
     const { link } = this;
     const mapped = this.map(inbound, messageId, isWill);
     if (!mapped) return;
     const { subject, reply, pairs } = mapped;
     const nc = link.lease.nc;
-    if (inbound.qos === 0 && !isWill && !link.lease.connected()) {
-      // nats.js would buffer it and discard it at the next reconnect attempt: drop it here, counted.
-      this.dropOnce(inbound.topic, "NATS is unreachable", "nats_unavailable");
-      return;
+    if (inbound.qos === 0) {
+      if (!isWill && !link.lease.connected()) {
+        // nats.js would buffer it and discard it at the next reconnect attempt: drop it here, counted.
+        this.dropOnce(inbound.topic, "NATS is unreachable", "nats_unavailable");
+        return;
+      }
+      return this.publishCore(inbound, subject, reply, pairs, isWill);
     }
-    const stream = inbound.qos > 0 ? this.bindings.storedIn(link.account, subject) : undefined;
-    const headers = pairs && (!stream || inbound.retain) ? toNatsHeaders(pairs) : undefined;
+    const msgId = this.identify(messageId, dup);
+    const stream = this.bindings.storedIn(link.account, subject);
+    // One header block, Nats-Msg-Id included, for the client's publish and the store's copy.
+    const h = headerBlock(pairs ?? NONE, msgId);
+    let step: "client" | "store" = "client";
+    const started = performance.now();
     try {
       if (stream) {
-        await this.publishStored(nc, subject, inbound, messageId, dup, pairs);
+        // A raw publish with its reply on one shared inbox, not js.publish (docs/performance.md).
+        const ack = await StoredPublisher.of(nc).publishWith(subject, inbound.payload, h, STORED_ACK_TIMEOUT_MS);
+        link.metrics.jsAckLatency.observe((performance.now() - started) / 1000);
+        link.metrics.messageIn("mqtt", ack.duplicate ? "stored_duplicate" : "stored");
       } else {
-        nc.publish(subject, inbound.payload, { ...(headers ? { headers } : {}), ...(reply ? { reply } : {}) });
-        link.metrics.messageIn("mqtt", "published");
-        if (inbound.qos === 0 && !inbound.retain) return this.countUnflushed(nc, inbound.payload.byteLength);
-        // The server answers a refused publish with -ERR before the flush's PONG.
+        nc.publish(subject, inbound.payload, { headers: h, ...(reply ? { reply } : {}) });
+        // The server answers a refused publish with -ERR before the flush's PONG; a refused one is not kept.
         await flushAndSettle(nc);
+        if (link.denied.publish.delete(subject)) return this.notAuthorized(inbound, messageId, subject, isWill, msgId);
+        step = "store";
+        const kept = await this.store.write(link.account, subject, inbound.payload, h);
+        if (kept !== "no_store") link.metrics.jsAckLatency.observe((performance.now() - started) / 1000);
+        link.metrics.messageIn("mqtt", kept === "duplicate" ? "stored_duplicate" : kept === "stored" ? "stored" : "published");
       }
     } catch (e) {
-      if (link.denied.publish.delete(subject)) return this.notAuthorized(inbound, messageId, subject, isWill);
-      const reason = stream ? `stored publish not acknowledged by JetStream: ${(e as Error).message}` : `NATS: ${(e as Error).message}`;
-      link.metrics.refused("mqtt", stream ? "jetstream_no_ack" : "nats_error");
-      if (stream) link.metrics.jetstreamError("mqtt", "publish");
+      if (step === "client" && link.denied.publish.delete(subject)) return this.notAuthorized(inbound, messageId, subject, isWill, msgId);
+      if (e instanceof AckInboxDenied && step === "client") return this.notAuthorized(inbound, messageId, subject, isWill, msgId, e.message);
+      const reason =
+        step === "store"
+          ? `not kept by the MQTT store: ${(e as Error).message}`
+          : stream
+            ? `stored publish not acknowledged by JetStream: ${(e as Error).message}`
+            : `NATS: ${(e as Error).message}`;
+      link.metrics.refused("mqtt", stream || step === "store" ? "jetstream_no_ack" : "nats_error");
+      if (stream || step === "store") link.metrics.jetstreamError("mqtt", "publish");
+      // It may be stored all the same: a resend after a reconnect keeps its id (and is stored once).
+      this.handling?.delete(messageId ?? -1);
       if (!isWill) this.refuse(inbound, messageId, Reason.unspecified, reason);
       return;
     }
-    if (link.denied.publish.delete(subject)) return this.notAuthorized(inbound, messageId, subject, isWill);
-    if (inbound.retain) {
-      // Only after NATS took the client's own publish: the gateway never stores for a client what it may not send.
-      await this.retained.store(link.account, subject, inbound.payload, headers).catch((e: Error) => {
-        link.log.warn({ subject, err: e.message }, "could not store a retained message");
-      });
-    }
-    if (!isWill) this.ack(inbound.qos, messageId);
+    if (stream && link.denied.publish.delete(subject)) return this.notAuthorized(inbound, messageId, subject, isWill, msgId);
+    if (inbound.retain) await this.storeRetained(subject, inbound.payload, pairs);
+    if (!isWill) await this.ack(inbound.qos, messageId, msgId);
   }
 
-  private async publishStored(
-    nc: NatsConnection,
-    subject: string,
-    inbound: InboundPublish,
-    messageId: number | undefined,
-    dup: boolean,
-    headers: Array<[string, string]> | undefined,
-  ): Promise<void> {
-    const started = performance.now();
-    // A raw publish with its reply on one shared inbox, not js.publish (docs/performance.md).
-    const msgId = this.storedMessageId(subject, inbound.payload, messageId, dup);
-    const ack = await StoredPublisher.of(nc).publish(subject, inbound.payload, headers, msgId, STORED_ACK_TIMEOUT_MS);
-    this.link.metrics.jsAckLatency.observe((performance.now() - started) / 1000);
-    this.link.metrics.messageIn("mqtt", ack.duplicate ? "stored_duplicate" : "stored");
+  /** QoS 0 with RETAIN, and QoS 0 wills: a core publish, flushed when retained (the retained copy waits for NATS's verdict). */
+  private async publishCore(inbound: InboundPublish, subject: string, reply: string | undefined, pairs: Array<[string, string]> | undefined, isWill: boolean): Promise<void> {
+    const { link } = this;
+    const nc = link.lease.nc;
+    try {
+      nc.publish(subject, inbound.payload, { ...(pairs ? { headers: toNatsHeaders(pairs) } : {}), ...(reply ? { reply } : {}) });
+      link.metrics.messageIn("mqtt", "published");
+      if (!inbound.retain) return this.countUnflushed(nc, inbound.payload.byteLength);
+      await flushAndSettle(nc);
+    } catch (e) {
+      if (link.denied.publish.delete(subject)) return this.notAuthorized(inbound, undefined, subject, isWill);
+      link.metrics.refused("mqtt", "nats_error");
+      if (!isWill) this.refuse(inbound, undefined, Reason.unspecified, `NATS: ${(e as Error).message}`);
+      return;
+    }
+    if (link.denied.publish.delete(subject)) return this.notAuthorized(inbound, undefined, subject, isWill);
+    await this.storeRetained(subject, inbound.payload, pairs);
+  }
+
+  /** Only after NATS took the client's own publish: the gateway never stores for a client what it may not send. */
+  private async storeRetained(subject: string, payload: Uint8Array, pairs: Array<[string, string]> | undefined): Promise<void> {
+    await this.retained.store(this.link.account, subject, payload, pairs && toNatsHeaders(pairs)).catch((e: Error) => {
+      this.link.log.warn({ subject, err: e.message }, "could not store a retained message");
+    });
   }
 
   /**
-   * A resend (same packet id, same message) must get the same Nats-Msg-Id so the stream
-   * keeps one copy; a new message that reuses a packet id must not.
+   * The Nats-Msg-Id of a QoS 1/2 publish (docs/decisions/publish-identity.md): a resend
+   * (DUP) of a packet id the session still holds unacknowledged gets the id its first copy
+   * had, so a stream keeps it once; anything else is a new message with a new id.
    */
-  private storedMessageId(subject: string, payload: Uint8Array, messageId: number | undefined, dup: boolean): string {
-    const digest = contentDigest(subject, payload);
-    const base = `${this.link.clientId}:${messageId ?? 0}:${digest}`;
-    const id = messageId ?? 0;
-    const lastIds = (this.lastStoredId ??= new Map());
-    const last = lastIds.get(id);
-    let msgId = base;
-    if (!dup && last !== undefined && last.startsWith(base)) {
-      const n = Number(last.slice(base.length + 1) || "0") + 1;
-      msgId = `${base}:${n}`;
-    } else if (dup && last?.startsWith(base)) {
-      msgId = last;
-    }
-    lastIds.set(id, msgId);
+  private identify(messageId: number | undefined, dup: boolean): string {
+    if (messageId === undefined) return newPublishId();
+    const msgId = (dup ? (this.state.unacked.get(messageId) ?? this.recent?.get(messageId)) : undefined) ?? newPublishId();
+    this.state.unacked.set(messageId, msgId);
+    (this.handling ??= new Set()).add(messageId);
     return msgId;
+  }
+
+  /** The exchange of this packet id is over: a later publish with it is a new message. */
+  private forget(messageId: number | undefined, msgId: string | undefined): void {
+    if (messageId === undefined) return;
+    this.handling?.delete(messageId);
+    if (msgId !== undefined && this.state.unacked.get(messageId) === msgId) this.state.unacked.delete(messageId);
   }
 
   /** Every megabyte of QoS 0, wait for NATS to have taken it before reading more (backpressure). */
@@ -228,23 +280,30 @@ export class InboundPublisher {
       });
   }
 
-  private ack(qos: 0 | 1 | 2, messageId: number | undefined): void {
-    if (qos === 0) return;
+  private async ack(qos: 1 | 2, messageId: number | undefined, msgId: string): Promise<void> {
+    this.forget(messageId, msgId);
+    if (messageId !== undefined) {
+      const recent = (this.recent ??= new Map());
+      recent.delete(messageId);
+      recent.set(messageId, msgId);
+      if (recent.size > RECENT) recent.delete(recent.keys().next().value!);
+    }
+    if (qos === 2) {
+      // [MQTT-4.3.3-9] Remembered in the session before PUBREC: a resend after a reconnect, here
+      // or on another gateway, is answered without being passed on again.
+      this.state.qos2.set(messageId ?? 0, msgId);
+      await this.state.save().catch((e: Error) => this.link.log.warn({ err: e.message }, "could not save the session before PUBREC"));
+    }
     this.pending--;
     this.onSettled?.();
-    if (qos === 1) {
-      this.quota.complete(messageId ?? 0);
-      this.link.write({ cmd: "puback", messageId } as Packet);
-    }
-    else {
-      (this.qos2 ??= new Set()).add(messageId ?? 0);
-      this.link.write({ cmd: "pubrec", messageId } as Packet);
-    }
+    if (qos === 1) this.quota.complete(messageId ?? 0);
+    this.link.write({ cmd: qos === 1 ? "puback" : "pubrec", messageId } as Packet);
   }
 
-  private notAuthorized(inbound: InboundPublish, messageId: number | undefined, subject: string, isWill: boolean): void {
+  private notAuthorized(inbound: InboundPublish, messageId: number | undefined, subject: string, isWill: boolean, msgId?: string, why?: string): void {
     this.link.metrics.refused("mqtt", "not_authorized");
-    if (!isWill) this.refuse(inbound, messageId, Reason.notAuthorized, `not authorized to publish to ${subject}`);
+    this.forget(messageId, msgId);
+    if (!isWill) this.refuse(inbound, messageId, Reason.notAuthorized, why ?? `not authorized to publish to ${subject}`);
   }
 
   /** The CONTRACT's error table, by QoS and protocol version. */
@@ -258,8 +317,8 @@ export class InboundPublisher {
       return;
     }
     this.pending--;
-    this.quota.complete(messageId ?? 0); // a PUBACK or PUBREC of 0x80 or more ends the exchange
     this.onSettled?.();
+    this.quota.complete(messageId ?? 0); // a PUBACK or PUBREC of 0x80 or more ends the exchange
     // 3.1.1 has no negative acknowledgement: closing is the only honest answer.
     if (link.version === 4) return link.protocolError(reasonCode, reason);
     const cmd = inbound.qos === 1 ? "puback" : "pubrec";
@@ -282,17 +341,6 @@ export function tooManyLevels(topic: string, max: number): boolean {
   let levels = 1;
   for (let i = 0; i < topic.length; i++) if (topic.charCodeAt(i) === 47 && ++levels > max) return true;
   return false;
-}
-
-/**
- * sha256(subject, NUL, payload) in base64url, 22 characters. The one-shot `crypto.hash`
- * (Node 20.12+) skips the Hash object, about 0.6 µs per stored publish; same bytes.
- */
-function contentDigest(subject: string, payload: Uint8Array): string {
-  if (typeof crypto.hash === "function") {
-    return crypto.hash("sha256", Buffer.concat([Buffer.from(`${subject}\u0000`), payload]), "base64url").slice(0, 22);
-  }
-  return crypto.createHash("sha256").update(subject).update("\u0000").update(payload).digest("base64url").slice(0, 22);
 }
 
 function toNatsHeaders(pairs: Array<[string, string]>): MsgHdrs {

@@ -1,5 +1,6 @@
 import type { MsgHdrs } from "@nats-io/transport-node";
-import { plainBlockSaysQos12, plainHeaderPairs } from "../../protocol/natsHeaderBlock.js";
+import { plainBlockSaysQos12, plainBlockSaysStoredCopy, plainHeaderPairs } from "../../protocol/natsHeaderBlock.js";
+import { isStoredCopy } from "../../protocol/headers.js";
 
 /** Where nats.js keeps a message's bytes (MsgImpl; a JsMsg wraps one as `msg`). Not public API: every field is checked. */
 interface RawMsg {
@@ -38,4 +39,33 @@ export function saysQos12(m: { readonly headers?: MsgHdrs | undefined }): boolea
   const hdr = raw._msg?.hdr;
   if (typeof hdr !== "number" || !(raw._rdata instanceof Uint8Array)) return undefined;
   return hdr < 0 ? false : plainBlockSaysQos12(raw._rdata.subarray(0, hdr));
+}
+
+/** The block of header bytes of a nats.js message, or undefined when that cannot be read so. */
+function rawBlock(m: { readonly headers?: MsgHdrs | undefined }): Uint8Array | null | undefined {
+  const raw = m as RawMsg;
+  const hdr = raw._msg?.hdr;
+  if (typeof hdr !== "number" || !(raw._rdata instanceof Uint8Array)) return undefined;
+  return hdr < 0 ? null : raw._rdata.subarray(0, hdr);
+}
+
+/** Mqgw-QoS 1 or 2: from the bytes when they are plain, else from the headers. */
+export function carriesQos12(m: { readonly headers?: MsgHdrs | undefined }): boolean {
+  const fast = saysQos12(m);
+  if (fast !== undefined) return fast;
+  for (const [k, v] of headerPairsOf(m) ?? []) if (k.toLowerCase() === "mqgw-qos") return v === "1" || v === "2";
+  return false;
+}
+
+/**
+ * The core copy of a message a stream keeps (Mqgw-QoS 1/2 and a Nats-Msg-Id,
+ * docs/decisions/mqtt-store.md): from the bytes when they are plain, else from the headers.
+ */
+export function storedCopy(m: { readonly headers?: MsgHdrs | undefined }): boolean {
+  const block = rawBlock(m);
+  if (block === null) return false;
+  const fast = block && plainBlockSaysStoredCopy(block);
+  if (fast !== undefined) return fast;
+  const pairs = headerPairsOf(m);
+  return pairs !== undefined && isStoredCopy(pairs);
 }

@@ -6,11 +6,12 @@ import { Reason, SubackFailureV4 } from "../../protocol/mqttReasons.js";
 import { natsToMqttPublish } from "../../protocol/natsToMqtt.js";
 import type { AccountServices } from "../accountServices.js";
 import type { Bindings } from "../bindings.js";
+import { type MessageStore, MSGS_PREFIX } from "../messageStore.js";
 import { flushAndSettle } from "../natsBridge.js";
 import { tooManyLevels } from "./inbound.js";
 import { InboundState } from "./inboundState.js";
 import type { ClientLink } from "./link.js";
-import { headerPairsOf, saysQos12 } from "./natsHeaders.js";
+import { carriesQos12, headerPairsOf, storedCopy } from "./natsHeaders.js";
 import { OutboundFlow } from "./outbound.js";
 import { ReadPermission } from "./readPermission.js";
 import type { RetainedMessages } from "./retained.js";
@@ -21,15 +22,26 @@ import { type ActiveSubscription, closeSubscription, openSubscription, planSubsc
 
 interface Entry {
   readonly sub: ActiveSubscription;
-  /** The stream when the subscription is QoS 1/2 on stored subjects, and its consumer. */
-  readonly stream: string | undefined;
+  /** Where its QoS 1/2 messages are read from, and the consumer that reads them; undefined: live only. */
+  readonly source: StoredSource | undefined;
   consumer: string | undefined;
   stored?: StoredDelivery;
 }
 
+/**
+ * A QoS 1/2 subscription's stored messages (docs/decisions/mqtt-store.md): the stream a
+ * binding names when one covers all its subjects, else the MQTT store. `partial`: some of
+ * its subjects are bound, and the store holds none of theirs, so those come live.
+ */
+type StoredSource =
+  | { readonly kind: "bound"; readonly stream: string }
+  | { readonly kind: "store"; readonly stream: string; readonly partial: boolean };
+
 export interface SessionDeps {
   readonly services: AccountServices;
   readonly bindings: Bindings;
+  /** The MQTT store: QoS 1/2 messages on unbound subjects, for persistent sessions. */
+  readonly messages: MessageStore;
   readonly retained: RetainedMessages;
   readonly store: SessionStore;
   readonly gatewayId: string;
@@ -272,8 +284,8 @@ export class ClientSession {
     const { account } = this.link;
     await Promise.all(
       [...this.entries.values()]
-        .filter((e) => e.stream && e.consumer)
-        .map((e) => StoredDelivery.remove(this.deps.services, account, e.stream!, e.consumer!)),
+        .filter((e) => e.source && e.consumer)
+        .map((e) => StoredDelivery.remove(this.deps.services, account, e.source!.stream, e.consumer!)),
     );
   }
 
@@ -287,7 +299,7 @@ export class ClientSession {
         rh: e.sub.retainHandling,
       },
       subscriptionId: e.sub.options.subscriptionId,
-      stream: e.stream,
+      stream: e.source?.stream,
       consumer: e.consumer,
     }));
     const inbound = this.inbound.toRecord();
@@ -306,17 +318,16 @@ export class ClientSession {
   /** `recorded`: a resumed subscription, with the stream and consumer its record names. */
   private open(plan: Omit<ActiveSubscription, "nats">, liveOnly = false, recorded?: { stream: string; consumer: string }): Entry {
     const { link } = this;
-    const stream = liveOnly ? undefined : this.storedStreamOf(plan);
+    const source = liveOnly ? undefined : this.storedSourceOf(plan);
+    const stream = source?.stream;
     if (plan.options.noLocal) link.noLocal.count++;
     const sub = openSubscription(
       link.lease.nc,
       plan,
-      (s, subject, headers, data, reply) => {
-        if (stream && isQos12(headers)) return; // the consumer delivers these
-        this.deliver(s, subject, headers, data, reply);
-      },
-      // The same test on the bytes, before any header is read: most of these are such copies.
-      stream ? (m) => saysQos12(m) === true : undefined,
+      (s, subject, headers, data, reply) => this.deliver(s, subject, headers, data, reply),
+      // The copies its consumer delivers, dropped before any header is read: most of what
+      // such a subscription hears.
+      source ? (m) => this.consumerDelivers(source, m) : undefined,
     );
     // The consumer to take over (the record's, when it reads the same stream), else a new one.
     const consumer = !stream
@@ -324,7 +335,7 @@ export class ClientSession {
       : recorded?.stream === stream
         ? recorded.consumer
         : StoredDelivery.consumerName(link.account, link.clientId, plan.filter, this.epoch);
-    const entry: Entry = { sub, stream, consumer };
+    const entry: Entry = { sub, source, consumer };
     this.entries.set(plan.filter, entry);
     return entry;
   }
@@ -340,19 +351,23 @@ export class ClientSession {
     resume: { floor: number; above: readonly number[] } | undefined,
   ): Promise<{ reason: string; permission: boolean } | undefined> {
     const { link } = this;
-    const { sub, stream, consumer } = entry;
-    if (!stream || !consumer || this.entries.get(sub.filter) !== entry) return undefined;
+    const { sub, source, consumer } = entry;
+    if (!source || !consumer || this.entries.get(sub.filter) !== entry) return undefined;
+    const { stream } = source;
+    const prefix = source.kind === "store" ? MSGS_PREFIX : "";
     try {
+      // The MQTT store is made on first use, by a subscriber as well as a publisher.
+      if (source.kind === "store" && (await this.deps.messages.ensure(link.account)) === undefined) throw new Error("no MQTT store in this account");
       const stored = await StoredDelivery.open({
         services: this.deps.services,
         account: link.account,
         stream,
         name: consumer,
         renamed: () => StoredDelivery.consumerName(link.account, link.clientId, sub.filter, this.epoch),
-        subjects: sub.subjects,
+        subjects: sub.subjects.map((s) => prefix + s),
         maxAckPending: Math.min(link.settings.receiveMaximum, 65535),
         inactiveMs: this.expirySec * 1000,
-        onMessage: (m, seq, d) => this.deliverStored(sub, m, seq, d),
+        onMessage: (m, seq, d) => this.deliverStored(sub, prefix, m, seq, d),
         resume,
         log: link.log,
       });
@@ -380,24 +395,45 @@ export class ClientSession {
     if (e.sub.options.noLocal) this.link.noLocal.count--;
     e.stored?.stop();
     this.entries.delete(filter);
-    if (removeConsumer && e.stream && e.consumer) void StoredDelivery.remove(this.deps.services, this.link.account, e.stream, e.consumer);
+    if (removeConsumer && e.source && e.consumer) void StoredDelivery.remove(this.deps.services, this.link.account, e.source.stream, e.consumer);
     return true;
   }
 
   /**
-   * A QoS 1/2 subscription of a persistent session whose subjects all lie in one bound
-   * stream reads that stream. A session that ends with its connection has nothing to hand
-   * back on a later one: it reads core NATS only.
+   * Where a QoS 1/2 subscription of a persistent session reads its messages: the bound
+   * stream when one binding covers every subject, else the MQTT store. A session that ends
+   * with its connection has nothing to hand back on a later one, and a shared subscription
+   * belongs to no session: both read core NATS only.
    */
-  private storedStreamOf(plan: Omit<ActiveSubscription, "nats">): string | undefined {
+  private storedSourceOf(plan: Omit<ActiveSubscription, "nats">): StoredSource | undefined {
     if (!this.persistent || plan.options.qos === 0 || plan.queue) return undefined;
     let stream: string | undefined;
+    let oneStream = true;
+    let touchesBound = false;
     for (const subject of plan.subjects) {
       const c = this.deps.bindings.coverage(this.link.account, subject);
-      if (c.kind !== "stored" || (stream && stream !== c.stream.stream)) return undefined;
-      stream = c.stream.stream;
+      if (c.kind === "unstored") {
+        oneStream = false;
+        continue;
+      }
+      touchesBound = true;
+      if (c.kind === "mixed" || (stream !== undefined && stream !== c.stream.stream)) oneStream = false;
+      else stream = c.stream.stream;
     }
-    return stream;
+    if (oneStream && stream !== undefined) return { kind: "bound", stream };
+    if (!this.deps.messages.enabled()) return undefined;
+    return { kind: "store", stream: this.deps.messages.streamName(), partial: touchesBound };
+  }
+
+  /**
+   * The core copy of a message the subscription's consumer delivers: skipped live. A bound
+   * stream keeps every Mqgw-QoS 1/2 message on its subjects; the MQTT store only what a
+   * gateway client published (marked by its Nats-Msg-Id) to a subject no binding stores.
+   */
+  private consumerDelivers(source: StoredSource, m: Msg): boolean {
+    if (source.kind === "bound") return carriesQos12(m);
+    if (!storedCopy(m)) return false;
+    return !source.partial || this.deps.bindings.storedIn(this.link.account, m.subject) === undefined;
   }
 
   private deliver(sub: ActiveSubscription, subject: string, headers: Iterable<[string, string]> | undefined, data: Uint8Array, reply: string | undefined, retained = false): void {
@@ -421,19 +457,21 @@ export class ClientSession {
     if (this.outbound.send(out)) link.metrics.messageOut("mqtt", "delivered");
   }
 
-  private deliverStored(sub: ActiveSubscription, m: Msg, seq: number, d: StoredDelivery, checked = false): void {
+  /** A message of the subscription's consumer; `prefix` is what its stream puts before the subject (the MQTT store's `$MQG.msgs.`). */
+  private deliverStored(sub: ActiveSubscription, prefix: string, m: Msg, seq: number, d: StoredDelivery, checked = false): void {
     if (this.held) {
-      this.held.push(() => this.deliverStored(sub, m, seq, d, checked));
+      this.held.push(() => this.deliverStored(sub, prefix, m, seq, d, checked));
       return;
     }
-    if (!checked && !storedDeliverable(sub.subjects, m.subject)) {
+    const subject = prefix ? m.subject.slice(prefix.length) : m.subject;
+    if (!checked && (!m.subject.startsWith(prefix) || !storedDeliverable(sub.subjects, subject))) {
       d.ack(seq); // not on this subscription's subjects: never the client's
       return;
     }
-    const may = checked || this.mayRead(sub, m.subject);
+    const may = checked || this.mayRead(sub, subject);
     if (may !== true) {
       // Denied: consumed for this client, which may not read it. Unknown (NATS away): left for redelivery.
-      void may.then((yes) => (yes === true ? this.deliverStored(sub, m, seq, d, true) : yes === false ? d.ack(seq) : undefined));
+      void may.then((yes) => (yes === true ? this.deliverStored(sub, prefix, m, seq, d, true) : yes === false ? d.ack(seq) : undefined));
       return;
     }
     const headers = headerPairsOf(m);
@@ -441,7 +479,7 @@ export class ClientSession {
       d.ack(seq); // without Mqgw-QoS 1/2 it reaches the client from core NATS, live only
       return;
     }
-    const out = natsToMqttPublish(m.subject, headers, m.data, undefined, sub.options, { protocolVersion: this.link.version, clientId: this.link.clientId, now: Date.now() });
+    const out = natsToMqttPublish(subject, headers, m.data, undefined, sub.options, { protocolVersion: this.link.version, clientId: this.link.clientId, now: Date.now() });
     if (typeof out === "string") {
       d.ack(seq);
       return;

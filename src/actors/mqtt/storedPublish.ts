@@ -10,6 +10,23 @@ import {
 import { encodeHeaderBlock } from "../../protocol/natsHeaderBlock.js";
 import { readPubAck } from "../../protocol/pubAck.js";
 
+/** `p`, or a timeout error after `ms` (a flush while NATS is away waits for its return). */
+function within(p: Promise<void>, ms: number): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error("timeout")), ms);
+    p.then(
+      () => {
+        clearTimeout(timer);
+        resolve();
+      },
+      (e: Error) => {
+        clearTimeout(timer);
+        reject(e);
+      },
+    );
+  });
+}
+
 /** The stream's answer to a stored publish. */
 export interface StoredAck {
   readonly stream: string;
@@ -32,7 +49,7 @@ const NONE: ReadonlyArray<readonly [string, string]> = [];
  * (nats-core ProtocolHandler.publish), so a block encoded once is handed over as is;
  * what the encoder steps aside for goes through MsgHdrs, which throws as before.
  */
-function headerBlock(pairs: ReadonlyArray<readonly [string, string]>, msgId: string): MsgHdrs {
+export function headerBlock(pairs: ReadonlyArray<readonly [string, string]>, msgId: string): MsgHdrs {
   const block = encodeHeaderBlock(pairs, MSG_ID, msgId);
   if (block) return { encode: () => block } as unknown as MsgHdrs;
   const h = natsHeaders();
@@ -41,6 +58,17 @@ function headerBlock(pairs: ReadonlyArray<readonly [string, string]>, msgId: str
   return h;
 }
 const SWEEP_MS = 250;
+
+/**
+ * The connection may not subscribe to the inbox the stream's acknowledgements come to:
+ * nothing is published, since a message stored without a readable ack would be stored
+ * and still refused (issue 13). Answered like a permission denial (0x87, amqp:unauthorized-access).
+ */
+export class AckInboxDenied extends Error {
+  constructor(readonly inbox: string) {
+    super(`not authorized to subscribe to ${inbox}, where the stream's acknowledgement of a stored publish arrives`);
+  }
+}
 
 /**
  * JetStream publishes on one NATS connection, without nats.js's request machinery
@@ -73,6 +101,8 @@ export class StoredPublisher {
   private readonly waiting = new Map<string, Waiter>();
   private next = 0;
   private sub: Subscription | undefined;
+  /** The inbox subscription: being confirmed by a flush, or confirmed (then publishes go out at once). */
+  private inbox: Promise<void> | "granted" | undefined;
   private sweeper: ReturnType<typeof setInterval> | undefined;
 
   private constructor(private readonly nc: NatsConnection) {
@@ -115,8 +145,40 @@ export class StoredPublisher {
     msgId: string,
     timeoutMs: number,
   ): Promise<StoredAck> {
-    this.sub ??= this.nc.subscribe(`${this.prefix}*`, { callback: (e, m) => (e ? this.failAll(e) : this.onReply(m)) });
-    const h = headerBlock(headers ?? NONE, msgId);
+    return this.publishWith(subject, payload, headerBlock(headers ?? NONE, msgId), timeoutMs);
+  }
+
+  /** Publishes with a header block made by `headerBlock` (one block serves a core copy and the stored one). */
+  publishWith(subject: string, payload: Uint8Array, h: MsgHdrs, timeoutMs: number): Promise<StoredAck> {
+    if (this.inbox === "granted") return this.send(subject, payload, h, timeoutMs);
+    return within(this.confirmInbox(), timeoutMs).then(() => this.send(subject, payload, h, timeoutMs));
+  }
+
+  /**
+   * Subscribes the ack inbox and waits for NATS to have judged it (a refusal comes as
+   * -ERR before the flush's PONG, and nats.js closes the subscription) before the first
+   * publish: a publish the stream stored but whose ack cannot come back must not happen.
+   */
+  private confirmInbox(): Promise<void> {
+    if (this.inbox instanceof Promise) return this.inbox;
+    const sub = this.nc.subscribe(`${this.prefix}*`, { callback: (e, m) => (e ? this.failAll(e) : this.onReply(m)) });
+    this.sub = sub;
+    const confirming = this.nc
+      .flush()
+      .then(() => new Promise<void>((resolve) => setImmediate(resolve)))
+      .then(() => {
+        if (sub.isClosed()) throw new AckInboxDenied(`${this.prefix}*`);
+        this.inbox = "granted";
+      });
+    this.inbox = confirming;
+    // Tried again by the next publish: permissions may change.
+    confirming.catch(() => {
+      if (this.inbox === confirming) this.inbox = undefined;
+    });
+    return confirming;
+  }
+
+  private send(subject: string, payload: Uint8Array, h: MsgHdrs, timeoutMs: number): Promise<StoredAck> {
     const token = (this.next++).toString(36);
     return new Promise<StoredAck>((resolve, reject) => {
       this.waiting.set(token, { subject, resolve, reject, deadline: Date.now() + timeoutMs });
@@ -154,6 +216,7 @@ export class StoredPublisher {
   /** The inbox subscription failed (refused by NATS permissions, closed): nothing will answer. */
   private failAll(e: Error): void {
     this.sub = undefined;
+    this.inbox = undefined;
     for (const w of this.waiting.values()) w.reject(e);
     this.waiting.clear();
   }
