@@ -199,7 +199,8 @@ function ownStreamWrites(config: GatewayConfig): string[] {
 /**
  * Its own streams: made when missing (INFO, CREATE; a bucket from before per-message TTLs
  * is given them: UPDATE), the retained stream purged per subject
- * (an empty retained payload), read by direct get (sessions, retained), and the bucket
+ * (an empty retained payload), read by direct get, or message get where a stream has no
+ * direct get (sessions, retained), and the bucket
  * watched with ordered consumers (CREATE with the filter, INFO, DELETE, flow control).
  */
 function ownStreamApi(stream: string): string[] {
@@ -210,6 +211,8 @@ function ownStreamApi(stream: string): string[] {
     `$JS.API.STREAM.PURGE.${stream}`,
     `$JS.API.DIRECT.GET.${stream}`,
     `$JS.API.DIRECT.GET.${stream}.>`,
+    // A bucket or stream made without direct get (by an older gateway, or by hand) is read this way.
+    `$JS.API.STREAM.MSG.GET.${stream}`,
     `$JS.API.CONSUMER.CREATE.${stream}.>`,
     `$JS.API.CONSUMER.INFO.${stream}.*`,
     `$JS.API.CONSUMER.DELETE.${stream}.*`,

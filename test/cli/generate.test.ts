@@ -114,7 +114,6 @@ describe("natsServerPermissions", () => {
       "$JS.API.STREAM.INFO.ORDERS",
       "$JS.API.CONSUMER.DURABLE.CREATE.ORDERS.*",
       "$JS.API.CONSUMER.MSG.NEXT.ORDERS.*",
-      "$JS.API.CONSUMER.RESET.ORDERS.*",
       "$JS.ACK.ORDERS.>",
       "$MQG.inbox.*.>",
     ]) {
