@@ -37,14 +37,9 @@ describe("model checking the machines", () => {
     const finding = report.findings.find((f) => f.property === "no will after a normal DISCONNECT");
     expect(finding?.kind).toBe("invariant");
     expect(finding?.message).toBe("publish_will after DISCONNECT 0x00");
-    expect(eventTypes(finding!.path)).toEqual([
-      "xstate.init",
-      "CONNECT",
-      "NATS_ACQUIRED",
-      "SESSION_READY",
-      "DISCONNECT",
-      "xstate.after.willDelay.mqttConnection.willPending",
-    ]);
+    // The will goes on its delay, or at once when a clean start ends the session (the same length).
+    expect(eventTypes(finding!.path).slice(0, 5)).toEqual(["xstate.init", "CONNECT", "NATS_ACQUIRED", "SESSION_READY", "DISCONNECT"]);
+    expect(eventTypes(finding!.path)).toHaveLength(6);
     expect(finding!.path.at(-1)).toMatchObject({ state: "publishingWill", emitted: ["publish_will"] });
     // The other properties still hold on the broken machine.
     expect(report.findings.map((f) => f.property)).toEqual(["no will after a normal DISCONNECT"]);
@@ -57,14 +52,8 @@ describe("model checking the machines", () => {
     const finding = check(mqttConnectionModel(broken)).findings.find(
       (f) => f.property === "no will when the gateway itself closes the connection",
     );
-    expect(eventTypes(finding!.path)).toEqual([
-      "xstate.init",
-      "CONNECT",
-      "NATS_ACQUIRED",
-      "SESSION_READY",
-      "LAME_DUCK",
-      "xstate.after.willDelay.mqttConnection.willPending",
-    ]);
+    expect(eventTypes(finding!.path).slice(0, 5)).toEqual(["xstate.init", "CONNECT", "NATS_ACQUIRED", "SESSION_READY", "LAME_DUCK"]);
+    expect(finding!.path.at(-1)).toMatchObject({ state: "publishingWill", emitted: ["publish_will"] });
   });
 
   it("an expired session served without being discarded is caught", () => {

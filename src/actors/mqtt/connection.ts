@@ -378,7 +378,7 @@ class MqttClientConnection {
     const request = this.actor.getSnapshot().context.request!;
     const account = this.account_;
     const previous = this.register(account, request);
-    previous?.takeOver();
+    previous?.takeOver(!request.cleanStart);
     const link = new ConnectionLink(this.version, request.clientId, account, this.lease!, this.settings, this.deps.metrics, this.denied, this);
     const deps = this.deps.session;
     // In flight to the client: its Receive Maximum, capped by mqtt.receive_maximum.
