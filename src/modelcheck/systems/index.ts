@@ -1,0 +1,8 @@
+import type { SystemModel } from "../system.js";
+import { mqttClientIdModel } from "./mqttClientId.js";
+
+/** Every system `npm run model-check` explores: machines composed as the edges wire them. */
+export const systems: readonly SystemModel<never>[] = [
+  mqttClientIdModel(),
+  mqttClientIdModel({ secondStartsClean: true }),
+] as unknown as SystemModel<never>[];
