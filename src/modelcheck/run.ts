@@ -24,16 +24,17 @@ export function runModelCheck(
     if (report.findings.length) failed++;
     write(`${formatReport(report)}\n`);
   }
-  const modelled = new Set(models.flatMap((m) => (isSystem(m) ? Object.values(m.actors).map((a) => a.machine.id) : [m.machine.id])));
+  const modelled = new Set(
+    models.flatMap((m) => (isSystem(m) ? Object.values(m.actors).map((a) => a.machine.id) : [m.machine.id])),
+  );
   const missing = machineIds.filter((id) => !modelled.has(id));
   if (missing.length) write(`note: no model for ${missing.join(", ")} (docs/extending.md says how to add one)\n`);
   const systems = models.filter(isSystem).length;
   const counted = systems ? `${models.length - systems} models and ${systems} systems` : `${models.length} models`;
-  const verdict = failed
-    ? `FAIL: ${failed} of ${counted} break a property`
-    : `ok: ${counted}`;
+  const verdict = failed ? `FAIL: ${failed} of ${counted} break a property` : `ok: ${counted}`;
   write(`${verdict}; ${states} states, ${transitions} transitions explored in ${Date.now() - started} ms\n`);
   return failed ? 1 : 0;
 }
 
-const isSystem = (m: Model | SystemModel<never>): m is SystemModel<never> => (m as SystemModel<never>).kind === "system";
+const isSystem = (m: Model | SystemModel<never>): m is SystemModel<never> =>
+  (m as SystemModel<never>).kind === "system";

@@ -55,7 +55,12 @@ export function checkSystem<W>(model: SystemModel<W>, options: { maxStates?: num
       if (at === undefined) {
         if (explored.length >= limit) {
           const message = `more than ${limit} states; abstract the world or the contexts further`;
-          return { ...base, states: explored.length, transitions: edges.length, findings: [{ kind: "bound", property: "bounded state space", message, path: [] }] };
+          return {
+            ...base,
+            states: explored.length,
+            transitions: edges.length,
+            findings: [{ kind: "bound", property: "bounded state space", message, path: [] }],
+          };
         }
         at = explored.length;
         index.set(next.node.key, at);
@@ -236,7 +241,11 @@ function initialNode<W>(model: SystemModel<W>): { node: SystemNode<W>; emitted: 
   return finish(model, undefined, { kind: "world", name: "(start)" }, r);
 }
 
-function stepNode<W>(model: SystemModel<W>, node: SystemNode<W>, event: SystemEvent): { node: SystemNode<W>; emitted: Emission[] } {
+function stepNode<W>(
+  model: SystemModel<W>,
+  node: SystemNode<W>,
+  event: SystemEvent,
+): { node: SystemNode<W>; emitted: Emission[] } {
   const r = new Run(model, node);
   if (event.kind === "deliver") {
     const at = r.queued.findIndex((m) => m.to === event.to && JSON.stringify(m.event) === JSON.stringify(event.event));
@@ -275,7 +284,12 @@ function finish<W>(
     if (!a) return 0;
     const spec = model.actors[name]!;
     const context = (a.snapshot.context ?? {}) as Record<string, unknown>;
-    return [a.snapshot.status, a.snapshot.value, spec.abstract ? spec.abstract(context) : context, a.timers.map((t) => t.id)];
+    return [
+      a.snapshot.status,
+      a.snapshot.value,
+      spec.abstract ? spec.abstract(context) : context,
+      a.timers.map((t) => t.id),
+    ];
   });
   const queued = r.queued.map((m) => JSON.stringify(m)).sort();
   const key = JSON.stringify([actors, r.world, queued, memory, broken?.invariant ?? null]);

@@ -38,7 +38,13 @@ describe("model checking the machines", () => {
     expect(finding?.kind).toBe("invariant");
     expect(finding?.message).toBe("publish_will after DISCONNECT 0x00");
     // The will goes on its delay, or at once when a clean start ends the session (the same length).
-    expect(eventTypes(finding!.path).slice(0, 5)).toEqual(["xstate.init", "CONNECT", "NATS_ACQUIRED", "SESSION_READY", "DISCONNECT"]);
+    expect(eventTypes(finding!.path).slice(0, 5)).toEqual([
+      "xstate.init",
+      "CONNECT",
+      "NATS_ACQUIRED",
+      "SESSION_READY",
+      "DISCONNECT",
+    ]);
     expect(eventTypes(finding!.path)).toHaveLength(6);
     expect(finding!.path.at(-1)).toMatchObject({ state: "publishingWill", emitted: ["publish_will"] });
     // The other properties still hold on the broken machine.
@@ -52,7 +58,13 @@ describe("model checking the machines", () => {
     const finding = check(mqttConnectionModel(broken)).findings.find(
       (f) => f.property === "no will when the gateway itself closes the connection",
     );
-    expect(eventTypes(finding!.path).slice(0, 5)).toEqual(["xstate.init", "CONNECT", "NATS_ACQUIRED", "SESSION_READY", "LAME_DUCK"]);
+    expect(eventTypes(finding!.path).slice(0, 5)).toEqual([
+      "xstate.init",
+      "CONNECT",
+      "NATS_ACQUIRED",
+      "SESSION_READY",
+      "LAME_DUCK",
+    ]);
     expect(finding!.path.at(-1)).toMatchObject({ state: "publishingWill", emitted: ["publish_will"] });
   });
 

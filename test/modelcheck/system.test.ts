@@ -12,11 +12,14 @@ import { mqttClientIdModel } from "../../src/modelcheck/systems/mqttClientId.js"
 /** A copy of a machine with some states replaced: the same guards, delays and actions. */
 function withStates(machine: AnyStateMachine, states: Record<string, unknown>): AnyStateMachine {
   const config = machine.config as { states: Record<string, unknown> };
-  return createMachine({ ...config, states: { ...config.states, ...states } } as never).provide(machine.implementations as never);
+  return createMachine({ ...config, states: { ...config.states, ...states } } as never).provide(
+    machine.implementations as never,
+  );
 }
 
 const steps = (f: Finding | undefined) => f?.path.map((s) => s.event.type) ?? [];
-const finding = (report: ReturnType<typeof checkSystem>, property: string) => report.findings.find((f) => f.property === property);
+const finding = (report: ReturnType<typeof checkSystem>, property: string) =>
+  report.findings.find((f) => f.property === property);
 
 describe("model checking systems of machines", () => {
   it.each(systems.map((s) => [s.name, s] as const))("%s keeps every property", (_name, system) => {
@@ -42,7 +45,9 @@ describe("model checking systems of machines", () => {
       "C2 <- NATS_ACQUIRED",
       "S2 <- CLAIMED",
     ]);
-    expect(f?.path.at(-2)?.emitted).toEqual(expect.arrayContaining(["C2.open_session", "C1.detach_session", "S1.save_detached", "S2.claim"]));
+    expect(f?.path.at(-2)?.emitted).toEqual(
+      expect.arrayContaining(["C2.open_session", "C1.detach_session", "S1.save_detached", "S2.claim"]),
+    );
     expect(report.findings.map((x) => x.property)).toEqual(["one live session per client id"]);
   });
 
@@ -52,7 +57,10 @@ describe("model checking systems of machines", () => {
     const session = withStates(mqttSessionMachine, {
       claiming: { ...states.claiming, entry: [states.claiming!.entry, states.loading!.entry].flat() },
     });
-    const f = finding(checkSystem(mqttClientIdModel({ session })), "a session reads the store only after every earlier session of the id ended");
+    const f = finding(
+      checkSystem(mqttClientIdModel({ session })),
+      "a session reads the store only after every earlier session of the id ended",
+    );
     expect(f?.kind).toBe("invariant");
     expect(f?.message).toMatch(/^S2 read the store while S1 was in /);
   });
@@ -61,22 +69,41 @@ describe("model checking systems of machines", () => {
     // Broken on purpose (the code before writers stopped with their session): the first write
     // fails, so the writer knows no revision; the session stops waiting for its save; the next
     // session writes; then the save goes out, unconditionally.
-    const f = finding(checkSystem(mqttClientIdModel({ writerOutlivesSession: true })), "the old connection's writes never land over or remove what the new one wrote");
+    const f = finding(
+      checkSystem(mqttClientIdModel({ writerOutlivesSession: true })),
+      "the old connection's writes never land over or remove what the new one wrote",
+    );
     expect(f?.message).toBe("S1's save landed on what S2 wrote");
-    expect(steps(f)).toEqual(expect.arrayContaining(["S1 <- timer storeTimeout", "store fails S1's take", "store serves S2's take", "store serves S1's save"]));
+    expect(steps(f)).toEqual(
+      expect.arrayContaining([
+        "S1 <- timer storeTimeout",
+        "store fails S1's take",
+        "store serves S2's take",
+        "store serves S1's save",
+      ]),
+    );
   });
 
   it("a will published twice is caught", () => {
     const connection = withStates(mqttConnectionMachine, {
-      publishingWill: { ...(mqttConnectionMachine.config.states!.publishingWill as object), on: { WILL_DONE: { target: "willPending" } } },
+      publishingWill: {
+        ...(mqttConnectionMachine.config.states!.publishingWill as object),
+        on: { WILL_DONE: { target: "willPending" } },
+      },
     });
-    const f = finding(checkSystem(mqttClientIdModel({ connection })), "a will is published at most once per connection");
+    const f = finding(
+      checkSystem(mqttClientIdModel({ connection })),
+      "a will is published at most once per connection",
+    );
     expect(f?.message).toMatch(/^C[12] published its will twice$/);
   });
 
   it("a delayed will sent after a takeover that resumed the session is caught (the connection machine before takeovers said how)", () => {
     const connection = mqttConnectionMachine.provide({ guards: { willCancelledByResume: () => false } });
-    const f = finding(checkSystem(mqttClientIdModel({ connection })), "a delayed will is never published after a newer connection of the id resumed the session");
+    const f = finding(
+      checkSystem(mqttClientIdModel({ connection })),
+      "a delayed will is never published after a newer connection of the id resumed the session",
+    );
     expect(f?.message).toBe("C1's will after C2 opened its session to resume it");
     expect(steps(f).slice(-2)).toEqual(["C2 <- NATS_ACQUIRED", "C1 <- timer willDelay"]);
     // A clean start ends the session, so the first connection's will goes; the second's does not when the first resumes after it.
@@ -98,8 +125,12 @@ describe("model checking systems of machines", () => {
       out += t;
     });
     expect(code).toBe(1);
-    expect(out).toMatch(/^FAIL one client id, two connections \(the second resumes; directory: CLAIMED at once\): \d+ states, \d+ transitions explored/m);
-    expect(out).toMatch(/ 7\. C2 <- NATS_ACQUIRED \{"account":"A","natsUp":true\} -> C1 closed \(done\), S1 saving, C2 session\.opening, S2 claiming; store no record at rev 0, asked S1 take/);
+    expect(out).toMatch(
+      /^FAIL one client id, two connections \(the second resumes; directory: CLAIMED at once\): \d+ states, \d+ transitions explored/m,
+    );
+    expect(out).toMatch(
+      / 7\. C2 <- NATS_ACQUIRED \{"account":"A","natsUp":true\} -> C1 closed \(done\), S1 saving, C2 session\.opening, S2 claiming; store no record at rev 0, asked S1 take/,
+    );
     expect(out).toContain("FAIL: 1 of 0 models and 1 systems break a property");
     expect(formatReport(checkSystem(mqttClientIdModel()))).toMatch(/^ok {3}one client id/);
   });

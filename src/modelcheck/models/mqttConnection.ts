@@ -71,16 +71,22 @@ export const mqttConnectionModel = (machine: AnyStateMachine = mqttConnectionMac
     }),
     // [MQTT-3.1.3-9] MQTT 5 3.1.3.2.2: a newer connection that resumes the session before the will's
     // delay passed cancels it (a will without delay goes at the close; a clean start ends the session).
-    invariant("a delayed will is cancelled when a newer connection resumes the session", false, (resumed: boolean, step) => {
-      const delayed = ((step.after.context as { request?: ConnectRequest }).request?.will?.delayMs ?? 0) > 0;
-      if (resumed && delayed && emits(step, "publish_will")) return new Broken("publish_will after a takeover that resumed the session");
-      const heard = inState(step.before, "session.serving") || inState(step.before, "willPending");
-      return resumed || (step.event.type === "TAKEN_OVER" && fields(step.event).resumed === true && heard);
-    }),
+    invariant(
+      "a delayed will is cancelled when a newer connection resumes the session",
+      false,
+      (resumed: boolean, step) => {
+        const delayed = ((step.after.context as { request?: ConnectRequest }).request?.will?.delayMs ?? 0) > 0;
+        if (resumed && delayed && emits(step, "publish_will"))
+          return new Broken("publish_will after a takeover that resumed the session");
+        const heard = inState(step.before, "session.serving") || inState(step.before, "willPending");
+        return resumed || (step.event.type === "TAKEN_OVER" && fields(step.event).resumed === true && heard);
+      },
+    ),
     invariant("no will when the gateway itself closes the connection", false, (ours: boolean, step) => {
       if (ours && emits(step, "publish_will")) return new Broken("publish_will after lame duck or shutdown");
       return (
-        ours || ((step.event.type === "LAME_DUCK" || step.event.type === "SHUTDOWN") && inState(step.before, "session.serving"))
+        ours ||
+        ((step.event.type === "LAME_DUCK" || step.event.type === "SHUTDOWN") && inState(step.before, "session.serving"))
       );
     }),
     invariant("CONNACK precedes serve", false, (acked: boolean, step) => {
@@ -137,7 +143,15 @@ export const mqttConnectionModel = (machine: AnyStateMachine = mqttConnectionMac
       // What the gateway itself answers (its NATS login, the will's publish, its connect and
       // keep-alive clocks) may be waited for.
       using: (e) =>
-        ["NATS_ACQUIRED", "NATS_REFUSED", "SESSION_READY", "SESSION_REFUSED", "WILL_DONE", "CONNECT_TIMEOUT", "KEEPALIVE_EXPIRED"].includes(e.type),
+        [
+          "NATS_ACQUIRED",
+          "NATS_REFUSED",
+          "SESSION_READY",
+          "SESSION_REFUSED",
+          "WILL_DONE",
+          "CONNECT_TIMEOUT",
+          "KEEPALIVE_EXPIRED",
+        ].includes(e.type),
       reach: (s) => s.status === "done" || s.hasTag("serving"),
     },
   ],

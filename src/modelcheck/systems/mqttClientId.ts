@@ -3,13 +3,13 @@ import { type ConnectRequest, mqttConnectionMachine } from "../../machines/mqttC
 import { mqttSessionMachine } from "../../machines/mqttSession.js";
 import { Broken } from "../model.js";
 import {
-  ENDED,
   type Effect,
+  ENDED,
   post,
-  send,
-  start,
   type SystemModel,
   type SystemView,
+  send,
+  start,
   systemInvariant,
   type WorldEvent,
   world,
@@ -136,7 +136,10 @@ export function mqttClientIdModel(options: ClientIdOptions = {}): SystemModel<Cl
   const claimed = (v: SystemView<ClientIdWorld>): Effect<ClientIdWorld>[] => {
     const ready = v.world.waiting.filter((j) => earlierOpen(v, j).length === 0);
     if (ready.length === 0) return [];
-    return [world((w) => ({ ...w, waiting: w.waiting.filter((j) => !ready.includes(j)) })), ...ready.map((j) => post<ClientIdWorld>(S(j), { type: "CLAIMED" }))];
+    return [
+      world((w) => ({ ...w, waiting: w.waiting.filter((j) => !ready.includes(j)) })),
+      ...ready.map((j) => post<ClientIdWorld>(S(j), { type: "CLAIMED" })),
+    ];
   };
 
   const routeConnection = (i: Id, e: EventObject, v: SystemView<ClientIdWorld>): Effect<ClientIdWorld>[] => {
@@ -147,7 +150,9 @@ export function mqttClientIdModel(options: ClientIdOptions = {}): SystemModel<Cl
         const previous = v.world.registered;
         return [
           world((w) => ({ ...w, registered: i, opened: [...w.opened, i] })),
-          ...(previous !== 0 && previous !== i && v.live(C(previous)) ? [send<ClientIdWorld>(C(previous), { type: "TAKEN_OVER", resumed: !cleanStart(i) })] : []),
+          ...(previous !== 0 && previous !== i && v.live(C(previous))
+            ? [send<ClientIdWorld>(C(previous), { type: "TAKEN_OVER", resumed: !cleanStart(i) })]
+            : []),
           start(S(i)),
         ];
       }
@@ -167,12 +172,18 @@ export function mqttClientIdModel(options: ClientIdOptions = {}): SystemModel<Cl
     // SessionWriter: one write at a time; the next goes out once the one before it was answered.
     const queue = (op: Write) =>
       world<ClientIdWorld>((w) =>
-        w.closed[i] ? w : w.writing[i] ? { ...w, writes: at(w.writes, i, [...w.writes[i]!, op]) } : { ...w, writing: at(w.writing, i, true), wire: [...w.wire, { by: i, op }] },
+        w.closed[i]
+          ? w
+          : w.writing[i]
+            ? { ...w, writes: at(w.writes, i, [...w.writes[i]!, op]) }
+            : { ...w, writing: at(w.writing, i, true), wire: [...w.wire, { by: i, op }] },
       );
     const ask = (op: Write | "read") => world<ClientIdWorld>((w) => ({ ...w, wire: [...w.wire, { by: i, op }] }));
     switch (e.type) {
       case "claim": {
-        const now = rule === "at once" || earlierOpen({ ...v, world: { ...v.world, claims: [...v.world.claims, i] } }, i).length === 0;
+        const now =
+          rule === "at once" ||
+          earlierOpen({ ...v, world: { ...v.world, claims: [...v.world.claims, i] } }, i).length === 0;
         return [
           world((w) => ({ ...w, claims: [...w.claims, i], waiting: now ? w.waiting : [...w.waiting, i] })),
           ...(now ? [post<ClientIdWorld>(S(i), { type: "CLAIMED" })] : []),
@@ -200,7 +211,9 @@ export function mqttClientIdModel(options: ClientIdOptions = {}): SystemModel<Cl
         // The session's `done`: its writer sends nothing more, and the directory lets the
         // next claimant of the id go on.
         return [
-          ...(options.writerOutlivesSession ? [] : [world<ClientIdWorld>((w) => ({ ...w, closed: at(w.closed, i, true), writes: at(w.writes, i, []) }))]),
+          ...(options.writerOutlivesSession
+            ? []
+            : [world<ClientIdWorld>((w) => ({ ...w, closed: at(w.closed, i, true), writes: at(w.writes, i, []) }))]),
           ...claimed(v),
         ];
       default:
@@ -221,7 +234,13 @@ export function mqttClientIdModel(options: ClientIdOptions = {}): SystemModel<Cl
     const name = `store serves S${i}'s ${op}`;
     if (op === "read") {
       const found = { exists: w.store.holder !== 0, expired: false };
-      return { name, effects: [world<ClientIdWorld>(() => ({ ...w, wire, loaded: at(w.loaded, i, w.store.rev) })), post(S(i), { type: "LOADED", found })] };
+      return {
+        name,
+        effects: [
+          world<ClientIdWorld>(() => ({ ...w, wire, loaded: at(w.loaded, i, w.store.rev) })),
+          post(S(i), { type: "LOADED", found }),
+        ],
+      };
     }
     const rev = w.store.rev + 1;
     const expected = w.seen[i];
@@ -253,7 +272,9 @@ export function mqttClientIdModel(options: ClientIdOptions = {}): SystemModel<Cl
       name: `store fails S${i}'s ${op}`,
       effects: [
         world<ClientIdWorld>(() => ({ ...w, wire })),
-        op === "read" ? post(S(i), { type: "LOAD_FAILED", reason: "timeout" }) : post("answers", { type: op, by: i, movedOn: false }),
+        op === "read"
+          ? post(S(i), { type: "LOAD_FAILED", reason: "timeout" })
+          : post("answers", { type: op, by: i, movedOn: false }),
       ],
     };
   };
@@ -302,16 +323,27 @@ export function mqttClientIdModel(options: ClientIdOptions = {}): SystemModel<Cl
     events: (v) => {
       const out: WorldEvent<ClientIdWorld>[] = [];
       for (const i of IDS) {
-        if (v.inState(C(i), "awaitingConnect")) out.push({ name: `client ${i} connects`, effects: [send(C(i), { type: "CONNECT", request: request(cleanStart(i)) })] });
+        if (v.inState(C(i), "awaitingConnect"))
+          out.push({
+            name: `client ${i} connects`,
+            effects: [send(C(i), { type: "CONNECT", request: request(cleanStart(i)) })],
+          });
         else if (v.live(C(i)) && !v.inState(C(i), "willPending") && !v.inState(C(i), "publishingWill"))
           out.push({ name: `client ${i}'s socket closes`, effects: [send(C(i), { type: "SOCKET_CLOSED" })] });
         if (i === 1 && v.inState(C(i), "session.serving"))
-          out.push({ name: "client 1 sends DISCONNECT with expiry 0", effects: [send(C(i), { type: "DISCONNECT", reasonCode: 0, sessionExpirySec: 0 })] });
+          out.push({
+            name: "client 1 sends DISCONNECT with expiry 0",
+            effects: [send(C(i), { type: "DISCONNECT", reasonCode: 0, sessionExpirySec: 0 })],
+          });
       }
       if (v.world.wire.length > 0) {
         out.push(serve(v), fail(v));
         const { by, op } = v.world.wire[0]!;
-        if (options.storeMayHang) out.push({ name: `store never answers S${by}'s ${op}`, effects: [world((w) => ({ ...w, wire: w.wire.slice(1) }))] });
+        if (options.storeMayHang)
+          out.push({
+            name: `store never answers S${by}'s ${op}`,
+            effects: [world((w) => ({ ...w, wire: w.wire.slice(1) }))],
+          });
       }
       return out;
     },
@@ -321,47 +353,74 @@ export function mqttClientIdModel(options: ClientIdOptions = {}): SystemModel<Cl
       // [MQTT-3.1.4-3] a second connection of the id takes the session over; the two never act on it at once.
       systemInvariant("one live session per client id", null, (_: null, step) => {
         const live = IDS.filter((i) => step.after.live(S(i)) && !step.after.inState(S(i), "claiming"));
-        return live.length > 1 ? new Broken(`S1 in ${label(step.after, "S1")} and S2 in ${label(step.after, "S2")} at once`) : null;
-      }),
-      systemInvariant("a session reads the store only after every earlier session of the id ended", null, (_: null, step) => {
-        const e = step.event;
-        const asked = step.before?.world.wire[0];
-        if (e.kind !== "world" || !e.name.startsWith("store serves") || asked?.op !== "read") return null;
-        const i = asked.by;
-        const open = earlierOpen(step.before!, i);
-        return open.length ? new Broken(`S${i} read the store while ${open.map((j) => `S${j} was in ${label(step.before!, S(j))}`).join(", ")}`) : null;
-      }),
-      systemInvariant("the old connection's writes never land over or remove what the new one wrote", null, (_: null, step) => {
-        const asked = step.before?.world.wire[0];
-        if (step.event.kind !== "world" || !step.event.name.startsWith("store serves") || !asked || asked.op === "read") return null;
-        const i = asked.by;
-        const j = other(i);
-        const claims = step.before!.world.claims;
-        const older = claims.indexOf(i) < claims.indexOf(j);
-        const landed = step.after.world.store.rev > step.before!.world.store.rev;
-        const op = asked.op;
-        return older && landed && op !== "discard" && step.before!.world.wrote[j]
-          ? new Broken(`S${i}'s ${op} landed on what S${j} wrote`)
+        return live.length > 1
+          ? new Broken(`S1 in ${label(step.after, "S1")} and S2 in ${label(step.after, "S2")} at once`)
           : null;
       }),
+      systemInvariant(
+        "a session reads the store only after every earlier session of the id ended",
+        null,
+        (_: null, step) => {
+          const e = step.event;
+          const asked = step.before?.world.wire[0];
+          if (e.kind !== "world" || !e.name.startsWith("store serves") || asked?.op !== "read") return null;
+          const i = asked.by;
+          const open = earlierOpen(step.before!, i);
+          return open.length
+            ? new Broken(
+                `S${i} read the store while ${open.map((j) => `S${j} was in ${label(step.before!, S(j))}`).join(", ")}`,
+              )
+            : null;
+        },
+      ),
+      systemInvariant(
+        "the old connection's writes never land over or remove what the new one wrote",
+        null,
+        (_: null, step) => {
+          const asked = step.before?.world.wire[0];
+          if (
+            step.event.kind !== "world" ||
+            !step.event.name.startsWith("store serves") ||
+            !asked ||
+            asked.op === "read"
+          )
+            return null;
+          const i = asked.by;
+          const j = other(i);
+          const claims = step.before!.world.claims;
+          const older = claims.indexOf(i) < claims.indexOf(j);
+          const landed = step.after.world.store.rev > step.before!.world.store.rev;
+          const op = asked.op;
+          return older && landed && op !== "discard" && step.before!.world.wrote[j]
+            ? new Broken(`S${i}'s ${op} landed on what S${j} wrote`)
+            : null;
+        },
+      ),
       systemInvariant("a will is published at most once per connection", [0, 0, 0], (n: number[], step) => {
         let next = n;
-        for (const x of step.emitted) if (x.event.type === "publish_will") next = at(next, Number(x.actor.slice(1)) as Id, next[Number(x.actor.slice(1))]! + 1);
+        for (const x of step.emitted)
+          if (x.event.type === "publish_will")
+            next = at(next, Number(x.actor.slice(1)) as Id, next[Number(x.actor.slice(1))]! + 1);
         const twice = IDS.find((i) => next[i]! > 1);
         return twice ? new Broken(`C${twice} published its will twice`) : next;
       }),
       // [MQTT-3.1.3-9] a new connection to the session before the will's delay passed: no will
       // (a clean start ends the session instead, and the will goes then).
-      systemInvariant("a delayed will is never published after a newer connection of the id resumed the session", null, (_: null, step) => {
-        for (const x of step.emitted) {
-          if (x.event.type !== "publish_will") continue;
-          const i = Number(x.actor.slice(1)) as Id;
-          const j = other(i);
-          const opened = step.after.world.opened;
-          if (opened.indexOf(j) > opened.indexOf(i) && !cleanStart(j)) return new Broken(`C${i}'s will after C${j} opened its session to resume it`);
-        }
-        return null;
-      }),
+      systemInvariant(
+        "a delayed will is never published after a newer connection of the id resumed the session",
+        null,
+        (_: null, step) => {
+          for (const x of step.emitted) {
+            if (x.event.type !== "publish_will") continue;
+            const i = Number(x.actor.slice(1)) as Id;
+            const j = other(i);
+            const opened = step.after.world.opened;
+            if (opened.indexOf(j) > opened.indexOf(i) && !cleanStart(j))
+              return new Broken(`C${i}'s will after C${j} opened its session to resume it`);
+          }
+          return null;
+        },
+      ),
     ],
     progress: [
       { name: "can always still end (no deadlock)", after: () => true, using: () => true },
