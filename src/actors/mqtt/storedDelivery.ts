@@ -4,6 +4,7 @@ import type { Msg, NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "../../log.js";
 import { parseJsAckReply } from "../../protocol/jsAckReply.js";
 import type { AccountServices } from "../accountServices.js";
+import { ACK, nakAfter, settle } from "../client/jetStreamPull.js";
 import { PullWindow } from "./pullWindow.js";
 
 /**
@@ -24,9 +25,8 @@ const PULL_EXPIRES_MS = 3_000;
 // nats-server keeps a request whose inbox went for a moment when gateways or leafnodes are on (defaultGatewayRecentSubExpiration).
 const HAND_BACK_DELAY_MS = 300;
 
-// The acknowledgement bodies, encoded once (JetStream AckExplicit: one per message).
-const ACK = new TextEncoder().encode("+ACK");
-const encoder = new TextEncoder();
+// What is handed back waits this long: made once.
+const HAND_BACK = nakAfter(HAND_BACK_DELAY_MS);
 
 export interface OpenOptions {
   readonly services: AccountServices;
@@ -113,7 +113,7 @@ export class StoredDelivery {
   private received(m: Msg): void {
     const seq = parseJsAckReply(m.reply)?.streamSeq;
     if (seq === undefined) return;
-    if (this.stopped) return this.nak(m, HAND_BACK_DELAY_MS);
+    if (this.stopped) return this.settle(m, HAND_BACK);
     if (this.pending.has(seq)) {
       // ack_wait ran out while the client holds it: MQTT sends nothing twice on one
       // connection [MQTT-4.4.0-1]; the newest delivery's reply is the one to acknowledge.
@@ -154,20 +154,12 @@ export class StoredDelivery {
   stop(): void {
     this.stopped = true;
     this.window?.stop();
-    for (const m of this.pending.values()) this.nak(m, HAND_BACK_DELAY_MS);
+    for (const m of this.pending.values()) this.settle(m, HAND_BACK);
     this.pending.clear();
   }
 
-  private nak(m: Msg, delayMs: number): void {
-    this.settle(m, encoder.encode(`-NAK {"delay":${delayMs * 1_000_000}}`));
-  }
-
   private settle(m: Msg, body: Uint8Array): void {
-    try {
-      this.nc.publish(m.reply!, body);
-    } catch {
-      // The connection is closed: the message comes back after ack_wait.
-    }
+    settle(this.nc, m.reply!, body);
   }
 
   static async remove(services: AccountServices, account: string, stream: string, name: string): Promise<void> {
