@@ -26,11 +26,14 @@ export type Effect<W> =
   | { readonly kind: "send"; readonly to: string; readonly event: EventObject }
   /** A message in flight: delivered at any later step, in any order with the others (a Promise, a microtask, the network). */
   | { readonly kind: "post"; readonly to: string; readonly event: EventObject }
+  /** As `post`, unless the same message is in flight already (a scheduling guard such as `pumpScheduled`). */
+  | { readonly kind: "postOnce"; readonly to: string; readonly event: EventObject }
   | { readonly kind: "start"; readonly actor: string; readonly input?: unknown }
   | { readonly kind: "world"; readonly update: (world: W) => W };
 
 export const send = <W>(to: string, event: AnyEventObject): Effect<W> => ({ kind: "send", to, event });
 export const post = <W>(to: string, event: AnyEventObject): Effect<W> => ({ kind: "post", to, event });
+export const postOnce = <W>(to: string, event: AnyEventObject): Effect<W> => ({ kind: "postOnce", to, event });
 export const start = <W>(actor: string, input?: unknown): Effect<W> => ({ kind: "start", actor, input });
 export const world = <W>(update: (world: W) => W): Effect<W> => ({ kind: "world", update });
 

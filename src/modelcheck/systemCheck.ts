@@ -184,7 +184,11 @@ class Run<W> {
     for (const e of effects) {
       if (e.kind === "send") this.deliver(e.to, e.event);
       else if (e.kind === "post") this.queued.push({ to: e.to, event: e.event });
-      else if (e.kind === "start") this.start(e.actor, e.input);
+      else if (e.kind === "postOnce") {
+        const k = JSON.stringify(e.event);
+        if (!this.queued.some((m) => m.to === e.to && JSON.stringify(m.event) === k))
+          this.queued.push({ to: e.to, event: e.event });
+      } else if (e.kind === "start") this.start(e.actor, e.input);
       else this.world = e.update(this.world);
     }
   }

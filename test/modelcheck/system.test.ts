@@ -1,11 +1,13 @@
 import { describe, expect, it } from "vitest";
 import { type AnyStateMachine, createMachine } from "xstate";
+import { jetStreamPullMachine } from "../../src/machines/jetStreamPull.js";
 import { mqttConnectionMachine } from "../../src/machines/mqttConnection.js";
 import { mqttSessionMachine } from "../../src/machines/mqttSession.js";
 import type { Finding } from "../../src/modelcheck/check.js";
 import { formatReport } from "../../src/modelcheck/format.js";
 import { runModelCheck } from "../../src/modelcheck/run.js";
 import { checkSystem } from "../../src/modelcheck/systemCheck.js";
+import { amqpStreamLinkModel } from "../../src/modelcheck/systems/amqpStreamLink.js";
 import { systems } from "../../src/modelcheck/systems/index.js";
 import { mqttClientIdModel } from "../../src/modelcheck/systems/mqttClientId.js";
 
@@ -133,6 +135,53 @@ describe("model checking systems of machines", () => {
     );
     expect(out).toContain("FAIL: 1 of 0 models and 1 systems break a property");
     expect(formatReport(checkSystem(mqttClientIdModel()))).toMatch(/^ok {3}one client id/);
+  });
+
+  describe("an AMQP link receiving from a stream, and its pull engine", () => {
+    it("a pump that sends whatever the link's state delivers after the client left", () => {
+      const f = finding(
+        checkSystem(amqpStreamLinkModel({ pumpIgnoresLink: true })),
+        "nothing is delivered once the link is not attached (detaching, detached) or the client left",
+      );
+      expect(f?.message).toMatch(/after the client left$/);
+      expect(steps(f)).toEqual([
+        "(start)",
+        "link <- resolved",
+        "the client grants a credit",
+        "link <- pump",
+        "the client detaches",
+        "the stream delivers a message",
+        "link <- pump",
+      ]);
+    });
+
+    it("a release that leaves the engine running leaves what it read unsettled", () => {
+      const f = finding(
+        checkSystem(amqpStreamLinkModel({ releaseForgetsFeed: true })),
+        "every message pulled is acknowledged or handed back by the time the link is over",
+      );
+      expect(f?.message).toBe("the link is over and its engine still reads the consumer");
+      expect(steps(f)).toEqual(["(start)", "link <- resolved", "the client detaches", "L <- REMOTE_DETACH"]);
+    });
+
+    it("a pump that asks whatever NATS is doing pulls while NATS is away", () => {
+      const f = finding(
+        checkSystem(amqpStreamLinkModel({ pumpIgnoresNats: true })),
+        "nothing is asked of the stream while NATS is away or after the link let go",
+      );
+      expect(f?.message).toBe("a pull while NATS is away");
+    });
+
+    it("an engine that forgets a drain made while NATS is away leaves the client waiting", () => {
+      const holding = (jetStreamPullMachine.config.states as Record<string, { on: Record<string, unknown> }>).holding!;
+      const pull = withStates(jetStreamPullMachine, { holding: { ...holding, on: { RESUME: holding.on.RESUME } } });
+      const f = finding(
+        checkSystem(amqpStreamLinkModel({ pull })),
+        "a drain is answered on the stream's and the engine's answers",
+      );
+      expect(f?.kind).toBe("progress");
+      expect(f?.message).toContain("L active.{nats.down, credit.draining}, P holding");
+    });
   });
 
   it("says when the state space outgrows the bound", () => {
