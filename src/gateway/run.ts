@@ -1,30 +1,31 @@
-import { Deferred, Effect, Exit, type Scope } from "effect";
+import { Cause, Deferred, Effect, Exit, Scope } from "effect";
+import type { Actor } from "xstate";
+import { AccountServices } from "../actors/accountServices.js";
 import { AccountResolver } from "../actors/accounts.js";
+import { lameDuckActor } from "../actors/admin/lameDuck.js";
+import { startAdmin } from "../actors/admin/start.js";
+import { amqpDoor, amqpSettingsFor } from "../actors/amqp/door.js";
+import { Bindings } from "../actors/bindings.js";
 import { ClientRegistry } from "../actors/clients.js";
 import { embeddedNats } from "../actors/embeddedNats.js";
+import { bridgeCredentials } from "../actors/gatewayCredentials.js";
 import { sendJson, serveHttp } from "../actors/http.js";
 import { type HostPort, listenTcp, listenTls, listenWebSocket } from "../actors/listeners.js";
+import { announceClaim, answerLiveness, requestTakeover } from "../actors/liveness.js";
 import { startMachine } from "../actors/machineActor.js";
 import { Metrics } from "../actors/metrics.js";
 import { mqttConnectionActor } from "../actors/mqtt/connection.js";
 import type { MqttDeps } from "../actors/mqtt/deps.js";
-import { amqpDoor, amqpSettingsFor } from "../actors/amqp/door.js";
 import { KvSessionStore } from "../actors/mqtt/kvSessionStore.js";
 import { RetainedMessages } from "../actors/mqtt/retained.js";
-import { AccountServices } from "../actors/accountServices.js";
-import { bridgeCredentials } from "../actors/gatewayCredentials.js";
-import { Bindings } from "../actors/bindings.js";
-import { announceClaim, answerLiveness, requestTakeover } from "../actors/liveness.js";
 import { SessionDirectory } from "../actors/mqtt/sessionDirectory.js";
-import { lameDuckActor } from "../actors/admin/lameDuck.js";
-import { startAdmin } from "../actors/admin/start.js";
-import { Reloader } from "../actors/reload.js";
 import { NatsBridge, type NatsLease } from "../actors/natsBridge.js";
 import { findNatsServer } from "../actors/natsServerBinary.js";
 import { ActorRegistry } from "../actors/registry.js";
+import { Reloader } from "../actors/reload.js";
+import { SocketGate } from "../actors/socketGate.js";
 import { statechartsRoutes } from "../actors/statechartsPage.js";
 import { Supervisor } from "../actors/supervisor.js";
-import { SocketGate } from "../actors/socketGate.js";
 import type { GatewayConfig } from "../config/schema.js";
 import { createLogger, type Logger } from "../log.js";
 import { gatewayMachine } from "../machines/gateway.js";
@@ -67,7 +68,14 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
         );
       }
       const at = config.nats.embedded_listen;
-      const embedded = yield* embeddedNats({ binary, host: at.host, port: at.port, dataDir: config.data, log, registry });
+      const embedded = yield* embeddedNats({
+        binary,
+        host: at.host,
+        port: at.port,
+        dataDir: config.data,
+        log,
+        registry,
+      });
       servers = [embedded.url];
     }
 
@@ -81,11 +89,16 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
       catch: (e) => new StartError(`cannot reach NATS at ${servers.join(", ")}: ${(e as Error).message}`),
     });
     yield* Effect.addFinalizer(() => Effect.sync(() => core.release()));
-    log.info({ servers, server_version: core.nc.info?.version, server_name: core.nc.info?.server_name }, "connected to NATS");
+    log.info(
+      { servers, server_version: core.nc.info?.version, server_name: core.nc.info?.server_name },
+      "connected to NATS",
+    );
 
     const accounts = new AccountResolver(() => config.routing);
     const services = new AccountServices(bridge, core, () => config, log);
-    const bindings = new Bindings(log, async (account) => (account === null ? core.nc : (await services.jetstream(account)).lease.nc));
+    const bindings = new Bindings(log, async (account) =>
+      account === null ? core.nc : (await services.jetstream(account)).lease.nc,
+    );
     yield* Effect.promise(() => bindings.load(config.bindings));
     // With gateway users, each account's liveness actor answers there (src/actors/admin/liveness.ts).
     if (Object.keys(config.gateway_users).length === 0) {
@@ -119,7 +132,9 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
         requestTakeover((await services.jetstream(account)).lease.nc, owner, account, clientId),
     };
 
-    const accepting = { open: true };
+    // New clients are taken only while the gateway machine says so (opening, serving).
+    let gw: Actor<typeof gatewayMachine> | undefined;
+    const accepting = () => gw?.getSnapshot().hasTag("accepting") === true;
     // limits.max_connections counts accepted sockets of both doors, from accept to close
     // (socketGate.ts), so sockets that never finish CONNECT / open count too.
     const gate = new SocketGate(
@@ -129,29 +144,29 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
     const admitMqtt = (socket: import("node:net").Socket) => gate.admit(socket, "mqtt");
     const admitAmqp = (socket: import("node:net").Socket) => gate.admit(socket, "amqp");
     const onMqtt = (stream: import("node:stream").Duplex, remote: string) => {
-      if (!accepting.open) return stream.destroy();
+      if (!accepting()) return stream.destroy();
       const cid = clients.allocateCid();
       supervisor.spawn(`mqtt:${cid}`, "mqttConnection", mqttConnectionActor(stream, remote, cid, mqttDeps));
     };
 
     const listeners: Record<string, string> = {};
-    const listen = <A>(name: string, at: HostPort | null, open: (at: HostPort) => Effect.Effect<A, unknown, Scope.Scope>) =>
+    const listen = <A>(
+      name: string,
+      at: HostPort | null,
+      open: (at: HostPort) => Effect.Effect<A, unknown, Scope.Scope>,
+    ) =>
       at
         ? open(at).pipe(
             Effect.tap((server) =>
               Effect.sync(() => {
-                listeners[name] = `${at.host}:${(server as { address?: () => { port: number } }).address?.()?.port ?? at.port}`;
+                listeners[name] =
+                  `${at.host}:${(server as { address?: () => { port: number } }).address?.()?.port ?? at.port}`;
                 closers.push(() => (server as { close?: () => void }).close?.());
               }),
             ),
             Effect.asVoid,
           )
         : Effect.void;
-
-    yield* listen("mqtt", config.mqtt.listen, (at) => listenTcp(at, "MQTT", onMqtt, admitMqtt));
-    const mqttTls = config.mqtt.tls;
-    if (mqttTls) yield* listen("mqtt_tls", mqttTls.listen, (at) => listenTls(at, mqttTls, "MQTT over TLS", onMqtt, admitMqtt, config.limits.connect_timeout));
-    yield* listen("mqtt_ws", config.mqtt.websocket, (at) => listenWebSocket(at, "/mqtt", onMqtt, admitMqtt, () => config.limits.connect_timeout));
 
     // --- AMQP 1.0 door (issue 4; src/actors/amqp) ---------------------------------------
     const onAmqp = amqpDoor({
@@ -166,39 +181,86 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
       accountOf: (lease, username) => accounts.resolve(lease.nc, username),
       gatewayId: config.id,
       version: VERSION,
-      accepting: () => accepting.open,
+      accepting,
       maxConnectionsPerAccount: () => config.limits.max_connections_per_account,
       maxTopicLevels: () => config.limits.max_topic_levels,
     });
-    yield* listen("amqp", config.amqp.listen, (at) => listenTcp(at, "AMQP", onAmqp, admitAmqp));
-    const amqpTls = config.amqp.tls;
-    if (amqpTls) yield* listen("amqp_tls", amqpTls.listen, (at) => listenTls(at, amqpTls, "AMQP over TLS", onAmqp, admitAmqp, config.limits.connect_timeout));
     // --- end AMQP ---------------------------------------------------------------------------
 
-    const gw = yield* startMachine(gatewayMachine, {
+    /** Every client door's listeners, in the gateway's scope; opened when the gateway machine says so. */
+    const openListeners = Effect.gen(function* () {
+      yield* listen("mqtt", config.mqtt.listen, (at) => listenTcp(at, "MQTT", onMqtt, admitMqtt));
+      const mqttTls = config.mqtt.tls;
+      if (mqttTls)
+        yield* listen("mqtt_tls", mqttTls.listen, (at) =>
+          listenTls(at, mqttTls, "MQTT over TLS", onMqtt, admitMqtt, config.limits.connect_timeout),
+        );
+      yield* listen("mqtt_ws", config.mqtt.websocket, (at) =>
+        listenWebSocket(at, "/mqtt", onMqtt, admitMqtt, () => config.limits.connect_timeout),
+      );
+      yield* listen("amqp", config.amqp.listen, (at) => listenTcp(at, "AMQP", onAmqp, admitAmqp));
+      const amqpTls = config.amqp.tls;
+      if (amqpTls)
+        yield* listen("amqp_tls", amqpTls.listen, (at) =>
+          listenTls(at, amqpTls, "AMQP over TLS", onAmqp, admitAmqp, config.limits.connect_timeout),
+        );
+    });
+    const scope = yield* Effect.scope;
+
+    gw = yield* startMachine(gatewayMachine, {
       input: { ldmDurationMs: config.ldm.duration },
       registry,
       on: {
+        open_listeners: () =>
+          void Effect.runPromiseExit(Scope.provide(openListeners, scope)).then((opened) => {
+            if (Exit.isSuccess(opened)) {
+              gw!.send({ type: "LISTENING" });
+              log.info({ id: config.id, listeners }, "mq-gateway serving");
+              return;
+            }
+            const error = Cause.squash(opened.cause);
+            const reason = error instanceof Error ? error.message : String(error);
+            log.error({ cause: reason }, "mq-gateway could not start");
+            gw!.send({ type: "START_FAILED", reason });
+          }),
         close_listeners: () => {
-          accepting.open = false;
           for (const c of closers.splice(0)) c();
         },
         drain_clients: ({ overMs }) =>
           supervisor.spawn(
             "lameDuck",
             "lameDuck",
-            lameDuckActor({ clients, registry, log, overMs, graceMs: 5_000, done: () => gw.send({ type: "CLIENTS_DRAINED" }) }),
+            lameDuckActor({
+              clients,
+              registry,
+              log,
+              overMs,
+              graceMs: 5_000,
+              done: () => gw!.send({ type: "CLIENTS_DRAINED" }),
+            }),
           ),
         close_clients: () => {
           for (const c of clients.all()) c.shutdown();
           // Give each client's actor a moment to say goodbye, then stop regardless.
-          void waitUntil(() => clients.size() === 0, 3_000).then(() => gw.send({ type: "STOPPED" }));
+          void waitUntil(() => clients.size() === 0, 3_000).then(() => gw!.send({ type: "STOPPED" }));
         },
         shutdown: ({ exitCode: code }) => Deferred.doneUnsafe(exitCode, Effect.succeed(code)),
       },
     });
 
-    const admin = startAdmin({ config, servers, bridge, clients, directory, registry, supervisor, metrics, log, gateway: gw, version: VERSION });
+    const admin = startAdmin({
+      config,
+      servers,
+      bridge,
+      clients,
+      directory,
+      registry,
+      supervisor,
+      metrics,
+      log,
+      gateway: gw,
+      version: VERSION,
+    });
 
     if (config.http.listen) {
       const httpPort = yield* serveHttp(config.http.listen, {
@@ -245,7 +307,8 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
     for (const [sig, fn] of signals) process.on(sig, fn);
     // A promise one client's work forgot to catch must not take every other client down with the
     // process (Node's default): it is logged loudly and the gateway keeps serving.
-    const onRejection = (reason: unknown) => log.error({ err: reason }, "unhandled rejection (a bug: please report it)");
+    const onRejection = (reason: unknown) =>
+      log.error({ err: reason }, "unhandled rejection (a bug: please report it)");
     process.on("unhandledRejection", onRejection);
     yield* Effect.addFinalizer(() =>
       Effect.sync(() => {
@@ -254,8 +317,8 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
       }),
     );
 
+    // The listeners open now (open_listeners); "mq-gateway serving" is logged once they all listen.
     gw.send({ type: "STARTED" });
-    log.info({ id: config.id, listeners }, "mq-gateway serving");
     return yield* Deferred.await(exitCode);
   });
 
