@@ -1,31 +1,31 @@
 import { Cause, Deferred, Effect, Exit, Scope } from "effect";
 import type { Actor } from "xstate";
-import { AccountServices } from "../actors/accountServices.js";
 import { AccountResolver } from "../actors/accounts.js";
-import { lameDuckActor } from "../actors/admin/lameDuck.js";
-import { startAdmin } from "../actors/admin/start.js";
-import { amqpDoor, amqpSettingsFor } from "../actors/amqp/door.js";
-import { Bindings } from "../actors/bindings.js";
 import { ClientRegistry } from "../actors/clients.js";
 import { embeddedNats } from "../actors/embeddedNats.js";
-import { bridgeCredentials } from "../actors/gatewayCredentials.js";
 import { sendJson, serveHttp } from "../actors/http.js";
 import { type HostPort, listenTcp, listenTls, listenWebSocket } from "../actors/listeners.js";
-import { announceClaim, answerLiveness, requestTakeover } from "../actors/liveness.js";
 import { startMachine } from "../actors/machineActor.js";
 import { Metrics } from "../actors/metrics.js";
 import { mqttConnectionActor } from "../actors/mqtt/connection.js";
 import type { MqttDeps } from "../actors/mqtt/deps.js";
+import { amqpDoor, amqpSettingsFor } from "../actors/amqp/door.js";
 import { KvSessionStore } from "../actors/mqtt/kvSessionStore.js";
 import { RetainedMessages } from "../actors/mqtt/retained.js";
+import { AccountServices } from "../actors/accountServices.js";
+import { bridgeCredentials } from "../actors/gatewayCredentials.js";
+import { Bindings } from "../actors/bindings.js";
+import { announceClaim, answerLiveness, requestTakeover } from "../actors/liveness.js";
 import { SessionDirectory } from "../actors/mqtt/sessionDirectory.js";
+import { lameDuckActor } from "../actors/admin/lameDuck.js";
+import { startAdmin } from "../actors/admin/start.js";
+import { Reloader } from "../actors/reload.js";
 import { NatsBridge, type NatsLease } from "../actors/natsBridge.js";
 import { findNatsServer } from "../actors/natsServerBinary.js";
 import { ActorRegistry } from "../actors/registry.js";
-import { Reloader } from "../actors/reload.js";
-import { SocketGate } from "../actors/socketGate.js";
 import { statechartsRoutes } from "../actors/statechartsPage.js";
 import { Supervisor } from "../actors/supervisor.js";
+import { SocketGate } from "../actors/socketGate.js";
 import type { GatewayConfig } from "../config/schema.js";
 import { createLogger, type Logger } from "../log.js";
 import { gatewayMachine } from "../machines/gateway.js";
@@ -68,14 +68,7 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
         );
       }
       const at = config.nats.embedded_listen;
-      const embedded = yield* embeddedNats({
-        binary,
-        host: at.host,
-        port: at.port,
-        dataDir: config.data,
-        log,
-        registry,
-      });
+      const embedded = yield* embeddedNats({ binary, host: at.host, port: at.port, dataDir: config.data, log, registry });
       servers = [embedded.url];
     }
 
@@ -89,16 +82,11 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
       catch: (e) => new StartError(`cannot reach NATS at ${servers.join(", ")}: ${(e as Error).message}`),
     });
     yield* Effect.addFinalizer(() => Effect.sync(() => core.release()));
-    log.info(
-      { servers, server_version: core.nc.info?.version, server_name: core.nc.info?.server_name },
-      "connected to NATS",
-    );
+    log.info({ servers, server_version: core.nc.info?.version, server_name: core.nc.info?.server_name }, "connected to NATS");
 
     const accounts = new AccountResolver(() => config.routing);
     const services = new AccountServices(bridge, core, () => config, log);
-    const bindings = new Bindings(log, async (account) =>
-      account === null ? core.nc : (await services.jetstream(account)).lease.nc,
-    );
+    const bindings = new Bindings(log, async (account) => (account === null ? core.nc : (await services.jetstream(account)).lease.nc));
     yield* Effect.promise(() => bindings.load(config.bindings));
     // With gateway users, each account's liveness actor answers there (src/actors/admin/liveness.ts).
     if (Object.keys(config.gateway_users).length === 0) {
@@ -150,17 +138,12 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
     };
 
     const listeners: Record<string, string> = {};
-    const listen = <A>(
-      name: string,
-      at: HostPort | null,
-      open: (at: HostPort) => Effect.Effect<A, unknown, Scope.Scope>,
-    ) =>
+    const listen = <A>(name: string, at: HostPort | null, open: (at: HostPort) => Effect.Effect<A, unknown, Scope.Scope>) =>
       at
         ? open(at).pipe(
             Effect.tap((server) =>
               Effect.sync(() => {
-                listeners[name] =
-                  `${at.host}:${(server as { address?: () => { port: number } }).address?.()?.port ?? at.port}`;
+                listeners[name] = `${at.host}:${(server as { address?: () => { port: number } }).address?.()?.port ?? at.port}`;
                 closers.push(() => (server as { close?: () => void }).close?.());
               }),
             ),
@@ -191,19 +174,11 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
     const openListeners = Effect.gen(function* () {
       yield* listen("mqtt", config.mqtt.listen, (at) => listenTcp(at, "MQTT", onMqtt, admitMqtt));
       const mqttTls = config.mqtt.tls;
-      if (mqttTls)
-        yield* listen("mqtt_tls", mqttTls.listen, (at) =>
-          listenTls(at, mqttTls, "MQTT over TLS", onMqtt, admitMqtt, config.limits.connect_timeout),
-        );
-      yield* listen("mqtt_ws", config.mqtt.websocket, (at) =>
-        listenWebSocket(at, "/mqtt", onMqtt, admitMqtt, () => config.limits.connect_timeout),
-      );
+      if (mqttTls) yield* listen("mqtt_tls", mqttTls.listen, (at) => listenTls(at, mqttTls, "MQTT over TLS", onMqtt, admitMqtt, config.limits.connect_timeout));
+      yield* listen("mqtt_ws", config.mqtt.websocket, (at) => listenWebSocket(at, "/mqtt", onMqtt, admitMqtt, () => config.limits.connect_timeout));
       yield* listen("amqp", config.amqp.listen, (at) => listenTcp(at, "AMQP", onAmqp, admitAmqp));
       const amqpTls = config.amqp.tls;
-      if (amqpTls)
-        yield* listen("amqp_tls", amqpTls.listen, (at) =>
-          listenTls(at, amqpTls, "AMQP over TLS", onAmqp, admitAmqp, config.limits.connect_timeout),
-        );
+      if (amqpTls) yield* listen("amqp_tls", amqpTls.listen, (at) => listenTls(at, amqpTls, "AMQP over TLS", onAmqp, admitAmqp, config.limits.connect_timeout));
     });
     const scope = yield* Effect.scope;
 
@@ -230,14 +205,7 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
           supervisor.spawn(
             "lameDuck",
             "lameDuck",
-            lameDuckActor({
-              clients,
-              registry,
-              log,
-              overMs,
-              graceMs: 5_000,
-              done: () => gw!.send({ type: "CLIENTS_DRAINED" }),
-            }),
+            lameDuckActor({ clients, registry, log, overMs, graceMs: 5_000, done: () => gw!.send({ type: "CLIENTS_DRAINED" }) }),
           ),
         close_clients: () => {
           for (const c of clients.all()) c.shutdown();
@@ -248,19 +216,7 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
       },
     });
 
-    const admin = startAdmin({
-      config,
-      servers,
-      bridge,
-      clients,
-      directory,
-      registry,
-      supervisor,
-      metrics,
-      log,
-      gateway: gw,
-      version: VERSION,
-    });
+    const admin = startAdmin({ config, servers, bridge, clients, directory, registry, supervisor, metrics, log, gateway: gw, version: VERSION });
 
     if (config.http.listen) {
       const httpPort = yield* serveHttp(config.http.listen, {
@@ -307,8 +263,7 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
     for (const [sig, fn] of signals) process.on(sig, fn);
     // A promise one client's work forgot to catch must not take every other client down with the
     // process (Node's default): it is logged loudly and the gateway keeps serving.
-    const onRejection = (reason: unknown) =>
-      log.error({ err: reason }, "unhandled rejection (a bug: please report it)");
+    const onRejection = (reason: unknown) => log.error({ err: reason }, "unhandled rejection (a bug: please report it)");
     process.on("unhandledRejection", onRejection);
     yield* Effect.addFinalizer(() =>
       Effect.sync(() => {
