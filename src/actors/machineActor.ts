@@ -8,6 +8,7 @@ import {
   fromCallback,
   type InputFrom,
 } from "xstate";
+import { once } from "./once.js";
 import { type ActorRegistry, WatchedActor } from "./registry.js";
 
 type EmitHandlers<M extends AnyStateMachine> = {
@@ -98,18 +99,15 @@ function create<M extends AnyStateMachine>(machine: M, options: StartOptions<M>)
   if (onEmit) (actor as unknown as { eventListeners: unknown }).eventListeners = new OneHandler(onEmit);
   const untrack = options.registry?.track(machine.id, actor);
   actor.start();
-  let stopped = false;
   return {
     actor: actor as Actor<M>,
-    stop: () => {
-      if (stopped) return;
-      stopped = true;
+    stop: once(() => {
       // `stop()` is for root actors; `_stop` is what it calls (and what a parent calls for a child).
       if (host) (actor as unknown as { _stop(): void })._stop();
       else actor.stop();
       untrack?.();
       if (host) host.live--;
-    },
+    }),
   };
 }
 

@@ -7,6 +7,7 @@ import { natsConnectionMachine } from "../machines/natsConnection.js";
 import { startMachine } from "./machineActor.js";
 import type { ActorRegistry } from "./registry.js";
 import type { Supervisor } from "./supervisor.js";
+import { once } from "./once.js";
 
 /** What a client presents: NATS decides what it may do, the gateway keeps no user list. */
 export interface Credentials {
@@ -88,7 +89,6 @@ export class NatsBridge {
       this.releaseRef(key, held);
       throw e;
     }
-    let released = false;
     return {
       nc,
       server: () => nc.info?.server_name ?? "",
@@ -101,11 +101,7 @@ export class NatsBridge {
         held.permissionListeners.add(l);
         return () => held.permissionListeners.delete(l);
       },
-      release: () => {
-        if (released) return;
-        released = true;
-        this.releaseRef(key, held);
-      },
+      release: once(() => this.releaseRef(key, held)),
     };
   }
 

@@ -46,10 +46,7 @@ export class ActorRegistry {
       this.history.delete(actor);
       // xstate announces a final snapshot only after completing the actor, and completing
       // it is what ends its scope and calls this: let that announcement arrive first.
-      queueMicrotask(() => {
-        entry.gone = true;
-        this.record(entry, "left", "");
-      });
+      queueMicrotask(() => entry.leave());
     };
   }
 
@@ -126,21 +123,29 @@ type Snapshot = { status: string; value?: unknown };
 class Entry {
   state = "";
   recent: RecentTransitions | undefined = undefined;
-  /** Left the registry: snapshots after that (none but the final one) are not news. */
-  gone = false;
+  /** Until the actor leaves the registry: snapshots after that (none but the final one) are not news. */
+  private registry: ActorRegistry | undefined;
 
   constructor(
-    private readonly registry: ActorRegistry,
+    registry: ActorRegistry,
     readonly machine: string,
     readonly actor: AnyActorRef,
-  ) {}
+  ) {
+    this.registry = registry;
+  }
 
   /** Each new snapshot of the actor, with the event that made it. */
   seen(snapshot: Snapshot, event: { type: string }): void {
-    if (this.gone) return;
     const to = configuration(snapshot);
     // Re-entering the same state (keep-alive activity) is not news.
-    if (to !== this.state) this.registry.record(this, event.type, to);
+    if (to !== this.state) this.registry?.record(this, event.type, to);
+  }
+
+  /** The actor left the registry: the last transition says so, and nothing after it is recorded. */
+  leave(): void {
+    const registry = this.registry;
+    this.registry = undefined;
+    registry?.record(this, "left", "");
   }
 }
 

@@ -43,8 +43,6 @@ export type AmqpConnectionEvent =
   | { type: "REMOTE_CLOSE" }
   | { type: "PROTOCOL_ERROR"; error: CloseError }
   | { type: "SOCKET_CLOSED" }
-  | { type: "NATS_DOWN" }
-  | { type: "NATS_UP" }
   | { type: "KICK" }
   | { type: "SHUTDOWN" };
 
@@ -221,9 +219,11 @@ export const amqpConnectionMachine = setup({
         SHUTDOWN: { target: "closed", actions: assign({ closeReason: "shutdown" }) },
       },
     },
+    // NATS going away is each link's affair (amqpLink.ts `nats`): they stop granting credit
+    // and asking for messages; the connection goes on.
     serving: {
       entry: emit({ type: "serve" }),
-      type: "parallel",
+      initial: "idle",
       states: {
         idle: {
           initial: "watching",
@@ -232,14 +232,6 @@ export const amqpConnectionMachine = setup({
               after: { idle: { target: "#amqpConnection.idleExpired" } },
               on: { ACTIVITY: { target: "watching", reenter: true } },
             },
-          },
-        },
-        nats: {
-          initial: "online",
-          states: {
-            online: { on: { NATS_DOWN: { target: "down" } } },
-            // Links stop granting credit; what is in flight waits for the reconnect.
-            down: { on: { NATS_UP: { target: "online" } } },
           },
         },
       },

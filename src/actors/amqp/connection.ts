@@ -61,10 +61,6 @@ class AmqpClientConnection {
   private ctx: LinkContext | undefined;
   private readonly links: ConnectionLinks;
   private lastActivity = 0;
-  private readonly unlisten: Array<() => void> = [];
-  private served = false;
-  /** The guard found a violation: rhea reads nothing more. */
-  private stopped = false;
 
   constructor(
     private readonly socket: Duplex,
@@ -76,6 +72,8 @@ class AmqpClientConnection {
     this.settings = deps.settings();
     this.log = deps.log.child({ cid, remote, protocol: "amqp" });
     this.links = new ConnectionLinks(
+      // The connection's machine is over: a late begin or attach starts nothing.
+      () => this.actor.getSnapshot().status !== "active",
       spawnLink,
       deps.registry,
       this.log,
@@ -160,12 +158,12 @@ class AmqpClientConnection {
   }
 
   cleanup(): void {
-    for (const u of this.unlisten.splice(0)) u();
     this.links.close();
     this.answerSasl?.(false);
     this.ctx?.publisher.close();
     if (this.handle) this.deps.clients.remove(this.handle);
-    if (this.served) this.deps.metrics.connected("amqp", this.account, -1);
+    // Registered when served (serve()).
+    if (this.handle) this.deps.metrics.connected("amqp", this.account, -1);
     this.lease?.release();
     this.lease = undefined;
     this.endSocket();
@@ -175,13 +173,12 @@ class AmqpClientConnection {
 
   /** False: rhea must not see this chunk (nor anything after it). */
   private screen(chunk: Buffer): boolean {
+    // Once the guard found a violation, rhea reads nothing more of this socket.
+    const pass = !this.guard.stopped();
     const notes = this.guard.scan(chunk);
-    let pass = !this.stopped;
     for (const n of notes) {
       if (n.kind === "header") this.actor.send({ type: "HEADER", sasl: n.sasl });
       else {
-        pass = false;
-        this.stopped = true;
         this.deps.metrics.refused("amqp", n.kind === "bad_header" ? "bad_header" : "framing_error");
         this.log.info({ reason: n.description }, "closing AMQP client: protocol error");
         if (n.kind === "bad_header") this.actor.send({ type: "HEADER_MISMATCH", description: n.description });
@@ -194,7 +191,7 @@ class AmqpClientConnection {
       this.lastActivity = now;
       this.actor.send({ type: "ACTIVITY" });
     }
-    return pass;
+    return pass && !this.guard.stopped();
   }
 
   private protocolError(condition: string, description: string): void {
@@ -250,9 +247,6 @@ class AmqpClientConnection {
     }
     if (this.actor.getSnapshot().status !== "active") return lease.release();
     this.lease = lease;
-    this.unlisten.push(
-      lease.onStatus((s) => sendIfActiveConnection(this.actor, { type: s === "up" ? "NATS_UP" : "NATS_DOWN" })),
-    );
     this.account = await this.deps.accountOf(lease, login.username);
     const perAccount = this.deps.maxConnectionsPerAccount();
     if (perAccount > 0 && this.deps.clients.countIn(this.account) >= perAccount) {
@@ -276,7 +270,6 @@ class AmqpClientConnection {
   private serve(): void {
     const lease = this.lease!;
     const containerId = this.actor.getSnapshot().context.containerId;
-    this.served = true;
     this.deps.metrics.connected("amqp", this.account, +1);
     this.handle = {
       cid: this.cid,

@@ -28,9 +28,10 @@ export class ConnectionLinks {
   private readonly sending = new Set<SenderLink>();
   private receivers = 0;
   private nextId = 1;
-  private closed = false;
 
   constructor(
+    /** The connection is over (its machine ended or was stopped). */
+    private readonly connectionEnded: () => boolean,
     private readonly spawn: SpawnLink,
     private readonly registry: ActorRegistry,
     private readonly log: Logger,
@@ -76,13 +77,12 @@ export class ConnectionLinks {
 
   /** The connection is going: every session goes with it. */
   close(): void {
-    this.closed = true;
     for (const s of [...this.sessions.values()]) s.connectionClosed();
     this.sessions.clear();
   }
 
   private sessionOf(session: Session): AmqpSessionActor | undefined {
-    if (this.closed || this.ended.has(session)) return undefined;
+    if (this.connectionEnded() || this.ended.has(session)) return undefined;
     let actor = this.sessions.get(session);
     if (!actor) {
       actor = new AmqpSessionActor(

@@ -140,15 +140,9 @@ export class JetStreamPull {
     if (this.machine.actor.getSnapshot().status === "active") this.machine.actor.send(e);
   }
 
-  /** A snapshot changes only on a transition: the tag's answer is kept per snapshot. */
-  private askingSnapshot: unknown;
-  private askingNow = false;
+  /** xstate computes a snapshot's tags once, when it makes the snapshot: this is a Set lookup. */
   private isAsking(state: SnapshotFrom<typeof jetStreamPullMachine>): boolean {
-    if (state !== this.askingSnapshot) {
-      this.askingSnapshot = state;
-      this.askingNow = state.status === "active" && state.hasTag("asking");
-    }
-    return this.askingNow;
+    return state.status === "active" && state.hasTag("asking");
   }
 
   private command(e: JetStreamPullEmitted): void {

@@ -43,7 +43,7 @@ export class SessionWriter {
       return this.run(() => {
         const { session, ttlSec } = entry.build();
         return this.store.save(this.account, this.clientId, session, { revision: this.revision, ttlSec });
-      });
+      }).then(() => {});
     });
     this.next = entry;
     this.tail = entry.done.catch(() => {});
@@ -52,15 +52,12 @@ export class SessionWriter {
 
   /** Removes the record, unless another connection wrote it since this one did. */
   remove(): Promise<boolean> {
-    const done = this.tail.then(async () => {
-      let removed = false;
-      await this.run(async () => {
+    const done = this.tail.then(() =>
+      this.run(async () => {
         await this.store.remove(this.account, this.clientId, this.revision);
-        removed = true;
         return this.revision ?? 0;
-      });
-      return removed;
-    });
+      }),
+    );
     this.tail = done.then(() => {}, () => {});
     return done;
   }
@@ -70,15 +67,18 @@ export class SessionWriter {
     this.stopped ??= "closed";
   }
 
-  private async run(write: () => Promise<number>): Promise<void> {
-    if (this.stopped) return;
+  /** Resolves true when the write was made, false when this writer had stopped or found a newer record. */
+  private async run(write: () => Promise<number>): Promise<boolean> {
+    if (this.stopped) return false;
     try {
       this.revision = await write();
+      return true;
     } catch (e) {
       if (!(e instanceof SessionMovedOn)) throw e;
-      if (this.stopped) return;
+      if (this.stopped) return false;
       this.stopped = "moved on";
       this.onMovedOn();
+      return false;
     }
   }
 }

@@ -53,7 +53,7 @@ export class StoredDelivery {
   /** Sequences acknowledged while a lower one was still pending: a reset hands those back too. */
   private ackedAbove: number[] = [];
   private readonly skip: Set<number>;
-  private stopped = false;
+  /** Reads the consumer until the session stops it. */
   private window: PullWindow | undefined;
 
   private constructor(
@@ -86,17 +86,14 @@ export class StoredDelivery {
       ack_wait: 30_000_000_000,
       inactive_threshold: Math.max(60_000, options.inactiveMs) * 1_000_000,
     };
-    let existed = true;
-    try {
-      await jsm.consumers.info(options.stream, options.name);
-      await jsm.consumers.update(options.stream, options.name, {
-        max_ack_pending: config.max_ack_pending,
-        inactive_threshold: config.inactive_threshold,
-      });
-    } catch {
-      existed = false;
-      await jsm.consumers.add(options.stream, config);
-    }
+    const existed = await jsm.consumers
+      .info(options.stream, options.name)
+      .then(() => jsm.consumers.update(options.stream, options.name, { max_ack_pending: config.max_ack_pending, inactive_threshold: config.inactive_threshold }))
+      .then(
+        () => true,
+        () => false,
+      );
+    if (!existed) await jsm.consumers.add(options.stream, config);
     if (existed && options.resume) await resetDelivery(lease.nc, options.stream, options.name, options.log);
     const delivery = new StoredDelivery(lease.nc, options.name, options.maxAckPending, options.onMessage, options.resume?.ackedAbove ?? []);
     // Pulled with overlapping requests rather than `consume()`: when the client goes, the
@@ -113,7 +110,7 @@ export class StoredDelivery {
   private received(m: Msg): void {
     const seq = parseJsAckReply(m.reply)?.streamSeq;
     if (seq === undefined) return;
-    if (this.stopped) return this.settle(m, HAND_BACK);
+    if (!this.window) return this.settle(m, HAND_BACK);
     if (this.pending.has(seq)) {
       // ack_wait ran out while the client holds it: MQTT sends nothing twice on one
       // connection [MQTT-4.4.0-1]; the newest delivery's reply is the one to acknowledge.
@@ -152,8 +149,9 @@ export class StoredDelivery {
    * clustered server keeps the stopped requests), so a resumed session gets it at once.
    */
   stop(): void {
-    this.stopped = true;
-    this.window?.stop();
+    const window = this.window;
+    this.window = undefined;
+    window?.stop();
     for (const m of this.pending.values()) this.settle(m, HAND_BACK);
     this.pending.clear();
   }
