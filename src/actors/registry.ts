@@ -1,4 +1,5 @@
-import { Actor, type AnyActorLogic, type AnyActorRef } from "xstate";
+import type { AnyActorRef } from "xstate";
+import { onSnapshots, SnapshotHookedActor } from "../vendor/xstate.js";
 import { RecentTransitions, type Transition } from "./recentTransitions.js";
 
 /** A transition of one tracked actor, for whoever follows them all (the live statecharts page). */
@@ -32,15 +33,8 @@ export class ActorRegistry {
     // still shows how an actor got where it is. Machines hear lifecycle events only (the
     // per-message work is plain functions in the actors), so this is off the hot path.
     if (actor instanceof WatchedActor) actor.watcher = entry;
-    else {
-      // An actor made elsewhere (createActor): its own `update` is wrapped instead.
-      const a = actor as unknown as { update(snapshot: Snapshot, event: { type: string }): void };
-      const update = a.update;
-      a.update = function (snapshot, event) {
-        update.call(this, snapshot, event);
-        entry.seen(snapshot, event);
-      };
-    }
+    // An actor made elsewhere (createActor): its own `update` is wrapped instead.
+    else onSnapshots(actor, (snapshot, event) => entry.seen(snapshot, event));
     return () => {
       set.delete(actor);
       this.history.delete(actor);
@@ -150,22 +144,14 @@ class Entry {
 }
 
 /**
- * An xstate Actor that hands each new snapshot straight to its registry entry. The
- * registry used to watch actor systems through `system.inspect`, which makes xstate
- * build and dispatch an inspection event for every event, microstep, action and
- * snapshot of every actor in the system: a third of the machines' CPU per MQTT connect
- * (docs/performance.md). `update` is where xstate announces a snapshot (to observers
- * and inspectors alike), with the event that caused it.
+ * An xstate Actor that hands each new snapshot straight to its registry entry (the
+ * registry used to watch actor systems through `system.inspect`: a third of the machines'
+ * CPU per MQTT connect, docs/performance.md).
  */
-const ActorBase = Actor as unknown as new (
-  logic: AnyActorLogic,
-  options?: unknown,
-) => { update(snapshot: Snapshot, event: { type: string }): void };
-export class WatchedActor extends ActorBase {
+export class WatchedActor extends SnapshotHookedActor {
   watcher: Entry | undefined = undefined;
 
-  override update(snapshot: Snapshot, event: { type: string }): void {
-    super.update(snapshot, event);
+  protected seen(snapshot: Snapshot, event: { type: string }): void {
     this.watcher?.seen(snapshot, event);
   }
 }

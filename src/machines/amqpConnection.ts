@@ -1,5 +1,4 @@
 import { assign, emit, setup } from "xstate";
-import type { Credentials } from "../actors/natsBridge.js";
 
 /**
  * One AMQP 1.0 network connection, from the protocol header to the close. rhea parses
@@ -8,8 +7,15 @@ import type { Credentials } from "../actors/natsBridge.js";
  * kicks, lame duck and the close. Links are actors of their own (amqpLink.ts) that run
  * while this machine is `serving`.
  */
+/** What a client logs in to NATS with (the bridge takes these as they are). */
+export interface ClientCredentials {
+  readonly user?: string | undefined;
+  readonly pass?: string | undefined;
+  readonly token?: string | undefined;
+}
+
 export interface Login {
-  readonly credentials: Credentials;
+  readonly credentials: ClientCredentials;
   /** The SASL PLAIN username, or the EXTERNAL certificate's name: for the routing table. */
   readonly username?: string | undefined;
   readonly mechanism: "PLAIN" | "ANONYMOUS" | "EXTERNAL" | "none";

@@ -9,6 +9,7 @@ import type { Bindings } from "../bindings.js";
 import type { ClientHandle, ClientRegistry } from "../clients.js";
 import { awaitDone, startMachine } from "../machineActor.js";
 import type { Metrics } from "../metrics.js";
+import { acquireNatsAccess } from "../client/natsAccess.js";
 import type { NatsBridge, NatsLease } from "../natsBridge.js";
 import type { ActorRegistry } from "../registry.js";
 import { type LinkContext, linkContext } from "./context.js";
@@ -16,7 +17,7 @@ import { FrameGuard, SASL_HEADER } from "./frameGuard.js";
 import { guarded } from "./guarded.js";
 import { ConnectionLinks, type SpawnLink } from "./links.js";
 import { Outflow } from "./outflow.js";
-import { screenInput, serverContainer } from "./rhea.js";
+import { screenInput, serverContainer } from "../../vendor/rhea.js";
 import { saslMechanisms, verifiedCertificateName } from "./sasl.js";
 import type { AmqpSettings } from "./settings.js";
 
@@ -226,43 +227,27 @@ class AmqpClientConnection {
     sendIfActiveConnection(this.actor, { type: "SASL_REFUSED", reason });
   }
 
+  /** The client's own NATS connection, its account and the per-account limit (client/natsAccess.ts, shared with MQTT). */
   private async acquireNats(login: Login): Promise<void> {
     this.login = login;
-    let lease: NatsLease;
-    try {
-      lease = await this.deps.bridge.acquire(login.credentials);
-    } catch (e) {
-      const auth = (e as { auth?: boolean }).auth === true;
-      this.deps.metrics.refused("amqp", auth ? "bad_credentials" : "nats_unavailable");
-      this.log.info(
-        { mechanism: login.mechanism, user: login.username, err: (e as Error).message },
-        "AMQP login refused by NATS",
-      );
-      sendIfActiveConnection(this.actor, {
-        type: "NATS_REFUSED",
-        auth,
-        reason: e instanceof Error ? e.message : String(e),
-      });
-      return;
+    const access = await acquireNatsAccess(this.deps, "amqp", login.credentials, login.username, () => this.actor.getSnapshot().status === "active");
+    if (access.kind === "gone") return;
+    if (access.kind === "refused") {
+      this.log.info({ mechanism: login.mechanism, user: login.username, err: access.reason }, "AMQP login refused by NATS");
+      return sendIfActiveConnection(this.actor, { type: "NATS_REFUSED", auth: access.auth, reason: access.reason });
     }
-    if (this.actor.getSnapshot().status !== "active") return lease.release();
-    this.lease = lease;
-    this.account = await this.deps.accountOf(lease, login.username);
-    const perAccount = this.deps.maxConnectionsPerAccount();
-    if (perAccount > 0 && this.deps.clients.countIn(this.account) >= perAccount) {
-      this.deps.metrics.refused("amqp", "max_connections_per_account");
-      this.log.info(
-        { account: this.account, limit: perAccount },
-        "AMQP client refused: account at its connection limit",
-      );
-      sendIfActiveConnection(this.actor, {
+    this.lease = access.lease;
+    if (access.kind === "no account") return this.fail(new Error(`account could not be told: ${access.reason}`));
+    this.account = access.account;
+    if (access.kind === "over limit") {
+      this.log.info({ account: this.account, limit: access.limit }, "AMQP client refused: account at its connection limit");
+      return sendIfActiveConnection(this.actor, {
         type: "LIMIT_REFUSED",
         error: {
           condition: "amqp:resource-limit-exceeded",
-          description: `account ${this.account || "(none)"} has ${perAccount} connections on this gateway`,
+          description: `account ${this.account || "(none)"} has ${access.limit} connections on this gateway`,
         },
       });
-      return;
     }
     sendIfActiveConnection(this.actor, { type: "NATS_READY", account: this.account });
   }

@@ -6,9 +6,9 @@ import type { ActorRegistry } from "../registry.js";
 import type { LinkContext } from "./context.js";
 import { linkActor } from "./linkActor.js";
 import { ReceiverLink } from "./receiverLink.js";
-import { holdAttach } from "./rhea.js";
+import { advertiseHandleMax, holdAttach, remoteHandleOf } from "../../vendor/rhea.js";
 import { SenderLink } from "./senderLink.js";
-import { AmqpSessionActor, advertiseHandleMax } from "./sessionActor.js";
+import { AmqpSessionActor } from "./sessionActor.js";
 
 export type SpawnLink = (id: number, link: Effect.Effect<void, never, Scope.Scope>) => void;
 
@@ -148,8 +148,3 @@ const tooMany = (what: string, max: number): LinkError => ({
   condition: "amqp:resource-limit-exceeded",
   description: `at most ${max} ${what} links per connection`,
 });
-
-/** The handle of the client's attach (rhea keeps the attach performative in `remote.attach`). */
-function remoteHandleOf(link: Sender | Receiver): number {
-  return (link as unknown as { remote?: { attach?: { handle?: number } } }).remote?.attach?.handle ?? 0;
-}

@@ -7,14 +7,14 @@ import type { amqpReceiverLinkMachine, LinkError } from "../../machines/amqpLink
 import { classifySource, tooManyTokens } from "../../protocol/amqpAddress.js";
 import type { LinkContext } from "./context.js";
 import { coreFeed } from "./coreFeed.js";
-import { closedByClient, findDurable, linkNameOf, openDurable } from "./durable.js";
+import { findDurable, openDurable } from "./durable.js";
 import type { Feed, FeedSink, Outcome, Pending } from "./feed.js";
 import { jetStreamFeed } from "./jsFeed.js";
 import type { LinkEdge } from "./linkActor.js";
 import { detachedByClient, failLink, sendIfActive } from "./linkActor.js";
 import { natsToAmqp } from "./outbound.js";
 import type { OutflowLink } from "./outflow.js";
-import { completeDrain, creditOf, sendableCount, setLocalAttach, unsentTransfers } from "./rhea.js";
+import { completeDrain, closedByClient, creditOf, linkNameOf, nextPendingDeliveryOf, sendableCount, setLocalAttach, unsentTransfers } from "../../vendor/rhea.js";
 import {
   consumerLookupError,
   durableConsumerName,
@@ -423,10 +423,4 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
       sendIfActive(this.actor, { type: "DRAINED" });
     }
   }
-}
-
-/** The id of the first delivery rhea has not yet written on the link's session (rhea 3.0.x). */
-function nextPendingDeliveryOf(link: Sender): number {
-  return (link as unknown as { session: { outgoing: { next_pending_delivery: number } } }).session.outgoing
-    .next_pending_delivery;
 }

@@ -1,7 +1,7 @@
 import { TLSSocket } from "node:tls";
 import type { SaslMechanism } from "../../config/schema.js";
 import type { Login } from "../../machines/amqpConnection.js";
-import type { ServerMechanism } from "./rhea.js";
+import type { ServerMechanism } from "../../vendor/rhea.js";
 
 /**
  * The SASL mechanisms the gateway offers. Neither checks a password itself: the login

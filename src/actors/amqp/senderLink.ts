@@ -9,7 +9,7 @@ import { amqpToNats, type Refusal } from "./inbound.js";
 import type { LinkEdge } from "./linkActor.js";
 import { detachedByClient, failLink, sendIfActive } from "./linkActor.js";
 import type { Settlement } from "./publisher.js";
-import { creditOf, dropIncomplete, incompleteBytes, rawOf, setLocalAttach } from "./rhea.js";
+import { creditOf, dropIncomplete, incompleteBytes, rawOf, setLocalAttach } from "../../vendor/rhea.js";
 
 type Machine = typeof amqpSenderLinkMachine;
 

@@ -2,6 +2,7 @@ import type { Session } from "rhea";
 import type { Actor } from "xstate";
 import type { Logger } from "../../log.js";
 import { amqpSessionMachine } from "../../machines/amqpSession.js";
+import { remoteChannelOf } from "../../vendor/rhea.js";
 import { startChildMachine } from "../machineActor.js";
 import { once } from "../once.js";
 import type { ActorRegistry } from "../registry.js";
@@ -91,18 +92,4 @@ export class AmqpSessionActor {
   private send(e: Parameters<typeof this.actor.send>[0]): void {
     if (this.actor.getSnapshot().status === "active") this.actor.send(e);
   }
-}
-
-/**
- * The gateway's begin answers the client's on the next tick (rhea writes it in
- * Session._process); setting `local.begin.handle_max` (rhea 3.0.x internal) in the
- * `session_open` event puts the session's link limit in that begin (part 2, 2.5.6).
- */
-export function advertiseHandleMax(session: Session, maxLinks: number): void {
-  const local = (session as unknown as { local?: { begin?: { handle_max?: number } } }).local;
-  if (local?.begin) local.begin.handle_max = maxLinks - 1;
-}
-
-function remoteChannelOf(session: Session): number {
-  return (session as unknown as { remote?: { channel?: number } }).remote?.channel ?? -1;
 }

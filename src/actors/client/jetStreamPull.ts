@@ -2,6 +2,7 @@ import { createInbox, type Msg, type NatsConnection, type Subscription } from "@
 import type { SnapshotFrom } from "xstate";
 import { type JetStreamPullEmitted, jetStreamPullMachine } from "../../machines/jetStreamPull.js";
 import { startChildMachine } from "../machineActor.js";
+import { inboxPrefixOf } from "../../vendor/natsjs.js";
 import type { ActorRegistry } from "../registry.js";
 
 /** Who reads the consumer: an MQTT session's stored subscription, or an AMQP receiving link. */
@@ -83,8 +84,8 @@ export class JetStreamPull {
 
   constructor(private readonly o: JetStreamPullOptions) {
     this.api = `$JS.API.CONSUMER.MSG.NEXT.${o.stream}.${o.consumer}`;
-    // The connection's own inbox prefix, which its permissions already allow (docs/decisions: gateway-own subjects).
-    this.inboxPrefix = (o.nc as { options?: { inboxPrefix?: string } }).options?.inboxPrefix;
+    // The connection's own inbox prefix, which its permissions already allow (gateway-own subjects are recognisable).
+    this.inboxPrefix = inboxPrefixOf(o.nc);
     this.minBatch = Math.max(1, o.minBatch ?? 1);
     this.machine = startChildMachine(jetStreamPullMachine, {
       input: { onGone: o.onGone, pauseMs: PAUSE_MS },

@@ -1,9 +1,10 @@
 import * as crypto from "node:crypto";
-import { headers as natsHeaders, type MsgHdrs, type NatsConnection } from "@nats-io/transport-node";
+import type { NatsConnection } from "@nats-io/transport-node";
 import type { Packet } from "mqtt-packet";
 import { Reason } from "../../protocol/mqttReasons.js";
 import { type InboundPublish, mqttPublishToNats, type PublishContext } from "../../protocol/mqttToNats.js";
 import type { Bindings } from "../bindings.js";
+import { toNatsHeaders } from "../client/natsHeaders.js";
 import { flushAndSettle } from "../natsBridge.js";
 import type { ClientLink } from "./link.js";
 import type { RetainedMessages } from "./retained.js";
@@ -282,12 +283,6 @@ function contentDigest(subject: string, payload: Uint8Array): string {
     return crypto.hash("sha256", Buffer.concat([Buffer.from(`${subject}\u0000`), payload]), "base64url").slice(0, 22);
   }
   return crypto.createHash("sha256").update(subject).update("\u0000").update(payload).digest("base64url").slice(0, 22);
-}
-
-function toNatsHeaders(pairs: Array<[string, string]>): MsgHdrs {
-  const h = natsHeaders();
-  for (const [k, v] of pairs) h.append(k, v);
-  return h;
 }
 
 export function reasonLabel(code: number): string {

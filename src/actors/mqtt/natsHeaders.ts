@@ -1,12 +1,6 @@
 import type { MsgHdrs } from "@nats-io/transport-node";
 import { plainBlockSaysQos12, plainHeaderPairs } from "../../protocol/natsHeaderBlock.js";
-
-/** Where nats.js keeps a message's bytes (MsgImpl; a JsMsg wraps one as `msg`). Not public API: every field is checked. */
-interface RawMsg {
-  readonly _msg?: { readonly hdr?: number };
-  readonly _rdata?: Uint8Array;
-  readonly msg?: RawMsg;
-}
+import { headerBlockOf } from "../../vendor/natsjs.js";
 
 /**
  * The header pairs of a NATS message or JsMsg, as `keys()`/`values()` of its MsgHdrs give
@@ -15,11 +9,10 @@ interface RawMsg {
  * through `m.headers` as before.
  */
 export function headerPairsOf(m: { readonly headers?: MsgHdrs | undefined }): Array<[string, string]> | undefined {
-  const raw = (m as RawMsg).msg ?? (m as RawMsg);
-  const hdr = raw._msg?.hdr;
-  if (typeof hdr === "number" && raw._rdata instanceof Uint8Array) {
-    if (hdr < 0) return undefined;
-    const fast = plainHeaderPairs(raw._rdata.subarray(0, hdr));
+  const block = headerBlockOf(m);
+  if (block === null) return undefined;
+  if (block) {
+    const fast = plainHeaderPairs(block);
     if (fast) return fast;
   }
   const h = m.headers;
@@ -34,8 +27,6 @@ export function headerPairsOf(m: { readonly headers?: MsgHdrs | undefined }): Ar
  * reading its headers; undefined when that cannot be told so (the caller reads them).
  */
 export function saysQos12(m: { readonly headers?: MsgHdrs | undefined }): boolean | undefined {
-  const raw = m as RawMsg;
-  const hdr = raw._msg?.hdr;
-  if (typeof hdr !== "number" || !(raw._rdata instanceof Uint8Array)) return undefined;
-  return hdr < 0 ? false : plainBlockSaysQos12(raw._rdata.subarray(0, hdr));
+  const block = headerBlockOf(m);
+  return block === undefined ? undefined : block === null ? false : plainBlockSaysQos12(block);
 }
