@@ -1,9 +1,11 @@
 import { describe, expect, it } from "vitest";
 import { createMachine } from "xstate";
+import { amqpSenderLinkMachine } from "../../src/machines/amqpLink.js";
 import { mqttConnectionMachine } from "../../src/machines/mqttConnection.js";
 import { mqttSessionMachine } from "../../src/machines/mqttSession.js";
 import { statechartsViewerMachine } from "../../src/machines/statechartsViewer.js";
 import { check } from "../../src/modelcheck/check.js";
+import { amqpSenderLinkModel } from "../../src/modelcheck/models/amqpLink.js";
 import { models } from "../../src/modelcheck/models/index.js";
 import { mqttConnectionModel } from "../../src/modelcheck/models/mqttConnection.js";
 import { mqttSessionModels } from "../../src/modelcheck/models/mqttSession.js";
@@ -103,6 +105,17 @@ describe("model checking the machines", () => {
     expect(out).toMatch(/ 4\. DISCONNECT \{"reasonCode":0\} -> willPending {2}emits detach_session, end_socket/);
     expect(out).toContain("note: no model for someNewMachine");
     expect(runModelCheck([mqttConnectionModel()], ["mqttConnection"], () => {})).toBe(0);
+  });
+
+  it("a link that ignores a fault while attaching is caught (the flag the edge kept before the machine did)", () => {
+    const states = amqpSenderLinkMachine.config.states as Record<string, { on?: Record<string, unknown> }>;
+    const { FAULT: _ignored, ...on } = states.attaching!.on!;
+    const broken = createMachine({ ...amqpSenderLinkMachine.config, states: { ...states, attaching: { ...states.attaching, on } } } as never).provide(
+      amqpSenderLinkMachine.implementations as never,
+    );
+    const finding = check(amqpSenderLinkModel(broken)).findings.find((f) => f.property === "a fault while attaching refuses the attach");
+    expect(finding?.message).toBe("attach after a fault while attaching");
+    expect(eventTypes(finding!.path)).toEqual(["xstate.init", "FAULT", "RESOLVED"]);
   });
 
   it("says when the state space outgrows the bound", () => {
