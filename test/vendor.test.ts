@@ -55,7 +55,10 @@ const RECORDED: Record<string, Record<string, string>> = {
   },
 };
 
-const pinned = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")).dependencies as Record<string, string>;
+const pinned = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")).dependencies as Record<
+  string,
+  string
+>;
 
 describe("third-party internals are behind src/vendor, pinned, and checked", () => {
   it.each([
@@ -63,10 +66,13 @@ describe("third-party internals are behind src/vendor, pinned, and checked", () 
     ["xstate", xstate],
     ["mqtt-packet", mqttPacket],
     ["nats.js", natsjs],
-  ] as const)("%s: every upstream function a patch or reader relies on is the one it was written against", (library, functions) => {
-    const actual = Object.fromEntries(Object.entries(functions).map(([name, f]) => [name, hash(f)]));
-    expect(actual).toEqual(RECORDED[library]);
-  });
+  ] as const)(
+    "%s: every upstream function a patch or reader relies on is the one it was written against",
+    (library, functions) => {
+      const actual = Object.fromEntries(Object.entries(functions).map(([name, f]) => [name, hash(f)]));
+      expect(actual).toEqual(RECORDED[library]);
+    },
+  );
 
   it("a function whose source changed hashes differently, however small the change", () => {
     const before = new Function("frame", "return frame.performative.name;");
@@ -75,7 +81,15 @@ describe("third-party internals are behind src/vendor, pinned, and checked", () 
   });
 
   it("those libraries are pinned to exact versions", () => {
-    for (const name of ["rhea", "xstate", "mqtt-packet", "@nats-io/transport-node", "@nats-io/nats-core", "@nats-io/jetstream", "@nats-io/kv"])
+    for (const name of [
+      "rhea",
+      "xstate",
+      "mqtt-packet",
+      "@nats-io/transport-node",
+      "@nats-io/nats-core",
+      "@nats-io/jetstream",
+      "@nats-io/kv",
+    ])
       expect(pinned[name], name).toMatch(/^\d+\.\d+\.\d+$/);
   });
 });

@@ -1,5 +1,5 @@
 import { type AnyMachineSnapshot, type EventObject, fromTransition } from "xstate";
-import { Broken, type Model, type Step } from "./model.js";
+import { type Model, type Step, stepInvariants } from "./model.js";
 import { INIT, isTimer, type MachineStep, startStep, type Timer, transitionStep } from "./step.js";
 
 export { INIT, isTimer };
@@ -44,19 +44,11 @@ export function eventsIn(model: Model, node: Node): EventObject[] {
 function advance(model: Model, from: Node | undefined, event: EventObject, next: MachineStep): Node {
   const { snapshot, emitted, timers } = next;
   const step: Step = { event, before: from?.snapshot, after: snapshot, emitted };
-  let broken: Node["broken"];
-  if (snapshot.status === "error")
-    broken = { invariant: "the machine does not throw", message: String(snapshot.error) };
-  const memory = model.invariants.map((inv, i) => {
-    const before = from ? from.memory[i] : inv.initial;
-    if (broken) return before;
-    const next = inv.step(before, step);
-    if (next instanceof Broken) {
-      broken = { invariant: inv.name, message: next.message };
-      return before;
-    }
-    return next;
-  });
+  const threw =
+    snapshot.status === "error"
+      ? { invariant: "the machine does not throw", message: String(snapshot.error) }
+      : undefined;
+  const { memory, broken } = stepInvariants(model.invariants, from?.memory, step, threw);
   const triggered = model.progress.filter((p) => p.after(step)).map((p) => p.name);
   const context = (snapshot.context ?? {}) as Record<string, unknown>;
   const key = JSON.stringify([

@@ -1,7 +1,7 @@
 import type { EventObject } from "xstate";
 import type { Finding, PathStep, Report } from "./check.js";
 import { stateLabel } from "./check.js";
-import { Broken } from "./model.js";
+import { stepInvariants } from "./model.js";
 import { startStep, transitionStep } from "./step.js";
 import {
   type ActorState,
@@ -271,17 +271,8 @@ function finish<W>(
 ): { node: SystemNode<W>; emitted: Emission[] } {
   const after = viewOf<W>(r);
   const step: SystemStep<W> = { event, before: from && viewOf(from), after, emitted: r.emitted, ended: r.ended };
-  let broken: SystemNode<W>["broken"] = r.thrown ? { invariant: THROWS, message: r.thrown } : undefined;
-  const memory = model.invariants.map((inv, i) => {
-    const before = from ? from.memory[i] : inv.initial;
-    if (broken) return before;
-    const next = inv.step(before, step);
-    if (next instanceof Broken) {
-      broken = { invariant: inv.name, message: next.message };
-      return before;
-    }
-    return next;
-  });
+  const threw = r.thrown ? { invariant: THROWS, message: r.thrown } : undefined;
+  const { memory, broken } = stepInvariants(model.invariants, from?.memory, step, threw);
   const triggered = model.progress.filter((p) => p.after(step)).map((p) => p.name);
   const actors = Object.keys(model.actors).map((name) => {
     const a = r.actors[name];

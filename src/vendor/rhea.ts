@@ -7,7 +7,14 @@
  * test/vendor.test.ts fails when one of those functions changes, so an upgrade is a decision.
  */
 import { createRequire } from "node:module";
-import rhea, { type Connection, type Container, type link as Link, type Receiver, type Sender, type Session } from "rhea";
+import rhea, {
+  type Connection,
+  type Container,
+  type link as Link,
+  type Receiver,
+  type Sender,
+  type Session,
+} from "rhea";
 
 /** rhea's endpoint state (lib/endpoint.js). */
 interface EndpointState {
@@ -162,19 +169,19 @@ const decodeKeepingBytes = (buffer: Buffer) => ({ [RAW]: buffer });
 const originalOnAttach = sessionModule.prototype.on_attach;
 /** Replaces lib/session.js `Session.prototype.on_attach` (its body for a client; for a server, a link per name and direction). */
 const onAttach: SessionPrototype["on_attach"] = function (frame) {
-    if (!this.connection.is_server) return originalOnAttach.call(this, frame);
-    const { name, role, handle } = frame.performative;
-    // role true: the client receives, so the gateway's end is a sender.
-    const key = `${name}\u0000${role ? "sender" : "receiver"}`;
-    let link = this.links[key];
-    if (!link) {
-      link = role ? this.create_sender(key) : this.create_receiver(key);
-      link.local.attach.name = name;
-    }
-    this.remote.handles[handle] = link;
-    link.on_attach(frame);
-    link.remote.attach = frame.performative;
-  };
+  if (!this.connection.is_server) return originalOnAttach.call(this, frame);
+  const { name, role, handle } = frame.performative;
+  // role true: the client receives, so the gateway's end is a sender.
+  const key = `${name}\u0000${role ? "sender" : "receiver"}`;
+  let link = this.links[key];
+  if (!link) {
+    link = role ? this.create_sender(key) : this.create_receiver(key);
+    link.local.attach.name = name;
+  }
+  this.remote.handles[handle] = link;
+  link.on_attach(frame);
+  link.remote.attach = frame.performative;
+};
 
 const originalOnTransfer = sessionModule.prototype.on_transfer;
 /** Wraps lib/session.js `Session.prototype.on_transfer`: an aborted transfer on a server goes to onAbortedTransfer. */

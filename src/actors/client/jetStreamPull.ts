@@ -1,8 +1,8 @@
 import { createInbox, type Msg, type NatsConnection, type Subscription } from "@nats-io/transport-node";
 import type { SnapshotFrom } from "xstate";
 import { type JetStreamPullEmitted, jetStreamPullMachine } from "../../machines/jetStreamPull.js";
-import { startChildMachine } from "../machineActor.js";
 import { inboxPrefixOf } from "../../vendor/natsjs.js";
+import { startChildMachine } from "../machineActor.js";
 import type { ActorRegistry } from "../registry.js";
 
 /** Who reads the consumer: an MQTT session's stored subscription, or an AMQP receiving link. */
