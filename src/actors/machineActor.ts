@@ -9,7 +9,6 @@ import {
   type InputFrom,
 } from "xstate";
 import { emitTo, stopChild } from "../vendor/xstate.js";
-import { once } from "./once.js";
 import { type ActorRegistry, WatchedActor } from "./registry.js";
 
 type EmitHandlers<M extends AnyStateMachine> = {
@@ -78,14 +77,22 @@ function create<M extends AnyStateMachine>(machine: M, options: StartOptions<M>)
   if (onEmit) emitTo(actor, onEmit);
   const untrack = options.registry?.track(machine.id, actor);
   actor.start();
+  // Who the actor runs under until it is stopped; undefined after (stop runs once). Not
+  // once(): two more closures per actor, and there are two actors per MQTT connection.
+  let under: Host | "root" | undefined = host ?? "root";
   return {
     actor: actor as Actor<M>,
-    stop: once(() => {
-      if (host) stopChild(actor);
-      else actor.stop();
+    stop: () => {
+      const was = under;
+      under = undefined;
+      if (was === undefined) return;
+      if (was === "root") actor.stop();
+      else {
+        stopChild(actor);
+        was.live--;
+      }
       untrack?.();
-      if (host) host.live--;
-    }),
+    },
   };
 }
 
