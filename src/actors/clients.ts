@@ -20,8 +20,11 @@ export interface ClientHandle {
   kick(): void;
   /** Closed by the gateway itself (lame duck, shutdown). */
   shutdown(): void;
-  /** A newer connection claimed the same client id in the same account. */
-  takeOver(): void;
+  /**
+   * A newer connection claimed the same client id in the same account; `resumed`: it
+   * resumes the session (Clean Start 0), when that is known (the will depends on it).
+   */
+  takeOver(resumed?: boolean): void;
 }
 
 export class ClientRegistry {

@@ -16,7 +16,8 @@ const PING_TIMEOUT_MS = 1_000;
 const TAKEOVER_TIMEOUT_MS = RELEASE_WAIT_MS + 2_000;
 
 interface AliveRequest {
-  readonly takeover?: { readonly account?: string; readonly client_id?: string };
+  /** `clean_start`: whether the connection that asks resumes the session or starts clean (its will depends on it). */
+  readonly takeover?: { readonly account?: string; readonly client_id?: string; readonly clean_start?: boolean };
 }
 
 interface Claim {
@@ -24,6 +25,7 @@ interface Claim {
   readonly client_id?: string;
   /** Unix ms of the connection that claims: an older connection gives way to it, a newer one does not. */
   readonly at?: number;
+  readonly clean_start?: boolean;
 }
 
 export interface LivenessOptions {
@@ -65,7 +67,7 @@ export function answerLiveness(options: LivenessOptions): { unsubscribe(): void 
       }
       const account = accountOf(t.account);
       const held = clients.byClient(account, t.client_id).filter((c) => c.protocol === "mqtt");
-      for (const c of held) c.takeOver();
+      for (const c of held) c.takeOver(resumedBy(t.clean_start));
       log.info({ client_id: t.client_id, account, connections: held.length }, "session asked for by another gateway");
       const answer = () => m.respond(JSON.stringify({ id, alive: true, taken_over: held.length }));
       let timer: ReturnType<typeof setTimeout> | undefined;
@@ -92,7 +94,7 @@ export function answerLiveness(options: LivenessOptions): { unsubscribe(): void 
       for (const c of clients.byClient(account, claim.client_id)) {
         if (c.protocol === "mqtt" && c.since.getTime() <= claim.at) {
           log.info({ client_id: claim.client_id, account, by: m.subject.slice(claimSubject("").length) }, "client id connected on another gateway");
-          c.takeOver();
+          c.takeOver(resumedBy(claim.clean_start));
         }
       }
     },
@@ -105,10 +107,15 @@ export function answerLiveness(options: LivenessOptions): { unsubscribe(): void 
   };
 }
 
+/** A taken-over connection's will depends on whether the new one resumes its session (mqttConnection.ts). */
+function resumedBy(cleanStart: boolean | undefined): boolean | undefined {
+  return cleanStart === undefined ? undefined : !cleanStart;
+}
+
 /** Tells the other gateways of the account that `clientId` connected here now. */
-export function announceClaim(nc: NatsConnection, id: string, account: string, clientId: string): void {
+export function announceClaim(nc: NatsConnection, id: string, account: string, clientId: string, cleanStart: boolean): void {
   try {
-    nc.publish(claimSubject(id), JSON.stringify({ account, client_id: clientId, at: Date.now() }));
+    nc.publish(claimSubject(id), JSON.stringify({ account, client_id: clientId, at: Date.now(), clean_start: cleanStart }));
   } catch {
     // The gateway's connection is closing: the session's store check still applies.
   }
@@ -120,14 +127,14 @@ export function announceClaim(nc: NatsConnection, id: string, account: string, c
  * alive but slow to release is let be after TAKEOVER_TIMEOUT_MS: the conditional writes of
  * the sessions bucket keep its late writes from overwriting the new connection's.
  */
-export async function requestTakeover(nc: NatsConnection, owner: string, account: string, clientId: string): Promise<boolean> {
+export async function requestTakeover(nc: NatsConnection, owner: string, account: string, clientId: string, cleanStart: boolean): Promise<boolean> {
   try {
     await nc.request(aliveSubject(owner), "", { timeout: PING_TIMEOUT_MS });
   } catch {
     return false;
   }
   try {
-    await nc.request(aliveSubject(owner), JSON.stringify({ takeover: { account, client_id: clientId } }), { timeout: TAKEOVER_TIMEOUT_MS });
+    await nc.request(aliveSubject(owner), JSON.stringify({ takeover: { account, client_id: clientId, clean_start: cleanStart } }), { timeout: TAKEOVER_TIMEOUT_MS });
   } catch {
     // Alive a moment ago: treat it as released.
   }

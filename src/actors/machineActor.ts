@@ -8,6 +8,7 @@ import {
   fromCallback,
   type InputFrom,
 } from "xstate";
+import { emitTo, stopChild } from "../vendor/xstate.js";
 import { type ActorRegistry, WatchedActor } from "./registry.js";
 
 type EmitHandlers<M extends AnyStateMachine> = {
@@ -57,29 +58,6 @@ function takeHost(): Host {
   return current;
 }
 
-/**
- * Stands in for xstate's per-actor `eventListeners` (a Map of Sets of bound handlers)
- * when the actor's only listener is its owner's command handler: what an actor emits goes
- * to that one function. xstate's emit asks `get(type)` and `get("*")` and iterates what it
- * gets; `on` would `set`, and nothing here calls it. Saves a Map, a Set and a bound
- * function per actor (about 0.3 KiB; two actors per MQTT connection).
- */
-class OneHandler {
-  private handler: [(e: unknown) => void] | undefined;
-  constructor(handler: (e: unknown) => void) {
-    this.handler = [handler];
-  }
-  get(type: string): [(e: unknown) => void] | undefined {
-    return type === "*" ? this.handler : undefined;
-  }
-  set(): never {
-    throw new Error("a machine actor has one command handler (machineActor.ts); `on` is not for it");
-  }
-  clear(): void {
-    this.handler = undefined;
-  }
-}
-
 function create<M extends AnyStateMachine>(machine: M, options: StartOptions<M>): { actor: Actor<M>; stop: () => void } {
   const host = options.shared ? takeHost() : undefined;
   const actorOptions = {
@@ -95,20 +73,25 @@ function create<M extends AnyStateMachine>(machine: M, options: StartOptions<M>)
     : handlers
       ? (e: unknown) => handlers[(e as { type: string }).type]?.(e)
       : undefined;
-  if (onEmit) (actor as unknown as { eventListeners: unknown }).eventListeners = new OneHandler(onEmit);
+  // One function per actor for what it emits, in place of xstate's Map of Sets (vendor/xstate.ts).
+  if (onEmit) emitTo(actor, onEmit);
   const untrack = options.registry?.track(machine.id, actor);
   actor.start();
-  let stopped = false;
+  // Who the actor runs under until it is stopped; undefined after (stop runs once). Not
+  // once(): two more closures per actor, and there are two actors per MQTT connection.
+  let under: Host | "root" | undefined = host ?? "root";
   return {
     actor: actor as Actor<M>,
     stop: () => {
-      if (stopped) return;
-      stopped = true;
-      // `stop()` is for root actors; `_stop` is what it calls (and what a parent calls for a child).
-      if (host) (actor as unknown as { _stop(): void })._stop();
-      else actor.stop();
+      const was = under;
+      under = undefined;
+      if (was === undefined) return;
+      if (was === "root") actor.stop();
+      else {
+        stopChild(actor);
+        was.live--;
+      }
       untrack?.();
-      if (host) host.live--;
     },
   };
 }

@@ -18,6 +18,7 @@ import { natsConnectionMachine } from "../machines/natsConnection.js";
 import { startMachine } from "./machineActor.js";
 import type { ActorRegistry } from "./registry.js";
 import type { Supervisor } from "./supervisor.js";
+import { once } from "./once.js";
 
 /** What a client presents: NATS decides what it may do, the gateway keeps no user list. */
 export interface Credentials {
@@ -132,7 +133,6 @@ export class NatsBridge {
       this.releaseRef(key, held);
       throw e;
     }
-    let released = false;
     return {
       nc,
       server: () => nc.info?.server_name ?? "",
@@ -149,11 +149,7 @@ export class NatsBridge {
         held.goneListeners.add(l);
         return () => held.goneListeners.delete(l);
       },
-      release: () => {
-        if (released) return;
-        released = true;
-        this.releaseRef(key, held);
-      },
+      release: once(() => this.releaseRef(key, held)),
     };
   }
 

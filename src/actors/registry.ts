@@ -1,4 +1,5 @@
-import { Actor, type AnyActorLogic, type AnyActorRef } from "xstate";
+import type { AnyActorRef } from "xstate";
+import { onSnapshots, SnapshotHookedActor } from "../vendor/xstate.js";
 import { RecentTransitions, type Transition } from "./recentTransitions.js";
 
 /** A transition of one tracked actor, for whoever follows them all (the live statecharts page). */
@@ -34,24 +35,14 @@ export class ActorRegistry {
     // still shows how an actor got where it is. Machines hear lifecycle events only (the
     // per-message work is plain functions in the actors), so this is off the hot path.
     if (actor instanceof WatchedActor) actor.watcher = entry;
-    else {
-      // An actor made elsewhere (createActor): its own `update` is wrapped instead.
-      const a = actor as unknown as { update(snapshot: Snapshot, event: { type: string }): void };
-      const update = a.update;
-      a.update = function (snapshot, event) {
-        update.call(this, snapshot, event);
-        entry.seen(snapshot, event);
-      };
-    }
+    // An actor made elsewhere (createActor): its own `update` is wrapped instead.
+    else onSnapshots(actor, (snapshot, event) => entry.seen(snapshot, event));
     return () => {
       set.delete(actor);
       this.history.delete(actor);
       // xstate announces a final snapshot only after completing the actor, and completing
       // it is what ends its scope and calls this: let that announcement arrive first.
-      queueMicrotask(() => {
-        entry.gone = true;
-        this.record(entry, "left", "");
-      });
+      queueMicrotask(() => entry.leave());
     };
   }
 
@@ -148,41 +139,41 @@ type Snapshot = { status: string; value?: unknown };
 class Entry {
   state = "";
   recent: RecentTransitions | undefined = undefined;
-  /** Left the registry: snapshots after that (none but the final one) are not news. */
-  gone = false;
+  /** Until the actor leaves the registry: snapshots after that (none but the final one) are not news. */
+  private registry: ActorRegistry | undefined;
 
   constructor(
-    private readonly registry: ActorRegistry,
+    registry: ActorRegistry,
     readonly machine: string,
     readonly actor: AnyActorRef,
-  ) {}
+  ) {
+    this.registry = registry;
+  }
 
   /** Each new snapshot of the actor, with the event that made it. */
   seen(snapshot: Snapshot, event: { type: string }): void {
-    if (this.gone) return;
     const to = configuration(snapshot);
     // Re-entering the same state (keep-alive activity) is not news.
-    if (to !== this.state) this.registry.record(this, event.type, to);
+    if (to !== this.state) this.registry?.record(this, event.type, to);
+  }
+
+  /** The actor left the registry: the last transition says so, and nothing after it is recorded. */
+  leave(): void {
+    const registry = this.registry;
+    this.registry = undefined;
+    registry?.record(this, "left", "");
   }
 }
 
 /**
- * An xstate Actor that hands each new snapshot straight to its registry entry. The
- * registry used to watch actor systems through `system.inspect`, which makes xstate
- * build and dispatch an inspection event for every event, microstep, action and
- * snapshot of every actor in the system: a third of the machines' CPU per MQTT connect
- * (docs/performance.md). `update` is where xstate announces a snapshot (to observers
- * and inspectors alike), with the event that caused it.
+ * An xstate Actor that hands each new snapshot straight to its registry entry (the
+ * registry used to watch actor systems through `system.inspect`: a third of the machines'
+ * CPU per MQTT connect, docs/performance.md).
  */
-const ActorBase = Actor as unknown as new (
-  logic: AnyActorLogic,
-  options?: unknown,
-) => { update(snapshot: Snapshot, event: { type: string }): void };
-export class WatchedActor extends ActorBase {
+export class WatchedActor extends SnapshotHookedActor {
   watcher: Entry | undefined = undefined;
 
-  override update(snapshot: Snapshot, event: { type: string }): void {
-    super.update(snapshot, event);
+  protected seen(snapshot: Snapshot, event: { type: string }): void {
     this.watcher?.seen(snapshot, event);
   }
 }

@@ -39,7 +39,6 @@ type Machine = Actor<typeof statechartsViewerMachine>;
 /** The edge of one viewer: its response stream, the batch of changes, the flush timer. */
 class ViewerStream {
   private actor: Machine | undefined;
-  private blockedEarly = false;
   private batch: TransitionView[] = [];
   private skipped = 0;
   private timer: NodeJS.Timeout | undefined;
@@ -63,7 +62,9 @@ class ViewerStream {
     this.actor = actor;
     this.res.on("drain", () => actor.send({ type: "DRAINED" }));
     this.res.on("close", () => actor.send({ type: "CLOSED" }));
-    if (this.blockedEarly || this.res.destroyed) actor.send({ type: this.res.destroyed ? "CLOSED" : "BLOCKED" });
+    // A write refused before the machine was handed over (its first sync) is still waiting for 'drain'.
+    if (this.res.destroyed) actor.send({ type: "CLOSED" });
+    else if (this.res.writableNeedDrain) actor.send({ type: "BLOCKED" });
   }
 
   onTransition(t: ActorTransition): void {
@@ -106,8 +107,7 @@ class ViewerStream {
   private send(event: string, data: unknown): void {
     if (this.res.writableEnded || this.res.destroyed) return;
     if (this.res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`)) return;
-    if (this.actor) this.actor.send({ type: "BLOCKED" });
-    else this.blockedEarly = true;
+    this.actor?.send({ type: "BLOCKED" });
   }
 }
 

@@ -1,4 +1,5 @@
-import { Cause, Deferred, Effect, Exit, type Scope } from "effect";
+import { Cause, Deferred, Effect, Exit, Scope } from "effect";
+import type { Actor } from "xstate";
 import { AccountResolver } from "../actors/accounts.js";
 import { ClientRegistry } from "../actors/clients.js";
 import { embeddedNats } from "../actors/embeddedNats.js";
@@ -181,16 +182,18 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
       maxConnectionsPerAccount: () => config.limits.max_connections_per_account,
       connectBuffers: new ConnectBuffers(() => config.limits.max_connect_buffer),
       directory,
-      announce: (account, clientId) =>
+      announce: (account, clientId, cleanStart) =>
         void services.jetstream(account).then(
-          ({ lease }) => announceClaim(lease.nc, config.id, account, clientId),
+          ({ lease }) => announceClaim(lease.nc, config.id, account, clientId, cleanStart),
           () => {},
         ),
-      remoteTakeover: async (account, clientId, owner) =>
-        requestTakeover((await services.jetstream(account)).lease.nc, owner, account, clientId),
+      remoteTakeover: async (account, clientId, owner, cleanStart) =>
+        requestTakeover((await services.jetstream(account)).lease.nc, owner, account, clientId, cleanStart),
     };
 
-    const accepting = { open: true };
+    // New clients are taken only while the gateway machine says so (opening, serving).
+    let gw: Actor<typeof gatewayMachine> | undefined;
+    const accepting = () => gw?.getSnapshot().hasTag("accepting") === true;
     // limits.max_connections counts accepted sockets of both doors, from accept to close
     // (socketGate.ts), so sockets that never finish CONNECT / open count too.
     const gate = new SocketGate(
@@ -200,7 +203,7 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
     const admitMqtt = (socket: import("node:net").Socket) => gate.admit(socket, "mqtt");
     const admitAmqp = (socket: import("node:net").Socket) => gate.admit(socket, "amqp");
     const onMqtt = (stream: import("node:stream").Duplex, remote: string) => {
-      if (!accepting.open) return stream.destroy();
+      if (!accepting()) return stream.destroy();
       const cid = clients.allocateCid();
       supervisor.spawn(`mqtt:${cid}`, "mqttConnection", mqttConnectionActor(stream, remote, cid, mqttDeps));
     };
@@ -220,11 +223,6 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
           )
         : Effect.void;
 
-    yield* listen("mqtt", config.mqtt.listen, (at) => listenTcp(at, "MQTT", onMqtt, admitMqtt));
-    const mqttTls = config.mqtt.tls;
-    if (mqttTls) yield* listen("mqtt_tls", mqttTls.listen, (at) => listenTls(at, mqttTls, "MQTT over TLS", onMqtt, admitMqtt, config.limits.connect_timeout));
-    yield* listen("mqtt_ws", config.mqtt.websocket, (at) => listenWebSocket(at, "/mqtt", onMqtt, admitMqtt, () => config.limits.connect_timeout));
-
     // --- AMQP 1.0 door (issue 4; src/actors/amqp) ---------------------------------------
     const onAmqp = amqpDoor({
       bridge,
@@ -239,33 +237,57 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
       accountOf: (lease, username) => accounts.resolve(lease.nc, username),
       gatewayId: config.id,
       version: VERSION,
-      accepting: () => accepting.open,
+      accepting,
       maxConnectionsPerAccount: () => config.limits.max_connections_per_account,
       maxTopicLevels: () => config.limits.max_topic_levels,
     });
-    yield* listen("amqp", config.amqp.listen, (at) => listenTcp(at, "AMQP", onAmqp, admitAmqp));
-    const amqpTls = config.amqp.tls;
-    if (amqpTls) yield* listen("amqp_tls", amqpTls.listen, (at) => listenTls(at, amqpTls, "AMQP over TLS", onAmqp, admitAmqp, config.limits.connect_timeout));
     // --- end AMQP ---------------------------------------------------------------------------
 
-    const gw = yield* startMachine(gatewayMachine, {
+    /** Every client door's listeners, in the gateway's scope; opened when the gateway machine says so. */
+    const openListeners = Effect.gen(function* () {
+      yield* listen("mqtt", config.mqtt.listen, (at) => listenTcp(at, "MQTT", onMqtt, admitMqtt));
+      const mqttTls = config.mqtt.tls;
+      if (mqttTls) yield* listen("mqtt_tls", mqttTls.listen, (at) => listenTls(at, mqttTls, "MQTT over TLS", onMqtt, admitMqtt, config.limits.connect_timeout));
+      yield* listen("mqtt_ws", config.mqtt.websocket, (at) => listenWebSocket(at, "/mqtt", onMqtt, admitMqtt, () => config.limits.connect_timeout));
+      yield* listen("amqp", config.amqp.listen, (at) => listenTcp(at, "AMQP", onAmqp, admitAmqp));
+      const amqpTls = config.amqp.tls;
+      if (amqpTls) yield* listen("amqp_tls", amqpTls.listen, (at) => listenTls(at, amqpTls, "AMQP over TLS", onAmqp, admitAmqp, config.limits.connect_timeout));
+    });
+    const scope = yield* Effect.scope;
+
+    gw = yield* startMachine(gatewayMachine, {
       input: { ldmDurationMs: config.ldm.duration },
       registry,
       on: {
+        open_listeners: () =>
+          void Effect.runPromiseExit(Scope.provide(openListeners, scope)).then((opened) => {
+            if (Exit.isSuccess(opened)) {
+              gw!.send({ type: "LISTENING" });
+              log.info({ id: config.id, listeners }, "mq-gateway serving");
+              const exposed = exposedListeners(config);
+              if (exposed.length > 0) log.warn({ exposed }, EXPOSED_WARNING);
+              return;
+            }
+            // One plain line on stderr naming the port, its key and its flag (startupErrors.ts), then exit 2.
+            const failure = startFailure(opened.cause);
+            if (failure.bug) log.error({ cause: Cause.pretty(opened.cause) }, "mq-gateway could not start (a bug: please report it)");
+            log.flush();
+            process.stderr.write(`mq-gateway: ${failure.line}\n`);
+            gw!.send({ type: "START_FAILED", reason: failure.line });
+          }),
         close_listeners: () => {
-          accepting.open = false;
           for (const c of closers.splice(0)) c();
         },
         drain_clients: ({ overMs }) =>
           supervisor.spawn(
             "lameDuck",
             "lameDuck",
-            lameDuckActor({ clients, registry, log, overMs, graceMs: 5_000, done: () => gw.send({ type: "CLIENTS_DRAINED" }) }),
+            lameDuckActor({ clients, registry, log, overMs, graceMs: 5_000, done: () => gw!.send({ type: "CLIENTS_DRAINED" }) }),
           ),
         close_clients: () => {
           for (const c of clients.all()) c.shutdown();
           // Give each client's actor a moment to say goodbye, then stop regardless.
-          void waitUntil(() => clients.size() === 0, 3_000).then(() => gw.send({ type: "STOPPED" }));
+          void waitUntil(() => clients.size() === 0, 3_000).then(() => gw!.send({ type: "STOPPED" }));
         },
         shutdown: ({ exitCode: code }) => Deferred.doneUnsafe(exitCode, Effect.succeed(code)),
       },
@@ -341,10 +363,8 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
       }),
     );
 
+    // The listeners open now (open_listeners); "mq-gateway serving" is logged once they all listen.
     gw.send({ type: "STARTED" });
-    log.info({ id: config.id, listeners }, "mq-gateway serving");
-    const exposed = exposedListeners(config);
-    if (exposed.length > 0) log.warn({ exposed }, EXPOSED_WARNING);
     return yield* Deferred.await(exitCode);
   });
 

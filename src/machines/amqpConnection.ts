@@ -1,5 +1,4 @@
 import { assign, emit, setup } from "xstate";
-import type { Credentials } from "../actors/natsBridge.js";
 
 /**
  * One AMQP 1.0 network connection, from the protocol header to the close. rhea parses
@@ -8,8 +7,15 @@ import type { Credentials } from "../actors/natsBridge.js";
  * kicks, lame duck and the close. Links are actors of their own (amqpLink.ts) that run
  * while this machine is `serving`.
  */
+/** What a client logs in to NATS with (the bridge takes these as they are). */
+export interface ClientCredentials {
+  readonly user?: string | undefined;
+  readonly pass?: string | undefined;
+  readonly token?: string | undefined;
+}
+
 export interface Login {
-  readonly credentials: Credentials;
+  readonly credentials: ClientCredentials;
   /** The SASL PLAIN username, or the EXTERNAL certificate's name: for the routing table. */
   readonly username?: string | undefined;
   readonly mechanism: "PLAIN" | "ANONYMOUS" | "EXTERNAL" | "none";
@@ -43,8 +49,6 @@ export type AmqpConnectionEvent =
   | { type: "REMOTE_CLOSE" }
   | { type: "PROTOCOL_ERROR"; error: CloseError }
   | { type: "SOCKET_CLOSED" }
-  | { type: "NATS_DOWN" }
-  | { type: "NATS_UP" }
   | { type: "KICK" }
   | { type: "SHUTDOWN" };
 
@@ -232,9 +236,11 @@ export const amqpConnectionMachine = setup({
         SHUTDOWN: { target: "closed", actions: assign({ closeReason: "shutdown" }) },
       },
     },
+    // NATS going away is each link's affair (amqpLink.ts `nats`): they stop granting credit
+    // and asking for messages; the connection goes on.
     serving: {
       entry: emit({ type: "serve" }),
-      type: "parallel",
+      initial: "idle",
       states: {
         idle: {
           initial: "watching",
@@ -243,14 +249,6 @@ export const amqpConnectionMachine = setup({
               after: { idle: { target: "#amqpConnection.idleExpired" } },
               on: { ACTIVITY: { target: "watching", reenter: true } },
             },
-          },
-        },
-        nats: {
-          initial: "online",
-          states: {
-            online: { on: { NATS_DOWN: { target: "down" } } },
-            // Links stop granting credit; what is in flight waits for the reconnect.
-            down: { on: { NATS_UP: { target: "online" } } },
           },
         },
       },

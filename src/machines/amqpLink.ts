@@ -57,8 +57,13 @@ const linkSetup = setup({
     events: {} as AmqpLinkEvent,
     emitted: {} as AmqpLinkEmitted,
     input: {} as { detachGraceMs: number },
+    tags: {} as "attached" | "natsUp" | "draining",
   },
   delays: { detachGrace: ({ context }) => context.detachGraceMs },
+  guards: {
+    // A fault while the address was resolved (a transfer without credit, a refused subscription).
+    faultedWhileAttaching: ({ context }) => context.error !== undefined,
+  },
 });
 
 const { assign, emit } = linkSetup;
@@ -72,14 +77,19 @@ const errorOf = (e: AmqpLinkEvent): LinkError | undefined =>
 const attaching = linkSetup.createStateConfig({
   entry: emit({ type: "resolve" }),
   on: {
-    RESOLVED: {
-      target: "active",
-      actions: [
-        assign({ address: ({ event }) => addressOf(event) }),
-        emit(({ event }) => ({ type: "attach" as const, address: addressOf(event) })),
-      ],
-    },
-    REFUSED: { target: "refused", actions: assign({ error: ({ event }) => errorOf(event) }) },
+    RESOLVED: [
+      // What went wrong meanwhile is the answer to the attach.
+      { guard: "faultedWhileAttaching", target: "refused" },
+      {
+        target: "active",
+        actions: [
+          assign({ address: ({ event }) => addressOf(event) }),
+          emit(({ event }) => ({ type: "attach" as const, address: addressOf(event) })),
+        ],
+      },
+    ],
+    REFUSED: { target: "refused", actions: assign({ error: ({ context, event }) => context.error ?? errorOf(event) }) },
+    FAULT: { actions: assign({ error: ({ context, event }) => context.error ?? errorOf(event) }) },
   },
 });
 
@@ -100,7 +110,8 @@ const detached = linkSetup.createStateConfig({ type: "final", entry: emit({ type
 const nats = linkSetup.createStateConfig({
   initial: "online",
   states: {
-    online: { entry: emit({ type: "flow" }), on: { NATS_DOWN: { target: "down" } } },
+    // Credit is granted (sender links), NATS is asked for messages (receiver links), only here.
+    online: { tags: ["natsUp"], entry: emit({ type: "flow" }), on: { NATS_DOWN: { target: "down" } } },
     down: { entry: emit({ type: "hold" }), on: { NATS_UP: { target: "online" } } },
   },
 });
@@ -123,7 +134,8 @@ export const amqpSenderLinkMachine = linkSetup.createMachine({
   states: {
     attaching,
     refused,
-    active: { type: "parallel", states: { nats }, on: { FAULT: fault } },
+    // Transfers are taken only here; after a fault the link is detaching and takes none.
+    active: { type: "parallel", tags: ["attached"], states: { nats }, on: { FAULT: fault } },
     detaching,
     detached,
   },
@@ -137,8 +149,10 @@ export const amqpReceiverLinkMachine = linkSetup.createMachine({
   states: {
     attaching,
     refused,
+    // Messages go to the client only here: nothing is delivered once the link is detaching.
     active: {
       type: "parallel",
+      tags: ["attached"],
       states: {
         nats,
         credit: {
@@ -146,7 +160,7 @@ export const amqpReceiverLinkMachine = linkSetup.createMachine({
           states: {
             flowing: { on: { DRAIN: { target: "draining" } } },
             // AMQP part 2, 2.6.7: send what there is, then advance the delivery count over the rest.
-            draining: { entry: emit({ type: "drain" }), on: { DRAINED: { target: "flowing" } } },
+            draining: { tags: ["draining"], entry: emit({ type: "drain" }), on: { DRAINED: { target: "flowing" } } },
           },
         },
       },

@@ -1,11 +1,17 @@
 import { assign, emit, setup } from "xstate";
 
 /**
- * The gateway process as a whole. Listeners open only in `serving`; lame duck closes
- * them first and then lets clients go over a duration; stopping flushes and exits.
+ * The gateway process as a whole. Once NATS and the services are up (STARTED) the client
+ * listeners open (`opening`); the gateway serves once every one of them is listening, and
+ * exits 2 when one cannot. New clients are accepted only while `accepting`; lame duck
+ * closes the listeners first and then lets clients go over a duration; stopping flushes
+ * and exits.
  */
 export type GatewayEvent =
+  /** NATS is reached and the services are up: the listeners may open. */
   | { type: "STARTED" }
+  /** Every client listener is listening. */
+  | { type: "LISTENING" }
   | { type: "START_FAILED"; reason: string }
   | { type: "LAME_DUCK" }
   | { type: "STOP" }
@@ -40,7 +46,20 @@ export const gatewayMachine = setup({
   states: {
     starting: {
       on: {
-        STARTED: { target: "serving" },
+        STARTED: { target: "opening" },
+        START_FAILED: {
+          target: "stopping",
+          actions: assign({ exitCode: 2, reason: ({ event }) => event.reason }),
+        },
+        STOP: { target: "stopping" },
+      },
+    },
+    opening: {
+      // A client that connects to a listener already open is taken; one that cannot open fails the start.
+      tags: ["accepting"],
+      entry: emit({ type: "open_listeners" }),
+      on: {
+        LISTENING: { target: "serving" },
         START_FAILED: {
           target: "stopping",
           actions: assign({ exitCode: 2, reason: ({ event }) => event.reason }),
@@ -49,7 +68,7 @@ export const gatewayMachine = setup({
       },
     },
     serving: {
-      entry: emit({ type: "open_listeners" }),
+      tags: ["accepting"],
       on: {
         LAME_DUCK: { target: "lameDuck" },
         STOP: { target: "stopping" },

@@ -7,6 +7,7 @@ import { adminRebalanceMachine } from "./adminRebalance.js";
 import { lameDuckMachine } from "./adminLameDuck.js";
 import { embeddedNatsMachine } from "./embeddedNats.js";
 import { gatewayMachine } from "./gateway.js";
+import { jetStreamPullMachine } from "./jetStreamPull.js";
 import { mqttConnectionMachine } from "./mqttConnection.js";
 import { mqttSessionMachine } from "./mqttSession.js";
 import { natsConnectionMachine } from "./natsConnection.js";
@@ -16,4 +17,4 @@ import { statechartsViewerMachine } from "./statechartsViewer.js";
  * Every machine of the gateway, in one place: statecharts, metrics and the live page
  * read this list. A new actor type adds its machine here and nothing else changes.
  */
-export const machines = [gatewayMachine, embeddedNatsMachine, natsConnectionMachine, mqttConnectionMachine, mqttSessionMachine, adminConnectionMachine, adminKickMachine, adminRebalanceMachine, lameDuckMachine, amqpConnectionMachine, amqpSessionMachine, amqpSenderLinkMachine, amqpReceiverLinkMachine, statechartsViewerMachine] as const;
+export const machines = [gatewayMachine, embeddedNatsMachine, natsConnectionMachine, mqttConnectionMachine, mqttSessionMachine, adminConnectionMachine, adminKickMachine, adminRebalanceMachine, lameDuckMachine, amqpConnectionMachine, amqpSessionMachine, amqpSenderLinkMachine, amqpReceiverLinkMachine, jetStreamPullMachine, statechartsViewerMachine] as const;

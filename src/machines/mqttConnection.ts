@@ -44,7 +44,12 @@ export type MqttConnectionEvent =
   | { type: "NATS_DOWN" }
   | { type: "NATS_UP" }
   | { type: "KICK" }
-  | { type: "TAKEN_OVER" }
+  /**
+   * A newer connection took the client id. `resumed`: it resumes this session (Clean Start
+   * 0) or starts a new one (1); undefined when that is not known (another gateway, or the
+   * session record was written by a newer connection).
+   */
+  | { type: "TAKEN_OVER"; resumed?: boolean | undefined }
   | { type: "LAME_DUCK" }
   | { type: "SHUTDOWN" }
   | { type: "WILL_DONE" };
@@ -70,6 +75,8 @@ export interface MqttConnectionContext {
   /** Whether the client's NATS connection is up, as last told (NATS_ACQUIRED, NATS_DOWN, NATS_UP). */
   natsUp: boolean;
   closeReason: string;
+  /** How the connection was taken over, when it was and that is known. */
+  takenOverBy?: "resume" | "clean start" | undefined;
 }
 
 /** CONNACK codes of both protocol versions for the refusals the gateway makes. */
@@ -87,11 +94,17 @@ export const mqttConnectionMachine = setup({
     willGrace: 5_000,
     // [MQTT-3.1.3-9] MQTT 5 3.1.3.2.2: the will goes at the end of its delay or of the
     // session, whichever comes first; a session that ends with the connection sends it at once.
-    willDelay: ({ context }) => Math.min(context.request?.will?.delayMs ?? 0, context.sessionExpirySec * 1000),
+    // A takeover by a clean start ends the session now.
+    willDelay: ({ context }) =>
+      context.takenOverBy === "clean start" ? 0 : Math.min(context.request?.will?.delayMs ?? 0, context.sessionExpirySec * 1000),
   },
   guards: {
     asksForWill: ({ event }) => event.type === "DISCONNECT" && event.reasonCode === 0x04,
     noWill: ({ context }) => context.request?.will === undefined,
+    // [MQTT-3.1.3-9] MQTT 5 3.1.3.2.2 (non-normative): on takeover the will is sent unless the new
+    // connection resumes the session and the will has a delay; a delay of 0 sends it at the close.
+    willCancelledByResume: ({ context }) => context.takenOverBy === "resume" && (context.request?.will?.delayMs ?? 0) > 0,
+    newSessionStarted: ({ event }) => event.type === "TAKEN_OVER" && event.resumed === false,
     // [MQTT-3.14.2-2] a session that was to end with the connection cannot be made to outlive it.
     natsIsDown: ({ context }) => !context.natsUp,
     raisesExpiryFromZero: ({ context, event }) =>
@@ -237,7 +250,10 @@ export const mqttConnectionMachine = setup({
             },
             SOCKET_CLOSED: { target: "#mqttConnection.willPending", actions: assign({ closeReason: "connection lost" }) },
             KICK: { target: "#mqttConnection.kicked" },
-            TAKEN_OVER: { target: "#mqttConnection.takenOver" },
+            TAKEN_OVER: {
+              target: "#mqttConnection.takenOver",
+              actions: assign({ takenOverBy: ({ event }) => (event.resumed === undefined ? undefined : event.resumed ? "resume" : "clean start") }),
+            },
             LAME_DUCK: { target: "#mqttConnection.lameDuck" },
             SHUTDOWN: { target: "#mqttConnection.lameDuck" },
           },
@@ -254,7 +270,10 @@ export const mqttConnectionMachine = setup({
     },
     takenOver: {
       entry: [emit({ type: "disconnect", reasonCode: 0x8e, reason: "session taken over" }), assign({ closeReason: "session taken over" })],
-      always: { target: "willPending" },
+      always: [
+        { guard: "willCancelledByResume", target: "closed", actions: assign({ closeReason: "session taken over; will cancelled: session resumed" }) },
+        { target: "willPending" },
+      ],
     },
     lameDuck: {
       // The gateway closing on its own publishes no will (CONTRACT: shutdown).
@@ -268,8 +287,12 @@ export const mqttConnectionMachine = setup({
       // [MQTT-3.1.3-9] the will waits for its delay, and a session resumed meanwhile cancels it.
       after: { willDelay: { target: "publishingWill" } },
       on: {
-        // [MQTT-3.1.3-9] the same client id connected again in time: no will.
-        TAKEN_OVER: { target: "closed", actions: assign({ closeReason: "will cancelled: client reconnected" }) },
+        // [MQTT-3.1.3-9] the same client id connected again in time and resumed the session: no
+        // will; a clean start ended the session, and the will goes now.
+        TAKEN_OVER: [
+          { guard: "newSessionStarted", target: "publishingWill" },
+          { target: "closed", actions: assign({ closeReason: "will cancelled: client reconnected" }) },
+        ],
         SHUTDOWN: { target: "closed" },
       },
     },

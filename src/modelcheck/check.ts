@@ -166,7 +166,7 @@ function describe(node: Node): PathStep {
   return { event: node.event, state, emitted: node.emitted.map((e) => e.type) };
 }
 
-function stateLabel(value: unknown): string {
+export function stateLabel(value: unknown): string {
   if (typeof value === "string") return value;
   if (value && typeof value === "object") {
     const parts = Object.entries(value).map(([k, v]) => {

@@ -2,9 +2,10 @@
 import { machines } from "../machines/index.js";
 import { models } from "./models/index.js";
 import { runModelCheck } from "./run.js";
+import { systems } from "./systems/index.js";
 
 process.exitCode = runModelCheck(
-  models,
+  [...models, ...systems],
   machines.map((m) => m.id),
   (text) => process.stdout.write(text),
 );

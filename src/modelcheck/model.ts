@@ -95,6 +95,41 @@ export const onlyAfter = (name: string, type: string, since: (step: Step) => boo
     return !now && emits(step, type) ? new Broken(`${type} too early (${step.event.type})`) : now;
   });
 
+/** What an invariant broke, and where: the first one a step breaks wins. */
+export interface BrokenInvariant {
+  readonly invariant: string;
+  readonly message: string;
+}
+
+/**
+ * Runs each invariant's step on its memory (of one machine's steps or a system's): the
+ * memories after the step, and the first invariant the step broke (`already`: broken
+ * before any of them ran, a machine that threw). A broken invariant keeps its old memory.
+ */
+export function stepInvariants<S>(
+  invariants: ReadonlyArray<{
+    readonly name: string;
+    readonly initial: unknown;
+    readonly step: (memory: never, step: S) => unknown;
+  }>,
+  before: readonly unknown[] | undefined,
+  step: S,
+  already?: BrokenInvariant,
+): { memory: unknown[]; broken: BrokenInvariant | undefined } {
+  let broken = already;
+  const memory = invariants.map((inv, i) => {
+    const was = before ? before[i] : inv.initial;
+    if (broken) return was;
+    const next = inv.step(was as never, step);
+    if (next instanceof Broken) {
+      broken = { invariant: inv.name, message: next.message };
+      return was;
+    }
+    return next;
+  });
+  return { memory, broken };
+}
+
 // -- small words for writing invariants ------------------------------------------
 
 /** An event's payload fields, for an invariant that reads them. */

@@ -1,17 +1,8 @@
-import {
-  type AnyActorScope,
-  type AnyMachineSnapshot,
-  createEmptyActor,
-  type EventObject,
-  fromTransition,
-} from "xstate";
-import { Broken, type Model, type Step } from "./model.js";
+import { type AnyMachineSnapshot, type EventObject, fromTransition } from "xstate";
+import { type Model, type Step, stepInvariants } from "./model.js";
+import { INIT, isTimer, type MachineStep, startStep, type Timer, transitionStep } from "./step.js";
 
-/** A delayed event the machine has scheduled and not cancelled. */
-interface Timer {
-  readonly id: string;
-  readonly event: EventObject;
-}
+export { INIT, isTimer };
 
 /**
  * One explored state: the machine's snapshot, its pending timers, and each invariant's
@@ -30,11 +21,6 @@ export interface Node {
   readonly emitted: readonly EventObject[];
 }
 
-export const INIT: EventObject = { type: "xstate.init" };
-
-/** The timer events are `xstate.after.<delay>.<state>`; anything else is sent by the world. */
-export const isTimer = (event: EventObject): boolean => event.type.startsWith("xstate.after.");
-
 /**
  * The machine run with the model's monitors beside it, as xstate actor logic: a pure
  * transition over nodes, which xstate's graph utilities can traverse like any machine.
@@ -42,41 +28,11 @@ export const isTimer = (event: EventObject): boolean => event.type.startsWith("x
  * any event, which covers every real ordering (and some that a clock would rule out).
  */
 export function productLogic(model: Model) {
-  const initial = (): Node => {
-    const { scope, actions } = collecting();
-    const snapshot = model.machine.getInitialSnapshot(scope, model.input);
-    return advance(model, undefined, INIT, snapshot, actions);
-  };
+  const initial = (): Node => advance(model, undefined, INIT, startStep(model.machine, model.input));
   return fromTransition((node: Node, event: EventObject): Node => {
     if (node.broken || node.snapshot.status !== "active") return node;
-    const { scope, actions } = collecting();
-    const snapshot = model.machine.transition(node.snapshot, event, scope);
-    return advance(model, node, event, snapshot, actions);
+    return advance(model, node, event, transitionStep(model.machine, node.snapshot, node.timers, event));
   }, initial);
-}
-
-let inert: ReturnType<typeof createEmptyActor> | undefined;
-
-/**
- * A scope that runs nothing and records the actions a step would run. (xstate's own
- * `transition()` first builds a throw-away actor of the machine without its input: a
- * machine whose delays read an input-made context can loop there.)
- */
-function collecting(): { scope: AnyActorScope; actions: Array<{ type: string; params?: unknown }> } {
-  inert ??= createEmptyActor();
-  const actions: Array<{ type: string; params?: unknown }> = [];
-  const scope = {
-    self: inert,
-    id: "",
-    sessionId: "",
-    logger: () => {},
-    defer: () => {},
-    system: inert.system,
-    stopChild: () => {},
-    emit: () => {},
-    actionExecutor: (action: { type: string; params?: unknown }) => actions.push(action),
-  } as unknown as AnyActorScope;
-  return { scope, actions };
 }
 
 /** The events worth trying in a node: the world's, and each pending timer firing. */
@@ -85,41 +41,14 @@ export function eventsIn(model: Model, node: Node): EventObject[] {
   return [...model.events, ...node.timers.map((t) => t.event)];
 }
 
-function advance(
-  model: Model,
-  from: Node | undefined,
-  event: EventObject,
-  snapshot: AnyMachineSnapshot,
-  actions: ReadonlyArray<{ type: string; params?: unknown }>,
-): Node {
-  const fired = isTimer(event) ? event.type : undefined;
-  let timers = (from?.timers ?? []).filter((t) => t.id !== fired);
-  const emitted: EventObject[] = [];
-  for (const action of actions) {
-    const params = (action.params ?? {}) as { event?: EventObject; id?: string; delay?: number; sendId?: string };
-    if (action.type === "xstate.emit" && params.event) emitted.push(params.event);
-    else if (action.type === "xstate.raise" && params.delay !== undefined && params.event) {
-      const id = params.id ?? params.event.type;
-      timers = [...timers.filter((t) => t.id !== id), { id, event: params.event }];
-    } else if (action.type === "xstate.cancel") timers = timers.filter((t) => t.id !== params.sendId);
-  }
-  if (snapshot.status !== "active") timers = [];
-  timers.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-
+function advance(model: Model, from: Node | undefined, event: EventObject, next: MachineStep): Node {
+  const { snapshot, emitted, timers } = next;
   const step: Step = { event, before: from?.snapshot, after: snapshot, emitted };
-  let broken: Node["broken"];
-  if (snapshot.status === "error")
-    broken = { invariant: "the machine does not throw", message: String(snapshot.error) };
-  const memory = model.invariants.map((inv, i) => {
-    const before = from ? from.memory[i] : inv.initial;
-    if (broken) return before;
-    const next = inv.step(before, step);
-    if (next instanceof Broken) {
-      broken = { invariant: inv.name, message: next.message };
-      return before;
-    }
-    return next;
-  });
+  const threw =
+    snapshot.status === "error"
+      ? { invariant: "the machine does not throw", message: String(snapshot.error) }
+      : undefined;
+  const { memory, broken } = stepInvariants(model.invariants, from?.memory, step, threw);
   const triggered = model.progress.filter((p) => p.after(step)).map((p) => p.name);
   const context = (snapshot.context ?? {}) as Record<string, unknown>;
   const key = JSON.stringify([

@@ -207,14 +207,6 @@ describe("amqpConnection", () => {
     });
   });
 
-  it("NATS down and up while serving", () => {
-    const c = serving();
-    c.send({ type: "NATS_DOWN" });
-    expect(stateName(c.actor.getSnapshot().value)).toBe("serving.idle.watching");
-    expect(c.actor.getSnapshot().matches({ serving: { nats: "down" } })).toBe(true);
-    c.send({ type: "NATS_UP" });
-    expect(c.actor.getSnapshot().matches({ serving: { nats: "online" } })).toBe(true);
-  });
 });
 
 describe("amqpSenderLink and amqpReceiverLink", () => {

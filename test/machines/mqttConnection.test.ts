@@ -92,6 +92,36 @@ describe("mqttConnection machine", () => {
     }
   });
 
+  it("MQTT 5 3.1.3.2.2: a takeover by a connection that resumes the session cancels a delayed will; a clean start ends the session and sends it", () => {
+    vi.useFakeTimers();
+    try {
+      // Taken over while serving: the newer connection resumes; the will's delay had not passed.
+      const resumed = serving({ sessionExpirySec: 60, cleanStart: false, will: { ...will, delayMs: 5_000 } });
+      resumed.actor.send({ type: "TAKEN_OVER", resumed: true });
+      vi.advanceTimersByTime(10_000);
+      expect(resumed.types()).not.toContain("publish_will");
+      expect(resumed.emitted.find((e) => e.type === "disconnect")).toMatchObject({ reasonCode: 0x8e });
+      expect(resumed.actor.getSnapshot().status).toBe("done");
+      // Without a delay the will goes at the close, whoever connects next.
+      const atClose = serving({ sessionExpirySec: 60, cleanStart: false, will });
+      atClose.actor.send({ type: "TAKEN_OVER", resumed: true });
+      vi.advanceTimersByTime(0);
+      expect(atClose.types()).toContain("publish_will");
+      // A clean start ends the session: the will goes now, without waiting for its delay.
+      const clean = serving({ sessionExpirySec: 60, cleanStart: false, will: { ...will, delayMs: 5_000 } });
+      clean.actor.send({ type: "TAKEN_OVER", resumed: false });
+      vi.advanceTimersByTime(0);
+      expect(clean.types()).toContain("publish_will");
+      // Already gone when the clean start came: the will goes now too.
+      const gone = serving({ sessionExpirySec: 60, cleanStart: false, will: { ...will, delayMs: 5_000 } });
+      gone.actor.send({ type: "SOCKET_CLOSED" });
+      gone.actor.send({ type: "TAKEN_OVER", resumed: false });
+      expect(gone.types()).toContain("publish_will");
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
   it("keep alive expiry (told by the edge's clock, keepaliveWheel.ts) disconnects with 0x8d and serves once", () => {
     const d = serving({ keepaliveSec: 10 });
     expect(d.actor.getSnapshot().matches({ session: { serving: { keepalive: "waiting" } } })).toBe(true);

@@ -41,7 +41,6 @@ export class AdminConnection {
   private early: AdminConnectionEvent[] = [];
   private nc: NatsConnection | undefined;
   private readonly subs = new Map<string, Subscription>();
-  private stopping = false;
 
   constructor(private readonly options: AdminConnectionOptions) {}
 
@@ -64,10 +63,19 @@ export class AdminConnection {
   /** Runs until its scope closes; supervise it with restarts. */
   run(): Effect.Effect<void, never, Scope.Scope> {
     return Effect.gen({ self: this }, function* () {
-      this.stopping = false;
       this.actor = undefined;
       this.early = [];
       const { log, registry, scopes } = this.options;
+      let unwatch: (() => void) | undefined;
+      // Registered before the machine starts, so it runs once the machine has stopped: a
+      // connect that finishes after that finds it stopped and closes what it made.
+      yield* Effect.addFinalizer(() =>
+        Effect.promise(async () => {
+          unwatch?.();
+          // Draining flushes replies already written.
+          await this.closeConnection(true);
+        }),
+      );
       const actor = yield* startMachine(adminConnectionMachine, {
         input: undefined,
         registry,
@@ -82,18 +90,10 @@ export class AdminConnection {
       });
       this.actor = actor;
       for (const e of this.early.splice(0)) actor.send(e);
-      const unwatch = scopes.onChange((account, served) => {
+      unwatch = scopes.onChange((account, served) => {
         if (served) this.subscribe(accountScopeSubject(account));
         else this.unsubscribe(accountScopeSubject(account));
       });
-      yield* Effect.addFinalizer(() =>
-        Effect.promise(async () => {
-          this.stopping = true;
-          unwatch();
-          // Draining flushes replies already written.
-          await this.closeConnection(true);
-        }),
-      );
       yield* Effect.never;
     });
   }
@@ -129,7 +129,8 @@ export class AdminConnection {
       this.send({ type: "CONNECT_FAILED", reason, auth });
       return;
     }
-    if (this.stopping) return void (await nc.close());
+    // Not handed over yet counts as running: this connect is the machine's first command.
+    if (this.actor?.getSnapshot().status === "stopped") return void (await nc.close());
     this.nc = nc;
     this.watch(nc);
     const account = await adminAccountName(nc, credentials);
@@ -145,7 +146,8 @@ export class AdminConnection {
       }
     })();
     void nc.closed().then((e) => {
-      if (this.nc !== nc || this.stopping) return;
+      // A connection closed on purpose (closeConnection) is no longer `this.nc`.
+      if (this.nc !== nc) return;
       this.nc = undefined;
       this.subs.clear();
       this.send({ type: "CLOSED", reason: e instanceof Error ? e.message : "connection closed" });

@@ -29,10 +29,10 @@ export function rebalancer(deps: {
   readonly supervisor: Supervisor;
   readonly log: Logger;
 }): (request: RebalanceRequest) => RebalanceReply {
-  let running = false;
-  let runs = 0;
+  // One at a time: the running one is the supervisor's actor of this id.
+  const id = "admin-rebalance";
   return (request) => {
-    if (running) return { started: false, reason: "a rebalance is already running on this gateway" };
+    if (deps.supervisor.has(id)) return { started: false, reason: "a rebalance is already running on this gateway" };
     const target = targetOf(request.server);
     const on = (nc: NatsConnection) =>
       target.kind === "url" ? nc.getServer() === target.listen : nc.info?.server_name === target.name;
@@ -49,12 +49,7 @@ export function rebalancer(deps: {
       return { started: false, reason: `every NATS connection of account ${request.account} is on ${request.server} already` };
     const queue = toMove.slice(0, request.max ?? toMove.length);
     const candidates = candidatesFor(target, queue[0]!, deps.clients);
-    running = true;
-    deps.supervisor.spawn(
-      `admin-rebalance:${++runs}`,
-      "adminRebalance",
-      rebalanceActor(queue, candidates, target, request, deps).pipe(Effect.ensuring(Effect.sync(() => (running = false)))),
-    );
+    deps.supervisor.spawn(id, "adminRebalance", rebalanceActor(queue, candidates, target, request, deps));
     return { started: true, server: request.server, max: queue.length, over: formatDuration(request.overMs) };
   };
 }
@@ -91,7 +86,8 @@ const rebalanceActor = (
     const { log } = deps;
     const base = { account: request.account, server: request.server };
     log.info({ ...base, connections: queue.length, over_ms: request.overMs, candidates }, "rebalance: started");
-    let stopped = false;
+    // Moves that finish after the actor stopped (its scope closed) are not news.
+    const stopped = () => actor.getSnapshot().status !== "active";
     const actor = yield* startMachine(adminRebalanceMachine, {
       input: {
         connections: queue.length,
@@ -111,14 +107,14 @@ const rebalanceActor = (
           const from = nc.info?.server_name ?? "";
           void moveConnection(nc, url, MOVE_TIMEOUT_MS).then(
             (r) => {
-              if (stopped) return;
+              if (stopped()) return;
               const landed =
                 r.reconnected && (target.kind === "url" ? r.listen === target.listen : r.server === target.name);
               log.debug({ ...base, index, url, from, to: r.server, landed }, "rebalance: moved a NATS connection");
               actor.send({ type: "MOVED", landed, server: r.server, url });
             },
             (e: unknown) => {
-              if (!stopped) actor.send({ type: "MOVE_FAILED", reason: e instanceof Error ? e.message : String(e) });
+              if (!stopped()) actor.send({ type: "MOVE_FAILED", reason: e instanceof Error ? e.message : String(e) });
             },
           );
         },
@@ -127,6 +123,5 @@ const rebalanceActor = (
         stopped: ({ reason, moved }) => log.warn({ ...base, moved, reason }, "rebalance: stopped"),
       },
     });
-    yield* Effect.addFinalizer(() => Effect.sync(() => (stopped = true)));
     yield* awaitDone(actor);
   });

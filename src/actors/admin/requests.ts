@@ -10,6 +10,7 @@ import type { LdmReply } from "./ldm.js";
 import { listReply } from "./list.js";
 import { type RebalanceReply, type RebalanceRequest, rebalanceRequest } from "./rebalanceRequest.js";
 import { type AdminScope, parseAdminSubject, type ScopeKind, serverScopeOf } from "./subjects.js";
+import { once } from "../once.js";
 
 /** What the admin ops read and act on; the admin connection hands each request here. */
 export interface AdminDeps {
@@ -101,13 +102,10 @@ const OPS: Record<string, { readonly scopes: readonly ScopeKind[]; readonly serv
 
 /** Answers one admin request: every request with a reply subject gets exactly one JSON reply. */
 export function serveAdminRequest(msg: Msg, deps: AdminDeps): void {
-  let answered = false;
-  const respond = (scope: string, op: string, outcome: string, body: object) => {
-    if (answered) return;
-    answered = true;
+  const respond = once((scope: string, op: string, outcome: string, body: object) => {
     deps.metrics.adminRequest(op, scope, outcome);
     if (msg.reply) msg.respond(JSON.stringify(body));
-  };
+  });
   const parsed = parseAdminSubject(msg.subject);
   if (!parsed) {
     respond("unknown", "unknown", "error", { id: deps.id, error: `not an admin subject: ${msg.subject}` });

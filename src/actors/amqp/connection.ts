@@ -10,6 +10,7 @@ import type { MessageStore } from "../messageStore.js";
 import type { ClientHandle, ClientRegistry } from "../clients.js";
 import { awaitDone, startMachine } from "../machineActor.js";
 import type { Metrics } from "../metrics.js";
+import { acquireNatsAccess } from "../client/natsAccess.js";
 import type { NatsBridge, NatsLease } from "../natsBridge.js";
 import type { ActorRegistry } from "../registry.js";
 import { type LinkContext, linkContext } from "./context.js";
@@ -17,7 +18,7 @@ import { FrameGuard, SASL_HEADER } from "./frameGuard.js";
 import { guarded } from "./guarded.js";
 import { ConnectionLinks, type SpawnLink } from "./links.js";
 import { Outflow } from "./outflow.js";
-import { screenInput, serverContainer } from "./rhea.js";
+import { screenInput, serverContainer } from "../../vendor/rhea.js";
 import { saslMechanisms, verifiedCertificateName } from "./sasl.js";
 import type { AmqpSettings } from "./settings.js";
 
@@ -60,23 +61,12 @@ class AmqpClientConnection {
   private login: Login | undefined;
   private handle: ClientHandle | undefined;
   private account = "";
+  /** Stops hearing that the client's NATS user is gone. */
+  private unlistenGone: (() => void) | undefined;
   private answerSasl: ((ok: boolean) => void) | undefined;
   private ctx: LinkContext | undefined;
   private readonly links: ConnectionLinks;
   private lastActivity = 0;
-  private readonly unlisten: Array<() => void> = [];
-  private served = false;
-
-  /** The connection's close line: one per connection, as for MQTT (docs/logging.md). */
-  logClosed(): void {
-    const { containerId, closeReason } = this.actor.getSnapshot().context;
-    this.log.info(
-      { client_id: containerId || undefined, account: this.served ? this.account : undefined, reason: closeReason },
-      "AMQP connection closed",
-    );
-  }
-  /** The guard found a violation: rhea reads nothing more. */
-  private stopped = false;
 
   constructor(
     private readonly socket: Duplex,
@@ -88,6 +78,8 @@ class AmqpClientConnection {
     this.settings = deps.settings();
     this.log = deps.log.child({ cid, remote, protocol: "amqp" });
     this.links = new ConnectionLinks(
+      // The connection's machine is over: a late begin or attach starts nothing.
+      () => this.actor.getSnapshot().status !== "active",
       spawnLink,
       deps.registry,
       this.log,
@@ -172,12 +164,13 @@ class AmqpClientConnection {
   }
 
   cleanup(): void {
-    for (const u of this.unlisten.splice(0)) u();
     this.links.close();
     this.answerSasl?.(false);
     this.ctx?.publisher.close();
     if (this.handle) this.deps.clients.remove(this.handle);
-    if (this.served) this.deps.metrics.connected("amqp", this.account, -1);
+    // Registered when served (serve()).
+    if (this.handle) this.deps.metrics.connected("amqp", this.account, -1);
+    this.unlistenGone?.();
     this.lease?.release();
     this.lease = undefined;
     this.endSocket();
@@ -187,13 +180,12 @@ class AmqpClientConnection {
 
   /** False: rhea must not see this chunk (nor anything after it). */
   private screen(chunk: Buffer): boolean {
+    // Once the guard found a violation, rhea reads nothing more of this socket.
+    const pass = !this.guard.stopped();
     const notes = this.guard.scan(chunk);
-    let pass = !this.stopped;
     for (const n of notes) {
       if (n.kind === "header") this.actor.send({ type: "HEADER", sasl: n.sasl });
       else {
-        pass = false;
-        this.stopped = true;
         this.deps.metrics.refused("amqp", n.kind === "bad_header" ? "bad_header" : "framing_error");
         this.log.info({ reason: n.description }, "closing AMQP client: protocol error");
         if (n.kind === "bad_header") this.actor.send({ type: "HEADER_MISMATCH", description: n.description });
@@ -206,7 +198,16 @@ class AmqpClientConnection {
       this.lastActivity = now;
       this.actor.send({ type: "ACTIVITY" });
     }
-    return pass;
+    return pass && !this.guard.stopped();
+  }
+
+  /** The connection's close line: one per connection, as for MQTT (docs/operations.md). */
+  logClosed(): void {
+    const { containerId, closeReason } = this.actor.getSnapshot().context;
+    this.log.info(
+      { client_id: containerId || undefined, account: this.handle ? this.account : undefined, reason: closeReason },
+      "AMQP connection closed",
+    );
   }
 
   private protocolError(condition: string, description: string): void {
@@ -241,50 +242,31 @@ class AmqpClientConnection {
     sendIfActiveConnection(this.actor, { type: "SASL_REFUSED", reason });
   }
 
+  /** The client's own NATS connection, its account and the per-account limit (client/natsAccess.ts, shared with MQTT). */
   private async acquireNats(login: Login): Promise<void> {
     this.login = login;
-    let lease: NatsLease;
-    try {
-      lease = await this.deps.bridge.acquire(login.credentials);
-    } catch (e) {
-      const auth = (e as { auth?: boolean }).auth === true;
-      this.deps.metrics.refused("amqp", auth ? "bad_credentials" : "nats_unavailable");
-      this.log.info(
-        { mechanism: login.mechanism, user: login.username, err: (e as Error).message },
-        "AMQP login refused by NATS",
-      );
-      sendIfActiveConnection(this.actor, {
-        type: "NATS_REFUSED",
-        auth,
-        reason: e instanceof Error ? e.message : String(e),
-      });
-      return;
+    const access = await acquireNatsAccess(this.deps, "amqp", login.credentials, login.username, () => this.actor.getSnapshot().status === "active");
+    if (access.kind === "gone") return;
+    if (access.kind === "refused") {
+      this.log.info({ mechanism: login.mechanism, user: login.username, err: access.reason }, "AMQP login refused by NATS");
+      return sendIfActiveConnection(this.actor, { type: "NATS_REFUSED", auth: access.auth, reason: access.reason });
     }
-    if (this.actor.getSnapshot().status !== "active") return lease.release();
-    this.lease = lease;
-    this.unlisten.push(
-      lease.onStatus((s) => sendIfActiveConnection(this.actor, { type: s === "up" ? "NATS_UP" : "NATS_DOWN" })),
-      // The client's NATS user is gone (removed, revoked): so is the client.
-      lease.onGone((reason, auth) =>
-        this.protocolError(auth ? "amqp:unauthorized-access" : "amqp:connection:forced", `NATS closed the client's connection: ${reason}`),
-      ),
+    this.lease = access.lease;
+    // The client's NATS user is gone (removed, revoked): so is the client.
+    this.unlistenGone = access.lease.onGone((reason, auth) =>
+      this.protocolError(auth ? "amqp:unauthorized-access" : "amqp:connection:forced", `NATS closed the client's connection: ${reason}`),
     );
-    this.account = await this.deps.accountOf(lease, login.username);
-    const perAccount = this.deps.maxConnectionsPerAccount();
-    if (perAccount > 0 && this.deps.clients.countIn(this.account) >= perAccount) {
-      this.deps.metrics.refused("amqp", "max_connections_per_account");
-      this.log.info(
-        { account: this.account, limit: perAccount },
-        "AMQP client refused: account at its connection limit",
-      );
-      sendIfActiveConnection(this.actor, {
+    if (access.kind === "no account") return this.fail(new Error(`account could not be told: ${access.reason}`));
+    this.account = access.account;
+    if (access.kind === "over limit") {
+      this.log.info({ account: this.account, limit: access.limit }, "AMQP client refused: account at its connection limit");
+      return sendIfActiveConnection(this.actor, {
         type: "LIMIT_REFUSED",
         error: {
           condition: "amqp:resource-limit-exceeded",
-          description: `account ${this.account || "(none)"} has ${perAccount} connections on this gateway`,
+          description: `account ${this.account || "(none)"} has ${access.limit} connections on this gateway`,
         },
       });
-      return;
     }
     sendIfActiveConnection(this.actor, { type: "NATS_READY", account: this.account });
   }
@@ -292,7 +274,6 @@ class AmqpClientConnection {
   private serve(): void {
     const lease = this.lease!;
     const containerId = this.actor.getSnapshot().context.containerId;
-    this.served = true;
     this.deps.metrics.connected("amqp", this.account, +1);
     this.handle = {
       cid: this.cid,

@@ -2,7 +2,7 @@ import type { Duplex } from "node:stream";
 import type { OnConnection } from "../listeners.js";
 import type { Supervisor } from "../supervisor.js";
 import { type AmqpDeps, amqpConnectionActor } from "./connection.js";
-import { installServerPatches } from "./rhea.js";
+import { installServerPatches } from "../../vendor/rhea.js";
 
 export interface AmqpDoorDeps extends AmqpDeps {
   readonly supervisor: Supervisor;

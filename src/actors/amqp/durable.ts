@@ -61,13 +61,3 @@ async function existing(jsm: JetStreamManager, stream: string, name: string): Pr
     throw error;
   }
 }
-
-/** The client's detach said closed=true: it ends the subscription (a detach with closed=false keeps it). */
-export function closedByClient(link: Sender): boolean {
-  return (link as unknown as { remote?: { detach?: { closed?: boolean } } }).remote?.detach?.closed === true;
-}
-
-/** The link name of the client's attach (rhea's own name for the link carries the direction too, rhea.ts). */
-export function linkNameOf(link: Sender): string {
-  return (link as unknown as { remote?: { attach?: { name?: string } } }).remote?.attach?.name ?? link.name;
-}

@@ -48,6 +48,11 @@ export class FrameGuard {
 
   constructor(private readonly limits: GuardLimits) {}
 
+  /** It found a violation (or a bad header): what follows is not read. */
+  stopped(): boolean {
+    return this.phase === "stopped";
+  }
+
   /** Reads one chunk; returns what the connection must act on (nothing, usually). */
   scan(chunk: Buffer): readonly GuardNote[] {
     if (this.phase === "stopped") return NONE;

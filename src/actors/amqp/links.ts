@@ -6,9 +6,9 @@ import type { ActorRegistry } from "../registry.js";
 import type { LinkContext } from "./context.js";
 import { linkActor } from "./linkActor.js";
 import { ReceiverLink } from "./receiverLink.js";
-import { holdAttach } from "./rhea.js";
+import { advertiseHandleMax, holdAttach, remoteHandleOf } from "../../vendor/rhea.js";
 import { SenderLink } from "./senderLink.js";
-import { AmqpSessionActor, advertiseHandleMax } from "./sessionActor.js";
+import { AmqpSessionActor } from "./sessionActor.js";
 
 export type SpawnLink = (id: number, link: Effect.Effect<void, never, Scope.Scope>) => void;
 
@@ -28,9 +28,10 @@ export class ConnectionLinks {
   private readonly sending = new Set<SenderLink>();
   private receivers = 0;
   private nextId = 1;
-  private closed = false;
 
   constructor(
+    /** The connection is over (its machine ended or was stopped). */
+    private readonly connectionEnded: () => boolean,
     private readonly spawn: SpawnLink,
     private readonly registry: ActorRegistry,
     private readonly log: Logger,
@@ -81,13 +82,12 @@ export class ConnectionLinks {
 
   /** The connection is going: every session goes with it. */
   close(): void {
-    this.closed = true;
     for (const s of [...this.sessions.values()]) s.connectionClosed();
     this.sessions.clear();
   }
 
   private sessionOf(session: Session): AmqpSessionActor | undefined {
-    if (this.closed || this.ended.has(session)) return undefined;
+    if (this.connectionEnded() || this.ended.has(session)) return undefined;
     let actor = this.sessions.get(session);
     if (!actor) {
       actor = new AmqpSessionActor(
@@ -153,8 +153,3 @@ const tooMany = (what: string, max: number): LinkError => ({
   condition: "amqp:resource-limit-exceeded",
   description: `at most ${max} ${what} links per connection`,
 });
-
-/** The handle of the client's attach (rhea keeps the attach performative in `remote.attach`). */
-function remoteHandleOf(link: Sender | Receiver): number {
-  return (link as unknown as { remote?: { attach?: { handle?: number } } }).remote?.attach?.handle ?? 0;
-}

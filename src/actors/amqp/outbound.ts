@@ -5,22 +5,12 @@
  * `to` set to its subject and the Mqgw-* headers as properties. Pure.
  */
 import rhea from "rhea";
+import { amqpTypes } from "../../vendor/rhea.js";
 import { joinMessage, payloadToBody } from "../../protocol/amqpBody.js";
 import { isTyped, type TypedValue } from "../../protocol/amqpValue.js";
 import { answerableReply, type HeaderEntries, headersToMeta, type MessageMeta } from "../../protocol/headers.js";
 
-interface Codec {
-  Reader: new (b: Buffer) => { position: number; read(): TypedValue };
-  Writer: new () => { write(o: unknown): void; toBuffer(): Buffer };
-  wrap_ulong(n: number): unknown;
-  wrap_uint(n: number): unknown;
-  wrap_boolean(b: boolean): unknown;
-  wrap_binary(b: Buffer): unknown;
-  wrap_list(items: unknown[]): unknown;
-  described(descriptor: unknown, value: unknown): unknown;
-  Null(): unknown;
-}
-const codec = rhea.types as unknown as Codec;
+const codec = amqpTypes;
 
 const HEADER_SECTION = 0x70;
 
@@ -95,7 +85,7 @@ export function withDeliveryCount(head: Uint8Array | undefined, count: number): 
   try {
     while (reader.position < buf.length) {
       const start = reader.position;
-      const section = reader.read();
+      const section = reader.read() as TypedValue;
       const d = section.descriptor;
       if (
         isTyped(d) &&

@@ -1,4 +1,6 @@
-import { headers as natsHeaders, PermissionViolationError } from "@nats-io/transport-node";
+import { PermissionViolationError } from "@nats-io/transport-node";
+import { toNatsHeaders } from "../client/natsHeaders.js";
+import { RefusalTally } from "../client/refusalTally.js";
 import type { MessageStore } from "../messageStore.js";
 import type { Metrics } from "../metrics.js";
 import { AckInboxDenied, headerBlock, StoredPublisher } from "../mqtt/storedPublish.js";
@@ -34,7 +36,7 @@ interface Waiting {
  * server reported (counted per subject) rejects one publish to that subject.
  */
 export class Publisher {
-  private readonly refusals = new Map<string, number>();
+  private readonly refusals = new RefusalTally();
   private waiting: Waiting[] = [];
   private flushScheduled = false;
   private readonly unlisten: () => void;
@@ -47,7 +49,7 @@ export class Publisher {
     private readonly storedTimeoutMs: number,
   ) {
     this.unlisten = lease.onPermissionError((subject, op) => {
-      if (op === "publish") this.refusals.set(subject, (this.refusals.get(subject) ?? 0) + 1);
+      if (op === "publish") this.refusals.add(subject);
     });
   }
 
@@ -168,13 +170,10 @@ export class Publisher {
 
   private settle(batch: Waiting[]): void {
     for (const w of batch) {
-      const n = this.refusals.get(w.subject) ?? 0;
-      if (n === 0) {
+      if (!this.refusals.delete(w.subject)) {
         w.resolve(ACCEPTED);
         continue;
       }
-      if (n === 1) this.refusals.delete(w.subject);
-      else this.refusals.set(w.subject, n - 1);
       this.metrics.refused("amqp", "not_authorized");
       w.resolve(denied(w.subject));
     }
@@ -197,10 +196,4 @@ function isPermissionError(e: unknown): boolean {
     if (/permissions violation/i.test(String((c as Error).message ?? ""))) return true;
   }
   return false;
-}
-
-export function toNatsHeaders(pairs: Array<[string, string]>) {
-  const h = natsHeaders();
-  for (const [k, v] of pairs) h.append(k, v);
-  return h;
 }

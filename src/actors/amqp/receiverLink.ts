@@ -8,14 +8,14 @@ import { addressTooLong, classifySource, tooManyTokens } from "../../protocol/am
 import { tooLong } from "../../protocol/natsLimits.js";
 import type { LinkContext } from "./context.js";
 import { coreFeed } from "./coreFeed.js";
-import { closedByClient, findDurable, linkNameOf, openDurable } from "./durable.js";
+import { findDurable, openDurable } from "./durable.js";
 import type { Feed, FeedSink, Outcome, Pending } from "./feed.js";
 import { jetStreamFeed } from "./jsFeed.js";
 import type { LinkEdge } from "./linkActor.js";
 import { detachedByClient, failLink, sendIfActive } from "./linkActor.js";
 import { natsToAmqp } from "./outbound.js";
 import type { OutflowLink } from "./outflow.js";
-import { completeDrain, creditOf, sendableCount, setLocalAttach, unsentTransfers } from "./rhea.js";
+import { completeDrain, closedByClient, creditOf, linkNameOf, nextPendingDeliveryOf, sendableCount, setLocalAttach, unsentTransfers } from "../../vendor/rhea.js";
 import {
   consumerLookupError,
   durableConsumerName,
@@ -51,7 +51,8 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
   private actor!: Actor<Machine>;
   private feed: Feed | undefined;
   private plan: SourcePlan | undefined;
-  private settled = false;
+  /** The gateway's snd-settle-mode (part 2, 2.8.2), as the plan decided it: 1 sends presettled. */
+  private sndSettleMode: 0 | 1 = 0;
   private readonly queue: Pending[] = [];
   private queuedBytes = 0;
   /**
@@ -64,17 +65,12 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
   private handedBytes = 0;
   /** Each unsettled delivery's message and its size on the wire (held in the outflow until settled). */
   private readonly unsettled = new Map<Delivery, { m: Pending; bytes: number }>();
-  private active = false;
-  /** NATS is there to ask (what is held still goes out while it is not). */
-  private online = true;
-  private draining = false;
+  /** A pump is queued for this microtask (a scheduling guard, docs/decisions/scheduling-guards.md). */
   private pumpScheduled = false;
-  private attachFault: LinkError | undefined;
   private createdConsumer: { stream: string; name: string } | undefined;
   /** The durable subscription this link reads: kept unless the client detaches with closed=true. */
   private durable: { stream: string; name: string } | undefined;
   private readonly unlisten: Array<() => void> = [];
-  private done = false;
 
   constructor(
     private readonly link: Sender,
@@ -90,15 +86,9 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
       attach: ({ address }) => this.attach(address),
       refuse: ({ error }) => this.refuse(error),
       detach: ({ error }) => this.link.close(error),
-      flow: () => {
-        this.active = true;
-        this.online = true;
-        this.pump();
-      },
-      hold: () => {
-        this.online = false;
-        this.feed?.hold();
-      },
+      // Emitted inside the transition: the pump reads the machine's tags once it is over.
+      flow: () => this.schedulePump(),
+      hold: () => this.feed?.hold(),
       drain: () => void this.drain().catch((e: unknown) => this.fail(e)),
       release: () => this.cleanup(),
     };
@@ -135,12 +125,16 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
     detachedByClient(() => this.actor);
   }
 
+  /** The link is over: its machine ended (or was stopped with its connection). */
+  private ended(): boolean {
+    return this.actor.getSnapshot().status !== "active";
+  }
+
+  /** Runs at `release` and again from the actor's finalizer: each step is done once. */
   cleanup(): void {
-    if (this.done) return;
-    this.done = true;
-    this.active = false;
     for (const u of this.unlisten.splice(0)) u();
     this.feed?.close();
+    this.feed = undefined;
     this.queue.length = 0;
     this.queuedBytes = 0;
     let held = 0;
@@ -149,6 +143,8 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
     this.ctx.outflow.remove(this);
     this.ctx.outflow.released(held);
     const made = this.createdConsumer ?? (this.durable && closedByClient(this.link) ? this.durable : undefined);
+    this.createdConsumer = undefined;
+    this.durable = undefined;
     if (made)
       void this.ctx
         .jsm()
@@ -197,15 +193,15 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
     } catch (e) {
       return this.refused(asLinkError(e));
     }
-    if (this.done) {
+    if (this.ended()) {
       // The link ended while its feed was being made.
       this.feed.close();
+      this.feed = undefined;
       return;
     }
-    // A refused subscribe is reported before the flush's PONG.
+    // A refused subscribe is reported before the flush's PONG (a FAULT the machine keeps: the attach is refused).
     await this.ctx.lease.nc.flush().catch(() => {});
-    if (this.attachFault) return this.refused(this.attachFault);
-    this.settled = plan.kind === "stream" ? false : plan.settled;
+    this.sndSettleMode = plan.kind !== "stream" && plan.settled ? 1 : 0;
     sendIfActive(this.actor, {
       type: "RESOLVED",
       address: classified.value.kind === "dynamic" ? plan.subject : (address ?? null),
@@ -224,7 +220,6 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
   }
 
   private refused(error: LinkError): void {
-    this.ctx.metrics.refused("amqp", error.condition.replace(/^amqp:/, ""));
     sendIfActive(this.actor, { type: "REFUSED", error });
   }
 
@@ -251,7 +246,7 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
           throw consumerLookupError(e, plan.stream, "(new)");
         });
       this.createdConsumer = { stream: plan.stream, name: info.name };
-      if (this.done) void jsm.consumers.delete(plan.stream, info.name).catch(() => {});
+      if (this.ended()) void jsm.consumers.delete(plan.stream, info.name).catch(() => {});
     } else if (plan.kind === "durable") {
       info = await openDurable(jsm, plan.stream, plan.consumer, plan.subject, DEFAULT_ACK_WAIT_MS);
       this.durable = { stream: plan.stream, name: info.name };
@@ -271,6 +266,7 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
       sink: this,
       expiresMs: this.ctx.settings.pullExpiresMs,
       ackWaitMs: info.config.ack_wait ? info.config.ack_wait / 1_000_000 : DEFAULT_ACK_WAIT_MS,
+      registry: this.ctx.registry,
     });
   }
 
@@ -285,14 +281,16 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
       },
       target: (this.link.target as unknown as Record<string, unknown> | null) ?? {},
       // What the gateway will do, which for a mixed request is its own choice.
-      sndSettleMode: this.settled ? 1 : 0,
+      sndSettleMode: this.sndSettleMode,
       rcvSettleMode: 0,
     });
     this.link.open();
-    this.ctx.log.debug({ source: address, plan: this.plan?.kind, settled: this.settled }, "AMQP receiver attached");
+    this.ctx.log.debug({ source: address, plan: this.plan?.kind, settled: this.sndSettleMode === 1 }, "AMQP receiver attached");
   }
 
   private refuse(error: LinkError): void {
+    // Every refused attach is counted here, whatever refused it (the address, the limits, a fault meanwhile).
+    this.ctx.metrics.refused("amqp", error.condition.replace(/^amqp:/, ""));
     // Part 2, 2.6.3: an attach with a null source, then a detach that says why.
     setLocalAttach(this.link, { target: (this.link.target as unknown as Record<string, unknown> | null) ?? {} });
     this.link.open();
@@ -302,7 +300,7 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
   // -- messages -------------------------------------------------------------------------
 
   offer(m: Pending): void {
-    if (this.done) return;
+    if (this.ended()) return;
     // Only a core subscription outruns the link: a stream is pulled no further than the queue's bound.
     while (
       this.queue.length > 0 &&
@@ -322,8 +320,7 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
   }
 
   fault(error: LinkError): void {
-    if (this.actor.getSnapshot().matches("attaching")) this.attachFault = error;
-    else sendIfActive(this.actor, { type: "FAULT", error });
+    sendIfActive(this.actor, { type: "FAULT", error });
   }
 
   private schedulePump(): void {
@@ -337,7 +334,9 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
   }
 
   private pump(): void {
-    if (!this.active || this.done || !this.link.is_open()) return;
+    const state = this.actor.getSnapshot();
+    // Nothing goes to a client whose link is not attached (still attaching, detaching, over).
+    if (!state.hasTag("attached") || !this.link.is_open()) return;
     const limit = this.link.max_message_size || Number.POSITIVE_INFINITY;
     const outflow = this.ctx.outflow;
     let room = sendableCount(this.link);
@@ -358,7 +357,7 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
       this.handed.push(bytes.length);
       this.handedBytes += bytes.length;
       bytesRoom -= bytes.length;
-      if (this.settled) this.feed?.settle(m, "accepted");
+      if (this.sndSettleMode === 1) this.feed?.settle(m, "accepted");
       else {
         this.unsettled.set(d, { m, bytes: bytes.length });
         outflow.held(bytes.length);
@@ -370,7 +369,8 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
       outflow.wait(this);
       return;
     }
-    if (!this.draining && this.online) this.feed?.want(this.uncovered());
+    // What is held still goes out while NATS is away; nothing more is asked of it then, nor during a drain.
+    if (state.hasTag("natsUp") && !state.hasTag("draining")) this.feed?.want(this.uncovered());
   }
 
   unsentBytes(): number {
@@ -384,7 +384,7 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
    * Called per pump, where rhea.ts's unsentTransfers scans the session's pending deliveries.
    */
   private unsentCount(): number {
-    const pending = this.done ? Number.POSITIVE_INFINITY : nextPendingDeliveryOf(this.link);
+    const pending = this.ended() ? Number.POSITIVE_INFINITY : nextPendingDeliveryOf(this.link);
     while (this.writtenUpTo < this.handedIds.length && this.handedIds[this.writtenUpTo]! < pending)
       this.handedBytes -= this.handed[this.writtenUpTo++]!;
     if (this.writtenUpTo > 1024 && this.writtenUpTo * 2 > this.handed.length) {
@@ -414,7 +414,8 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
   }
 
   private async drain(): Promise<void> {
-    this.draining = true;
+    // Emitted inside the transition into `draining`: what follows reads the new state.
+    await Promise.resolve();
     try {
       this.pump();
       const n = this.uncovered();
@@ -422,16 +423,9 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
       this.pump();
       // The drained flow must not overtake transfers rhea has not written yet.
       for (let i = 0; i < 100 && unsentTransfers(this.link) > 0; i++) await new Promise((r) => setImmediate(r));
-      if (this.active && this.link.is_open()) completeDrain(this.link);
+      if (this.actor.getSnapshot().hasTag("attached") && this.link.is_open()) completeDrain(this.link);
     } finally {
-      this.draining = false;
       sendIfActive(this.actor, { type: "DRAINED" });
     }
   }
-}
-
-/** The id of the first delivery rhea has not yet written on the link's session (rhea 3.0.x). */
-function nextPendingDeliveryOf(link: Sender): number {
-  return (link as unknown as { session: { outgoing: { next_pending_delivery: number } } }).session.outgoing
-    .next_pending_delivery;
 }

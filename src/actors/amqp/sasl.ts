@@ -3,7 +3,7 @@ import type { SaslMechanism } from "../../config/schema.js";
 import type { Login } from "../../machines/amqpConnection.js";
 import { loginCredentials } from "../../protocol/natsLogin.js";
 import { bridgeCredentialsOf } from "../natsBridge.js";
-import type { ServerMechanism } from "./rhea.js";
+import type { ServerMechanism } from "../../vendor/rhea.js";
 
 /**
  * The SASL mechanisms the gateway offers. Neither checks a password itself: the login

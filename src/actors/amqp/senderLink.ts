@@ -10,7 +10,7 @@ import { amqpToNats, type NatsMessage, type Refusal } from "./inbound.js";
 import type { LinkEdge } from "./linkActor.js";
 import { detachedByClient, failLink, sendIfActive } from "./linkActor.js";
 import type { Settlement } from "./publisher.js";
-import { creditOf, dropIncomplete, incompleteBytes, rawOf, setLocalAttach } from "./rhea.js";
+import { creditOf, dropIncomplete, incompleteBytes, rawOf, setLocalAttach } from "../../vendor/rhea.js";
 
 type Machine = typeof amqpSenderLinkMachine;
 
@@ -26,15 +26,12 @@ export class SenderLink implements LinkEdge<Machine> {
   private granted = 0;
   private received = 0;
   private inflight = 0;
-  private flowing = false;
-  private creditViolation = false;
-  private faulted: LinkError | undefined;
+  /** A credit top-up is queued for this turn (a scheduling guard, docs/decisions/scheduling-guards.md). */
   private topUpScheduled = false;
   /** Transfers that came after the gateway detached the link. */
   private afterFault = 0;
   private readonly unlisten: Array<() => void> = [];
   private readonly droppedLogged = new Set<string>();
-  private done = false;
 
   constructor(
     private readonly link: Receiver,
@@ -55,18 +52,17 @@ export class SenderLink implements LinkEdge<Machine> {
         }),
       attach: ({ address }) => this.attach(address),
       refuse: ({ error }) => {
+        // Every refused attach is counted here, whatever refused it (the address, the limits, a transfer without credit).
+        this.ctx.metrics.refused("amqp", error.condition.replace(/^amqp:/, ""));
         setLocalAttach(this.link, { source: (this.link.source as unknown as Record<string, unknown> | null) ?? {} });
         this.link.open();
         this.link.close(error);
       },
       detach: ({ error }) => this.link.close(error),
-      flow: () => {
-        this.flowing = true;
-        this.grant();
-      },
-      hold: () => {
-        this.flowing = false;
-      },
+      // Emitted inside the transition: the grant reads the machine's tags once it is over.
+      flow: () => queueMicrotask(() => this.grant()),
+      // Credit already granted stays; no more is granted while NATS is away (`grant` reads the tag).
+      hold: () => {},
       drain: () => {},
       release: () => this.cleanup(),
     };
@@ -90,11 +86,20 @@ export class SenderLink implements LinkEdge<Machine> {
     detachedByClient(() => this.actor);
   }
 
+  /** Runs at `release` and again from the actor's finalizer: each step is done once. */
   cleanup(): void {
-    if (this.done) return;
-    this.done = true;
-    this.flowing = false;
     for (const u of this.unlisten.splice(0)) u();
+  }
+
+  /** Transfers are taken only while the link is attached (not while attaching, detaching or after). */
+  private attached(): boolean {
+    return this.actor.getSnapshot().hasTag("attached");
+  }
+
+  /** Why the gateway detached the link, once it did (the machine keeps it). */
+  private faultOf(): LinkError | undefined {
+    const state = this.actor.getSnapshot();
+    return state.hasTag("attached") ? undefined : state.context.error;
   }
 
   /**
@@ -102,10 +107,10 @@ export class SenderLink implements LinkEdge<Machine> {
    * the limit, or a client could make the gateway buffer without end.
    */
   checkIncomplete(): void {
-    if (this.done) return;
+    if (this.actor.getSnapshot().status !== "active") return;
     const size = incompleteBytes(this.link);
     if (size === 0) return;
-    if (this.faulted) {
+    if (this.faultOf()) {
       dropIncomplete(this.link);
       return;
     }
@@ -122,10 +127,6 @@ export class SenderLink implements LinkEdge<Machine> {
       sendIfActive(this.actor, { type: "REFUSED", error: this.refusal });
       return;
     }
-    if (this.creditViolation) {
-      sendIfActive(this.actor, { type: "REFUSED", error: transferLimit() });
-      return;
-    }
     const t = this.link.target as { address?: string; dynamic?: boolean } | null | undefined;
     const classified = classifyTarget(t?.address, t?.dynamic === true);
     if (!classified.ok) return this.refuseAttach(classified.error);
@@ -139,7 +140,6 @@ export class SenderLink implements LinkEdge<Machine> {
   }
 
   private refuseAttach(error: LinkError): void {
-    this.ctx.metrics.refused("amqp", error.condition.replace(/^amqp:/, ""));
     sendIfActive(this.actor, { type: "REFUSED", error });
   }
 
@@ -171,7 +171,8 @@ export class SenderLink implements LinkEdge<Machine> {
   }
 
   private grant(): void {
-    if (!this.flowing || this.done) return;
+    // Credit only while attached and NATS is up (the machine's nats.online).
+    if (!this.actor.getSnapshot().hasTag("natsUp")) return;
     const want = this.ctx.settings.senderCredit - this.inflight - creditOf(this.link);
     if (want <= 0) return;
     this.granted += want;
@@ -182,13 +183,13 @@ export class SenderLink implements LinkEdge<Machine> {
     const d = c.delivery!;
     this.received++;
     if (this.received > this.granted) {
-      // Part 2, 2.6.7: a sender may not transfer without credit.
-      if (this.actor.getSnapshot().matches("attaching")) this.creditViolation = true;
-      else this.fault(transferLimit());
+      // Part 2, 2.6.7: a sender may not transfer without credit (while attaching, the machine
+      // keeps the fault and refuses the attach with it).
+      this.fault(transferLimit());
       d.update(true);
       return;
     }
-    if (this.faulted || this.done) {
+    if (!this.attached()) {
       if (++this.afterFault > this.ctx.settings.senderCredit) {
         // It was told, and goes on: the link's detach is not enough.
         this.ctx.closeConnection(
@@ -197,8 +198,9 @@ export class SenderLink implements LinkEdge<Machine> {
         );
       }
       // The link is going: an unsettled delivery gets the reason, not silence.
-      if (!d.remote_settled && this.faulted) {
-        d.reject(this.faulted);
+      const faulted = this.faultOf();
+      if (!d.remote_settled && faulted) {
+        d.reject(faulted);
         return;
       }
       d.update(true);
@@ -268,7 +270,7 @@ export class SenderLink implements LinkEdge<Machine> {
     else if (settled) this.drop(subject, s.reason, s.description);
     if (settled) return;
     this.inflight--;
-    if (!this.done && this.link.is_open()) {
+    if (this.actor.getSnapshot().status === "active" && this.link.is_open()) {
       if (s.ok) d.accept();
       else {
         this.ctx.metrics.messageIn("amqp", "rejected");
@@ -316,10 +318,8 @@ export class SenderLink implements LinkEdge<Machine> {
     this.fault(error);
   }
 
+  /** The machine takes the first fault (detaching, or refusing the attach) and ignores the rest. */
   private fault(error: LinkError): void {
-    if (this.faulted) return;
-    this.faulted = error;
-    this.flowing = false;
     sendIfActive(this.actor, { type: "FAULT", error });
   }
 }

@@ -2,7 +2,9 @@ import type { Session } from "rhea";
 import type { Actor } from "xstate";
 import type { Logger } from "../../log.js";
 import { amqpSessionMachine } from "../../machines/amqpSession.js";
+import { remoteChannelOf } from "../../vendor/rhea.js";
 import { startChildMachine } from "../machineActor.js";
+import { once } from "../once.js";
 import type { ActorRegistry } from "../registry.js";
 
 const END_GRACE_MS = 5_000;
@@ -22,7 +24,8 @@ export class AmqpSessionActor {
   private readonly actor: Actor<typeof amqpSessionMachine>;
   private readonly stopActor: () => void;
   private readonly links = new Map<number, SessionLink>();
-  private released = false;
+  /** Lets go of the links and the machine: from the machine's end or the connection's, whichever comes first. */
+  private readonly release: () => void;
 
   constructor(
     private readonly session: Session,
@@ -32,7 +35,7 @@ export class AmqpSessionActor {
     private readonly log: Logger,
     /** Closes the whole connection (a framing error the session found). */
     private readonly closeConnection: (condition: string, description: string) => void,
-    private readonly onReleased: () => void,
+    onReleased: () => void,
   ) {
     const channel = remoteChannelOf(session);
     const { actor, stop } = startChildMachine(amqpSessionMachine, {
@@ -53,6 +56,11 @@ export class AmqpSessionActor {
     });
     this.actor = actor;
     this.stopActor = stop;
+    this.release = once(() => {
+      this.links.clear();
+      this.stopActor();
+      onReleased();
+    });
   }
 
   /** False once the session is ending: an attach held until now is not started. */
@@ -84,26 +92,4 @@ export class AmqpSessionActor {
   private send(e: Parameters<typeof this.actor.send>[0]): void {
     if (this.actor.getSnapshot().status === "active") this.actor.send(e);
   }
-
-  private release(): void {
-    if (this.released) return;
-    this.released = true;
-    this.links.clear();
-    this.stopActor();
-    this.onReleased();
-  }
-}
-
-/**
- * The gateway's begin answers the client's on the next tick (rhea writes it in
- * Session._process); setting `local.begin.handle_max` (rhea 3.0.x internal) in the
- * `session_open` event puts the session's link limit in that begin (part 2, 2.5.6).
- */
-export function advertiseHandleMax(session: Session, maxLinks: number): void {
-  const local = (session as unknown as { local?: { begin?: { handle_max?: number } } }).local;
-  if (local?.begin) local.begin.handle_max = maxLinks - 1;
-}
-
-function remoteChannelOf(session: Session): number {
-  return (session as unknown as { remote?: { channel?: number } }).remote?.channel ?? -1;
 }

@@ -13,11 +13,12 @@ import {
 import { parsePubackFast, parsePublishFast } from "../../protocol/mqttFastPath.js";
 import { badPublishTopic, splitFrames } from "../../protocol/mqttFrame.js";
 import { propertiesProblem } from "../../protocol/mqttPropertyBlocks.js";
-import { beforeConnect, type ParserSettings, parsePacket, settingsAfterConnect } from "../../protocol/mqttParse.js";
+import { beforeConnect, type ParserSettings, parsePacket, settingsAfterConnect } from "../../vendor/mqttPacket.js";
 import { ConnackV4, Reason } from "../../protocol/mqttReasons.js";
 import type { PublishProperties } from "../../protocol/mqttToNats.js";
 import type { ClientHandle } from "../clients.js";
 import { awaitDone, startMachine } from "../machineActor.js";
+import { acquireNatsAccess } from "../client/natsAccess.js";
 import type { NatsLease } from "../natsBridge.js";
 import { authAnswer, connackPacket, credentialsOf, readConnect } from "./connect.js";
 import type { MqttDeps } from "./deps.js";
@@ -365,18 +366,12 @@ class MqttClientConnection {
     this.actor.send({ type: "CONNECT", request: outcome.request });
   }
 
+  /** The client's own NATS connection, its account and the per-account limit (client/natsAccess.ts, shared with AMQP). */
   private async acquireNats(request: ConnectRequest): Promise<void> {
-    const creds = credentialsOf(request);
-    let lease: NatsLease;
-    try {
-      lease = await this.deps.bridge.acquire(creds);
-    } catch (e) {
-      const auth = (e as { auth?: boolean }).auth === true;
-      this.deps.metrics.refused("mqtt", auth ? "bad_credentials" : "nats_unavailable");
-      this.actor.send({ type: "NATS_REFUSED", auth, reason: e instanceof Error ? e.message : String(e) });
-      return;
-    }
-    if (this.actor.getSnapshot().status !== "active") return lease.release();
+    const access = await acquireNatsAccess(this.deps, "mqtt", credentialsOf(request), request.username, () => this.actor.getSnapshot().status === "active");
+    if (access.kind === "gone") return;
+    if (access.kind === "refused") return this.actor.send({ type: "NATS_REFUSED", auth: access.auth, reason: access.reason });
+    const lease = access.lease;
     this.lease = lease;
     this.unlisten.push(
       lease.onStatus((s) => {
@@ -391,27 +386,20 @@ class MqttClientConnection {
       // The client's NATS user is gone (removed, revoked): so is the client (v5 0x87; 3.1.1 close).
       lease.onGone((reason, auth) => this.protocolError(auth ? Reason.notAuthorized : Reason.unspecified, `NATS closed the client's connection: ${reason}`)),
     );
-    let account: string;
-    try {
-      account = await this.deps.accountOf(lease, request.username);
-    } catch (e) {
-      this.log.warn({ err: (e as Error).message }, "account could not be told");
-      this.actor.send({ type: "NATS_REFUSED", auth: false, reason: `account: ${(e as Error).message}` });
-      return;
+    if (access.kind === "no account") {
+      this.log.warn({ err: access.reason }, "account could not be told");
+      return this.actor.send({ type: "NATS_REFUSED", auth: false, reason: `account: ${access.reason}` });
     }
-    const perAccount = this.deps.maxConnectionsPerAccount();
-    if (perAccount > 0 && this.deps.clients.countIn(account) >= perAccount) {
-      this.deps.metrics.refused("mqtt", "max_connections_per_account");
-      this.actor.send({
+    if (access.kind === "over limit")
+      return this.actor.send({
         type: "NATS_REFUSED",
         auth: false,
-        reason: `account ${account} has ${perAccount} connections on this gateway`,
+        reason: `account ${access.account} has ${access.limit} connections on this gateway`,
         codes: { v5: Reason.quotaExceeded, v4: ConnackV4.serverUnavailable },
       });
-      return;
-    }
-    this.account_ = account;
-    this.actor.send({ type: "NATS_ACQUIRED", account, natsUp: lease.connected() });
+    this.account_ = access.account;
+    // Up or down as it is now: a change while the account was looked up is not missed.
+    this.actor.send({ type: "NATS_ACQUIRED", account: access.account, natsUp: lease.connected() });
   }
 
   /** The account NATS_ACQUIRED told; the session opens in it. */
@@ -426,7 +414,7 @@ class MqttClientConnection {
     const request = this.actor.getSnapshot().context.request!;
     const account = this.account_;
     const previous = this.register(account, request);
-    previous?.takeOver();
+    previous?.takeOver(!request.cleanStart);
     const link = new ConnectionLink(this.version, request.clientId, account, this.lease!, this.settings, this.deps.metrics, this.denied, this);
     const deps = this.deps.session;
     // In flight to the client: its Receive Maximum, capped by mqtt.receive_maximum.
@@ -447,8 +435,8 @@ class MqttClientConnection {
       directory: this.deps.directory,
       cleanStart: request.cleanStart,
       expirySec: request.sessionExpirySec,
-      announce: () => this.deps.announce(account, request.clientId),
-      remoteTakeover: (owner) => this.deps.remoteTakeover(account, request.clientId, owner),
+      announce: () => this.deps.announce(account, request.clientId, request.cleanStart),
+      remoteTakeover: (owner) => this.deps.remoteTakeover(account, request.clientId, owner, request.cleanStart),
       onReady: (sessionPresent) => this.actor.send({ type: "SESSION_READY", sessionPresent }),
       onRefused: (reason) => {
         this.log.warn({ err: reason }, "session could not be opened");

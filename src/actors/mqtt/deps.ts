@@ -23,9 +23,9 @@ export interface MqttDeps {
   /** The sessions open on this gateway: a client id's sessions run one after another. */
   readonly directory: SessionDirectory;
   /** Tells the other gateways of the account that this client id connected here (they close theirs). */
-  readonly announce: (account: string, clientId: string) => void;
+  readonly announce: (account: string, clientId: string, cleanStart: boolean) => void;
   /** Asks the gateway that holds a client's session to let it go (false: it did not answer). */
-  readonly remoteTakeover: (account: string, clientId: string, owner: string) => Promise<boolean>;
+  readonly remoteTakeover: (account: string, clientId: string, owner: string, cleanStart: boolean) => Promise<boolean>;
   /** limits.max_connect_buffer: partial CONNECTs of all sockets together. */
   readonly connectBuffers: ConnectBuffers;
 }

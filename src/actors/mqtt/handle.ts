@@ -15,7 +15,7 @@ export class MqttClientHandle implements ClientHandle {
     readonly remote: string,
     public account: string,
     private readonly lease: NatsLease,
-    private readonly actor: { send(event: { type: "KICK" | "SHUTDOWN" | "TAKEN_OVER" }): void },
+    private readonly actor: { send(event: { type: "KICK" | "SHUTDOWN" } | { type: "TAKEN_OVER"; resumed?: boolean | undefined }): void },
     private readonly owner: { subscriptionCount(): number },
   ) {}
 
@@ -38,7 +38,7 @@ export class MqttClientHandle implements ClientHandle {
   shutdown(): void {
     this.actor.send({ type: "SHUTDOWN" });
   }
-  takeOver(): void {
-    this.actor.send({ type: "TAKEN_OVER" });
+  takeOver(resumed?: boolean): void {
+    this.actor.send({ type: "TAKEN_OVER", resumed });
   }
 }

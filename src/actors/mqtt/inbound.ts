@@ -1,8 +1,9 @@
-import { headers as natsHeaders, type MsgHdrs, type NatsConnection } from "@nats-io/transport-node";
+import type { NatsConnection } from "@nats-io/transport-node";
 import type { Packet } from "mqtt-packet";
 import { Reason } from "../../protocol/mqttReasons.js";
 import { type InboundPublish, mqttPublishToNats, type PublishContext } from "../../protocol/mqttToNats.js";
 import type { Bindings } from "../bindings.js";
+import { toNatsHeaders } from "../client/natsHeaders.js";
 import type { MessageStore } from "../messageStore.js";
 import { flushAndSettle } from "../natsBridge.js";
 import { newPublishId } from "../publishId.js";
@@ -341,12 +342,6 @@ export function tooManyLevels(topic: string, max: number): boolean {
   let levels = 1;
   for (let i = 0; i < topic.length; i++) if (topic.charCodeAt(i) === 47 && ++levels > max) return true;
   return false;
-}
-
-function toNatsHeaders(pairs: Array<[string, string]>): MsgHdrs {
-  const h = natsHeaders();
-  for (const [k, v] of pairs) h.append(k, v);
-  return h;
 }
 
 export function reasonLabel(code: number): string {

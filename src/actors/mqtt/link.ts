@@ -2,6 +2,7 @@ import type { Packet } from "mqtt-packet";
 import type { Logger } from "../../log.js";
 import type { Metrics } from "../metrics.js";
 import type { NatsLease } from "../natsBridge.js";
+import { RefusalTally } from "../client/refusalTally.js";
 import type { MqttSettings } from "./settings.js";
 
 /**
@@ -29,26 +30,6 @@ export interface ClientLink {
    * nothing else to say goes out as plain PUB, without Mqgw-Mqtt-Client-Id (docs/performance.md).
    */
   readonly noLocal: { count: number };
-}
-
-/**
- * Refusals NATS reported and no publish has claimed yet, counted per subject: two refused
- * publishes to one subject whose -ERRs arrive in one read must both be answered "not
- * authorized" (a set let the first claim the only entry and the second be acknowledged).
- */
-export class RefusalTally {
-  private readonly counts = new Map<string, number>();
-  add(subject: string): void {
-    this.counts.set(subject, (this.counts.get(subject) ?? 0) + 1);
-  }
-  /** Claims one refusal of the subject; false when none is waiting. */
-  delete(subject: string): boolean {
-    const n = this.counts.get(subject);
-    if (n === undefined) return false;
-    if (n > 1) this.counts.set(subject, n - 1);
-    else this.counts.delete(subject);
-    return true;
-  }
 }
 
 /** Subjects NATS refused, by operation; each is made on first use (most clients are never refused). */

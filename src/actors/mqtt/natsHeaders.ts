@@ -1,13 +1,7 @@
 import type { MsgHdrs } from "@nats-io/transport-node";
-import { plainBlockSaysQos12, plainBlockSaysStoredCopy, plainHeaderPairs } from "../../protocol/natsHeaderBlock.js";
 import { isStoredCopy } from "../../protocol/headers.js";
-
-/** Where nats.js keeps a message's bytes (MsgImpl; a JsMsg wraps one as `msg`). Not public API: every field is checked. */
-interface RawMsg {
-  readonly _msg?: { readonly hdr?: number };
-  readonly _rdata?: Uint8Array;
-  readonly msg?: RawMsg;
-}
+import { plainBlockSaysQos12, plainBlockSaysStoredCopy, plainHeaderPairs } from "../../protocol/natsHeaderBlock.js";
+import { headerBlockOf } from "../../vendor/natsjs.js";
 
 /**
  * The header pairs of a NATS message or JsMsg, as `keys()`/`values()` of its MsgHdrs give
@@ -16,11 +10,10 @@ interface RawMsg {
  * through `m.headers` as before.
  */
 export function headerPairsOf(m: { readonly headers?: MsgHdrs | undefined }): Array<[string, string]> | undefined {
-  const raw = (m as RawMsg).msg ?? (m as RawMsg);
-  const hdr = raw._msg?.hdr;
-  if (typeof hdr === "number" && raw._rdata instanceof Uint8Array) {
-    if (hdr < 0) return undefined;
-    const fast = plainHeaderPairs(raw._rdata.subarray(0, hdr));
+  const block = headerBlockOf(m);
+  if (block === null) return undefined;
+  if (block) {
+    const fast = plainHeaderPairs(block);
     if (fast) return fast;
   }
   const h = m.headers;
@@ -35,18 +28,8 @@ export function headerPairsOf(m: { readonly headers?: MsgHdrs | undefined }): Ar
  * reading its headers; undefined when that cannot be told so (the caller reads them).
  */
 export function saysQos12(m: { readonly headers?: MsgHdrs | undefined }): boolean | undefined {
-  const raw = m as RawMsg;
-  const hdr = raw._msg?.hdr;
-  if (typeof hdr !== "number" || !(raw._rdata instanceof Uint8Array)) return undefined;
-  return hdr < 0 ? false : plainBlockSaysQos12(raw._rdata.subarray(0, hdr));
-}
-
-/** The block of header bytes of a nats.js message, or undefined when that cannot be read so. */
-function rawBlock(m: { readonly headers?: MsgHdrs | undefined }): Uint8Array | null | undefined {
-  const raw = m as RawMsg;
-  const hdr = raw._msg?.hdr;
-  if (typeof hdr !== "number" || !(raw._rdata instanceof Uint8Array)) return undefined;
-  return hdr < 0 ? null : raw._rdata.subarray(0, hdr);
+  const block = headerBlockOf(m);
+  return block === undefined ? undefined : block === null ? false : plainBlockSaysQos12(block);
 }
 
 /** Mqgw-QoS 1 or 2: from the bytes when they are plain, else from the headers. */
@@ -62,7 +45,7 @@ export function carriesQos12(m: { readonly headers?: MsgHdrs | undefined }): boo
  * docs/decisions/mqtt-store.md): from the bytes when they are plain, else from the headers.
  */
 export function storedCopy(m: { readonly headers?: MsgHdrs | undefined }): boolean {
-  const block = rawBlock(m);
+  const block = headerBlockOf(m);
   if (block === null) return false;
   const fast = block && plainBlockSaysStoredCopy(block);
   if (fast !== undefined) return fast;

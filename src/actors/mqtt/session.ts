@@ -278,6 +278,11 @@ export class ClientSession {
     return this.writer.write(() => ({ session: this.record(false, expirySec), ttlSec: expirySec }));
   }
 
+  /** The session's machine ended (saved, removed, refused, or it stopped waiting): nothing more is written. */
+  stopWriting(): void {
+    this.writer.close();
+  }
+
   /** The session ends with its connection: its record, then its consumers, unless a newer connection took it. */
   async removeStored(): Promise<void> {
     if (!(await this.writer.remove())) return;

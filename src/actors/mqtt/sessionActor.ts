@@ -114,7 +114,9 @@ export function startSessionActor(options: SessionActorOptions): SessionActor {
   });
   const done = new Promise<void>((resolve) => {
     const end = () => {
-      // The next session of this client id, here, may read the store now.
+      // Nothing this session asked to write goes out any more, and the next session of this
+      // client id, here, may read the store now.
+      session.stopWriting();
       release?.();
       resolve();
     };

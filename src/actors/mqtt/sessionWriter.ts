@@ -10,13 +10,17 @@ export interface RecordToWrite {
  * left: a connection's SUBSCRIBE, QoS 2 state and detach never race each other, and a write
  * that finds a newer record (another connection of the client id took the session over)
  * stops this writer for good instead of overwriting it. Writes asked for while one is under
- * way are folded into the next, which writes the state as it is then.
+ * way are folded into the next, which writes the state as it is then. Once the session's
+ * machine has ended (`close`), nothing more is sent: a write it asked for and gave up
+ * waiting for (its store timeout) would otherwise go out after the next session of the
+ * client id wrote, unconditionally if the write before it failed (found by the model
+ * checker, src/modelcheck/systems/mqttClientId.ts).
  */
 export class SessionWriter {
   /** The record's revision as this connection last wrote or read it; undefined: write unconditionally. */
   revision: number | undefined;
-  /** Another connection wrote the record: this one no longer owns the session. */
-  movedOn = false;
+  /** Why this writer sends nothing more: another connection wrote the record, or the session ended. */
+  private stopped: "moved on" | "closed" | undefined;
   private tail: Promise<void> = Promise.resolve();
   private next: { build: () => RecordToWrite; done: Promise<void> } | undefined;
 
@@ -39,7 +43,7 @@ export class SessionWriter {
       return this.run(() => {
         const { session, ttlSec } = entry.build();
         return this.store.save(this.account, this.clientId, session, { revision: this.revision, ttlSec });
-      });
+      }).then(() => {});
     });
     this.next = entry;
     this.tail = entry.done.catch(() => {});
@@ -48,27 +52,33 @@ export class SessionWriter {
 
   /** Removes the record, unless another connection wrote it since this one did. */
   remove(): Promise<boolean> {
-    const done = this.tail.then(async () => {
-      let removed = false;
-      await this.run(async () => {
+    const done = this.tail.then(() =>
+      this.run(async () => {
         await this.store.remove(this.account, this.clientId, this.revision);
-        removed = true;
         return this.revision ?? 0;
-      });
-      return removed;
-    });
+      }),
+    );
     this.tail = done.then(() => {}, () => {});
     return done;
   }
 
-  private async run(write: () => Promise<number>): Promise<void> {
-    if (this.movedOn) return;
+  /** The session's machine ended: what is still waiting to be sent is dropped. */
+  close(): void {
+    this.stopped ??= "closed";
+  }
+
+  /** Resolves true when the write was made, false when this writer had stopped or found a newer record. */
+  private async run(write: () => Promise<number>): Promise<boolean> {
+    if (this.stopped) return false;
     try {
       this.revision = await write();
+      return true;
     } catch (e) {
       if (!(e instanceof SessionMovedOn)) throw e;
-      this.movedOn = true;
+      if (this.stopped) return false;
+      this.stopped = "moved on";
       this.onMovedOn();
+      return false;
     }
   }
 }

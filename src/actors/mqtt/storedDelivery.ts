@@ -4,6 +4,7 @@ import type { Msg, NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "../../log.js";
 import { parseJsAckReply } from "../../protocol/jsAckReply.js";
 import type { AccountServices } from "../accountServices.js";
+import { ACK, settle } from "../client/jetStreamPull.js";
 import { PullWindow } from "./pullWindow.js";
 
 /**
@@ -26,8 +27,6 @@ import { PullWindow } from "./pullWindow.js";
 // Pull requests of a few seconds: an idle consumer asks again this often.
 const PULL_EXPIRES_MS = 3_000;
 
-// The acknowledgement bodies, encoded once (JetStream AckExplicit: one per message).
-const ACK = new TextEncoder().encode("+ACK");
 
 export interface OpenOptions {
   readonly services: AccountServices;
@@ -59,7 +58,7 @@ export class StoredDelivery {
   /** The highest sequence acknowledged so far (with the floor it started from). */
   private highestAcked: number;
   private readonly skip: Set<number>;
-  private stopped = false;
+  /** Reads the consumer until the session stops it. */
   private window: PullWindow | undefined;
 
   private constructor(
@@ -126,8 +125,8 @@ export class StoredDelivery {
   private received(m: Msg): void {
     const seq = parseJsAckReply(m.reply)?.streamSeq;
     if (seq === undefined) return;
-    // Left for the next connection's consumer, which reads on from the floor.
-    if (this.stopped) return;
+    // Stopped: left for the next connection's consumer, which reads on from the floor.
+    if (!this.window) return;
     if (this.pending.has(seq)) {
       // ack_wait ran out while the client holds it: MQTT sends nothing twice on one
       // connection [MQTT-4.4.0-1]; the newest delivery's reply is the one to acknowledge.
@@ -167,17 +166,14 @@ export class StoredDelivery {
 
   /** Stop reading: what the client still holds is read again by the next connection's consumer. */
   stop(): void {
-    this.stopped = true;
-    this.window?.stop();
+    const window = this.window;
+    this.window = undefined;
+    window?.stop();
     this.pending.clear();
   }
 
   private settle(m: Msg, body: Uint8Array): void {
-    try {
-      this.nc.publish(m.reply!, body);
-    } catch {
-      // The connection is closed: the next connection reads it again.
-    }
+    settle(this.nc, m.reply!, body);
   }
 
   static async remove(services: AccountServices, account: string, stream: string, name: string): Promise<void> {

@@ -25,7 +25,7 @@ export const amqpConnectionModel = (machine: AnyStateMachine = amqpConnectionMac
   machine,
   input: { handshakeTimeoutMs: 10_000, idleTimeoutMs: 60_000, closeGraceMs: 2_000 },
   bound:
-    "protocol header with and without SASL or mismatched, one PLAIN login, a SASL refusal before NATS, NATS accept/refuse (auth or not), a limit refusal, open, close, 7 other events; every order, timers fire at any point",
+    "protocol header with and without SASL or mismatched, one PLAIN login, a SASL refusal before NATS, NATS accept/refuse (auth or not), a limit refusal, open, close, 5 other events; every order, timers fire at any point",
   events: [
     { type: "HEADER", sasl: true },
     { type: "HEADER", sasl: false },
@@ -41,8 +41,6 @@ export const amqpConnectionModel = (machine: AnyStateMachine = amqpConnectionMac
     { type: "REMOTE_CLOSE" },
     { type: "PROTOCOL_ERROR", error: { condition: "amqp:decode-error", description: "bad frame" } },
     { type: "SOCKET_CLOSED" },
-    { type: "NATS_DOWN" },
-    { type: "NATS_UP" },
     { type: "KICK" },
     { type: "SHUTDOWN" },
   ],

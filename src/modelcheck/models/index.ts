@@ -6,6 +6,7 @@ import { amqpReceiverLinkModel, amqpSenderLinkModel } from "./amqpLink.js";
 import { amqpSessionModel } from "./amqpSession.js";
 import { embeddedNatsModel } from "./embeddedNats.js";
 import { gatewayModel } from "./gateway.js";
+import { jetStreamPullModel } from "./jetStreamPull.js";
 import { lameDuckModels } from "./lameDuck.js";
 import { mqttConnectionModel } from "./mqttConnection.js";
 import { mqttSessionModels } from "./mqttSession.js";
@@ -26,5 +27,7 @@ export const models: readonly Model[] = [
   amqpSessionModel(),
   amqpSenderLinkModel(),
   amqpReceiverLinkModel(),
+  jetStreamPullModel("end"),
+  jetStreamPullModel("retry"),
   statechartsViewerModel(),
 ];

@@ -29,7 +29,7 @@ const WITH_WILL = 0x04;
 export const mqttConnectionModel = (machine: AnyStateMachine = mqttConnectionMachine): Model => ({
   machine,
   input: { connectTimeoutMs: 10_000, maxKeepaliveSec: 0 },
-  bound: `${requests.length} CONNECT requests (v4 keep-alive 30 s no will; v5 no keep-alive will now; v5 keep-alive 10 s will after 5 s), DISCONNECT 0x00/0x04 (with and without a session expiry), NATS accept (up or down)/refuse (auth or not), the session ready (present or not) or refused, 12 other events (the connect and keep-alive clocks among them); every order, timers fire at any point`,
+  bound: `${requests.length} CONNECT requests (v4 keep-alive 30 s no will; v5 no keep-alive will now; v5 keep-alive 10 s will after 5 s), DISCONNECT 0x00/0x04 (with and without a session expiry), NATS accept (up or down)/refuse (auth or not), the session ready (present or not) or refused, 13 other events (the connect and keep-alive clocks among them; takeovers by a connection that resumes the session, starts clean, or of unknown kind); every order, timers fire at any point`,
   events: [
     ...requests.map((request) => ({ type: "CONNECT", request })),
     { type: "NATS_ACQUIRED", account: "A", natsUp: true },
@@ -51,6 +51,8 @@ export const mqttConnectionModel = (machine: AnyStateMachine = mqttConnectionMac
     { type: "NATS_UP" },
     { type: "KICK" },
     { type: "TAKEN_OVER" },
+    { type: "TAKEN_OVER", resumed: true },
+    { type: "TAKEN_OVER", resumed: false },
     { type: "LAME_DUCK" },
     { type: "SHUTDOWN" },
     { type: "WILL_DONE" },
@@ -67,10 +69,24 @@ export const mqttConnectionModel = (machine: AnyStateMachine = mqttConnectionMac
           inState(step.before, "session.serving"))
       );
     }),
+    // [MQTT-3.1.3-9] MQTT 5 3.1.3.2.2: a newer connection that resumes the session before the will's
+    // delay passed cancels it (a will without delay goes at the close; a clean start ends the session).
+    invariant(
+      "a delayed will is cancelled when a newer connection resumes the session",
+      false,
+      (resumed: boolean, step) => {
+        const delayed = ((step.after.context as { request?: ConnectRequest }).request?.will?.delayMs ?? 0) > 0;
+        if (resumed && delayed && emits(step, "publish_will"))
+          return new Broken("publish_will after a takeover that resumed the session");
+        const heard = inState(step.before, "session.serving") || inState(step.before, "willPending");
+        return resumed || (step.event.type === "TAKEN_OVER" && fields(step.event).resumed === true && heard);
+      },
+    ),
     invariant("no will when the gateway itself closes the connection", false, (ours: boolean, step) => {
       if (ours && emits(step, "publish_will")) return new Broken("publish_will after lame duck or shutdown");
       return (
-        ours || ((step.event.type === "LAME_DUCK" || step.event.type === "SHUTDOWN") && inState(step.before, "session.serving"))
+        ours ||
+        ((step.event.type === "LAME_DUCK" || step.event.type === "SHUTDOWN") && inState(step.before, "session.serving"))
       );
     }),
     invariant("CONNACK precedes serve", false, (acked: boolean, step) => {
@@ -127,7 +143,15 @@ export const mqttConnectionModel = (machine: AnyStateMachine = mqttConnectionMac
       // What the gateway itself answers (its NATS login, the will's publish, its connect and
       // keep-alive clocks) may be waited for.
       using: (e) =>
-        ["NATS_ACQUIRED", "NATS_REFUSED", "SESSION_READY", "SESSION_REFUSED", "WILL_DONE", "CONNECT_TIMEOUT", "KEEPALIVE_EXPIRED"].includes(e.type),
+        [
+          "NATS_ACQUIRED",
+          "NATS_REFUSED",
+          "SESSION_READY",
+          "SESSION_REFUSED",
+          "WILL_DONE",
+          "CONNECT_TIMEOUT",
+          "KEEPALIVE_EXPIRED",
+        ].includes(e.type),
       reach: (s) => s.status === "done" || s.hasTag("serving"),
     },
   ],

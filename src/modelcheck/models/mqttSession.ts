@@ -76,14 +76,20 @@ const sessionModel = (cleanStart: boolean, expirySec: number): Model => ({
     ),
     // [MQTT-3.1.4-3] one session of a client id at a time: the store is read only once the
     // earlier session here was saved or removed (the directory says CLAIMED).
-    onlyAfter("the store is read only once the client id is claimed", "load", (step) => inState(step.before, "claiming") && step.event.type === "CLAIMED"),
+    onlyAfter(
+      "the store is read only once the client id is claimed",
+      "load",
+      (step) => inState(step.before, "claiming") && step.event.type === "CLAIMED",
+    ),
     invariant(
       "what another gateway left is read again after it let go",
       { released: false, reloaded: false },
       (m, step) => {
         const released = m.released || (inState(step.before, "takingOver") && step.event.type === "OWNER_RELEASED");
         const reloaded = m.reloaded || (released && emits(step, "load"));
-        return released && !reloaded && emits(step, "ready") ? new Broken("served from what was read before the owner let go") : { released, reloaded };
+        return released && !reloaded && emits(step, "ready")
+          ? new Broken("served from what was read before the owner let go")
+          : { released, reloaded };
       },
     ),
     invariant(
@@ -94,7 +100,9 @@ const sessionModel = (cleanStart: boolean, expirySec: number): Model => ({
         const released =
           m.released ||
           (inState(step.before, "takingOver") &&
-            (step.event.type === "OWNER_RELEASED" || step.event.type === "OWNER_GONE" || step.event.type.startsWith("xstate.after.")));
+            (step.event.type === "OWNER_RELEASED" ||
+              step.event.type === "OWNER_GONE" ||
+              step.event.type.startsWith("xstate.after.")));
         return asked && !released && emits(step, "ready")
           ? new Broken("served while another gateway may still hold the session")
           : { asked, released };
@@ -105,15 +113,20 @@ const sessionModel = (cleanStart: boolean, expirySec: number): Model => ({
     ),
     onlyAfter("delivery stops before the session is removed", "remove", (step) => emits(step, "stop_delivery")),
     // MQTT 5 3.14.2.2.2: the expiry the connection ends with decides (a DISCONNECT may change it).
-    invariant("the session ends as its expiry at detach says: kept, removed, or never stored", null as number | null, (detachedWith, step) => {
-      const now =
-        step.event.type === "DETACH" && step.before?.status === "active" && detachedWith === null
-          ? (step.event as unknown as { expirySec: number }).expirySec
-          : detachedWith;
-      if (emits(step, "save_detached") && !(now !== null && now > 0)) return new Broken(`kept with expiry ${now}`);
-      if (emits(step, "remove") && !(now === 0 && expirySec > 0)) return new Broken(`removed (expiry ${now}, ${expirySec} at CONNECT)`);
-      return now;
-    }),
+    invariant(
+      "the session ends as its expiry at detach says: kept, removed, or never stored",
+      null as number | null,
+      (detachedWith, step) => {
+        const now =
+          step.event.type === "DETACH" && step.before?.status === "active" && detachedWith === null
+            ? (step.event as unknown as { expirySec: number }).expirySec
+            : detachedWith;
+        if (emits(step, "save_detached") && !(now !== null && now > 0)) return new Broken(`kept with expiry ${now}`);
+        if (emits(step, "remove") && !(now === 0 && expirySec > 0))
+          return new Broken(`removed (expiry ${now}, ${expirySec} at CONNECT)`);
+        return now;
+      },
+    ),
     atMost("refuses at most once", "refuse"),
   ],
   progress: [

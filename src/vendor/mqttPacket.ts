@@ -1,5 +1,11 @@
+/**
+ * mqtt-packet's parser used past its public API, in one place (docs/decisions/vendor-patches.md):
+ * one process-wide parser whose `settings` (mqtt-packet 9.0.2, pinned; `Parser` keeps the
+ * protocol version there and replaces it with a 3.1.1 bridge's CONNECT) are set per packet
+ * from the connection's own. test/vendor.test.ts fails when `Parser`'s source changes.
+ */
 import mqtt, { type Packet } from "mqtt-packet";
-import { readVarInt, skipProperties, userPropertiesAt } from "./mqttProperties.js";
+import { readVarInt, skipProperties, userPropertiesAt } from "../protocol/mqttProperties.js";
 
 /**
  * What mqtt-packet's parser reads from its settings: the protocol version, and bridge
@@ -23,6 +29,12 @@ export function settingsAfterConnect(version: 4 | 5, bridgeMode: boolean | undef
 }
 
 type Parser = ReturnType<typeof mqtt.parser>;
+
+/** The upstream code the parser's use relies on (test/vendor.test.ts hashes its source). */
+export const upstream: Readonly<Record<string, unknown>> = {
+  "mqtt-packet parser.js Parser": Object.getPrototypeOf(mqtt.parser()).constructor,
+};
+
 let parser: Parser | undefined;
 let result: Packet | Error | undefined;
 
@@ -46,6 +58,7 @@ function fresh(): Parser {
  */
 export function parsePacket(frame: Buffer, settings: ParserSettings): Packet | Error {
   const p = (parser ??= fresh());
+  // `Parser.settings`: what `_parseConnect`, `_parsePublish` ... read the version from.
   (p as unknown as { settings: ParserSettings }).settings = settings;
   result = undefined;
   let left: number;

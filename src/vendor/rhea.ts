@@ -1,11 +1,20 @@
 /**
- * What the gateway needs from rhea beyond its public API, in one place. rhea is written
- * for clients; as a server it answers every attach at once, decodes every message into
- * JavaScript values, and lets the sender's queue run ahead of credit. Each function here
- * names the rhea internal it relies on (rhea 3.0.x), so an upgrade is checked here.
+ * What the gateway needs from rhea beyond its public API, in one place (the only module
+ * that reaches into rhea; docs/decisions/vendor-patches.md). rhea is written for clients;
+ * as a server it answers every attach at once, decodes every message into JavaScript
+ * values, and lets the sender's queue run ahead of credit. Each patch names the upstream
+ * function it replaces, each reader the internal it reads (rhea 3.0.5, pinned);
+ * test/vendor.test.ts fails when one of those functions changes, so an upgrade is a decision.
  */
 import { createRequire } from "node:module";
-import rhea, { type Connection, type Container, type link as Link, type Receiver, type Sender } from "rhea";
+import rhea, {
+  type Connection,
+  type Container,
+  type link as Link,
+  type Receiver,
+  type Sender,
+  type Session,
+} from "rhea";
 
 /** rhea's endpoint state (lib/endpoint.js). */
 interface EndpointState {
@@ -44,6 +53,31 @@ interface LinkInternals {
 }
 
 const internals = (l: Link) => l as unknown as LinkInternals;
+
+const req = createRequire(import.meta.url);
+const sessionModule = req("rhea/lib/session.js") as { prototype: SessionPrototype & { _write_flow: unknown } };
+const saslModule = req("rhea/lib/sasl.js") as { Server: { prototype: SaslServerForInit } };
+const linkModule = req("rhea/lib/link.js") as { Sender: { prototype: object }; Receiver: { prototype: object } };
+const connectionModule = req("rhea/lib/connection.js") as { prototype: { input: unknown } };
+const endpointModule = req("rhea/lib/endpoint.js") as { prototype: object };
+
+/**
+ * The upstream functions the patches below replace, wrap or re-implement, and those whose
+ * behaviour the readers rely on, as rhea has them (taken before any patch is installed).
+ * test/vendor.test.ts compares a hash of each one's source with the one recorded there.
+ */
+export const upstream: Readonly<Record<string, unknown>> = {
+  "lib/message.js decode": (rhea.message as unknown as MessageModule).decode,
+  "lib/session.js Session.prototype.on_attach": sessionModule.prototype.on_attach,
+  "lib/session.js Session.prototype.on_transfer": sessionModule.prototype.on_transfer,
+  "lib/session.js Session.prototype._write_flow": sessionModule.prototype._write_flow,
+  "lib/sasl.js Server.prototype.on_sasl_init": saslModule.Server.prototype.on_sasl_init,
+  "lib/link.js link (what Sender and Receiver share)": Object.getPrototypeOf(linkModule.Sender.prototype),
+  "lib/link.js Sender": linkModule.Sender,
+  "lib/link.js Receiver": linkModule.Receiver,
+  "lib/connection.js Connection.prototype.input": connectionModule.prototype.input,
+  "lib/endpoint.js EndpointState": endpointModule,
+};
 
 // -- messages as bytes ---------------------------------------------------------------
 
@@ -102,8 +136,6 @@ const UNOFFERED = Symbol("mqgw.amqp.unoffered");
 /** SASL outcome code `auth` (part 5, 5.3.3.6). */
 const SASL_AUTH = 1;
 
-let installed = false;
-
 /**
  * Process-wide changes to rhea, for the gateway's side of a connection:
  *
@@ -123,35 +155,44 @@ let installed = false;
  * Fine in the gateway, which never uses rhea as a client.
  */
 export function installServerPatches(): void {
-  if (installed) return;
-  installed = true;
-  (rhea.message as unknown as MessageModule).decode = (buffer: Buffer) => ({ [RAW]: buffer });
-  const session = createRequire(import.meta.url)("rhea/lib/session.js") as { prototype: SessionPrototype };
-  const original = session.prototype.on_attach;
-  session.prototype.on_attach = function (frame) {
-    if (!this.connection.is_server) return original.call(this, frame);
-    const { name, role, handle } = frame.performative;
-    // role true: the client receives, so the gateway's end is a sender.
-    const key = `${name}\u0000${role ? "sender" : "receiver"}`;
-    let link = this.links[key];
-    if (!link) {
-      link = role ? this.create_sender(key) : this.create_receiver(key);
-      link.local.attach.name = name;
-    }
-    this.remote.handles[handle] = link;
-    link.on_attach(frame);
-    link.remote.attach = frame.performative;
-  };
+  // Installed once: the session's on_attach is ours from then on.
+  if (sessionModule.prototype.on_attach === onAttach) return;
+  (rhea.message as unknown as MessageModule).decode = decodeKeepingBytes;
+  sessionModule.prototype.on_attach = onAttach;
   patchSaslInit();
-  const onTransfer = session.prototype.on_transfer;
-  session.prototype.on_transfer = function (frame) {
-    if (!this.connection.is_server || frame.performative.aborted !== true || !onAbortedTransfer(this, frame))
-      onTransfer.call(this, frame);
-  };
+  sessionModule.prototype.on_transfer = onTransfer;
 }
 
+/** Replaces lib/message.js `decode`: the message stays its bytes (rawOf). */
+const decodeKeepingBytes = (buffer: Buffer) => ({ [RAW]: buffer });
+
+const originalOnAttach = sessionModule.prototype.on_attach;
+/** Replaces lib/session.js `Session.prototype.on_attach` (its body for a client; for a server, a link per name and direction). */
+const onAttach: SessionPrototype["on_attach"] = function (frame) {
+  if (!this.connection.is_server) return originalOnAttach.call(this, frame);
+  const { name, role, handle } = frame.performative;
+  // role true: the client receives, so the gateway's end is a sender.
+  const key = `${name}\u0000${role ? "sender" : "receiver"}`;
+  let link = this.links[key];
+  if (!link) {
+    link = role ? this.create_sender(key) : this.create_receiver(key);
+    link.local.attach.name = name;
+  }
+  this.remote.handles[handle] = link;
+  link.on_attach(frame);
+  link.remote.attach = frame.performative;
+};
+
+const originalOnTransfer = sessionModule.prototype.on_transfer;
+/** Wraps lib/session.js `Session.prototype.on_transfer`: an aborted transfer on a server goes to onAbortedTransfer. */
+const onTransfer: SessionPrototype["on_transfer"] = function (frame) {
+  if (!this.connection.is_server || frame.performative.aborted !== true || !onAbortedTransfer(this, frame))
+    originalOnTransfer.call(this, frame);
+};
+
 /**
- * Part 2, 2.7.5: an aborted delivery is discarded (the aborting frame's payload too) and
+ * Re-implements the bookkeeping of lib/session.js `Incoming.on_transfer` for an aborted
+ * transfer. Part 2, 2.7.5: an aborted delivery is discarded (the aborting frame's payload too) and
  * is implicitly settled, so it gets no disposition. It still used a delivery-id and the
  * link credit it was sent on (2.6.7), so the delivery-count moves on; the gateway gives
  * that credit back at once with a flow, as nothing of it is in flight. False: not an
@@ -253,7 +294,8 @@ export function sendableCount(sender: Sender): number {
 }
 
 /**
- * Ends a drain (part 2, 2.6.7): the flow back carries drain=true, with any unused credit
+ * Ends a drain (part 2, 2.6.7), borrowing lib/link.js `Sender._get_drain` for one
+ * lib/session.js `_write_flow`: the flow back carries drain=true, with any unused credit
  * consumed. rhea does the first case; with no credit left it writes no drain flag at
  * all, and a client waiting for "drained" would wait forever, so that flow is written here.
  * Call only when unsentTransfers is 0, or the flow would overtake the transfers.
@@ -293,7 +335,7 @@ export function dropIncomplete(receiver: Receiver): void {
 // -- the server side -----------------------------------------------------------------------
 
 /**
- * Puts `screen` in front of rhea's parser (Connection.input, which accept() binds to the
+ * Wraps lib/connection.js `Connection.prototype.input` on one connection: puts `screen` in front of rhea's parser (Connection.input, which accept() binds to the
  * socket's data events): a chunk it refuses never reaches rhea. `after` runs once rhea
  * has read a chunk.
  */
@@ -308,6 +350,7 @@ export function screenInput(conn: Connection, screen: (chunk: Buffer) => boolean
 }
 
 /**
+ * Replaces lib/sasl.js `Server.prototype.on_sasl_init` (calling it for offered mechanisms).
  * rhea's SaslServer answers a mechanism it has no factory for with the `auth` outcome
  * and tells nobody, and looks the name up through the prototype chain (its default
  * mechanisms object has `enable_plain` there). On a server whose mechanisms carry the
@@ -315,8 +358,7 @@ export function screenInput(conn: Connection, screen: (chunk: Buffer) => boolean
  * and the hook is told, so the connection can cut off a client that stays.
  */
 function patchSaslInit(): void {
-  const req = createRequire(import.meta.url);
-  const sasl = req("rhea/lib/sasl.js") as { Server: { prototype: SaslServerForInit } };
+  const sasl = saslModule;
   const frames = req("rhea/lib/frames.js") as {
     sasl_frame(p: unknown): unknown;
     sasl_outcome(fields: { code: number }): unknown;
@@ -358,5 +400,56 @@ export function serverContainer(
   if (unoffered) own[UNOFFERED] = unoffered;
   return container;
 }
+
+// -- what rhea keeps of the peer's and its own performatives ----------------------------------
+
+/** The handle of the client's attach (rhea keeps the attach performative in `remote.attach`). */
+export function remoteHandleOf(link: Sender | Receiver): number {
+  return (link as unknown as { remote?: { attach?: { handle?: number } } }).remote?.attach?.handle ?? 0;
+}
+
+/** The client's detach said closed=true (`remote.detach`): it ends the subscription (a detach with closed=false keeps it). */
+export function closedByClient(link: Sender): boolean {
+  return (link as unknown as { remote?: { detach?: { closed?: boolean } } }).remote?.detach?.closed === true;
+}
+
+/** The link name of the client's attach (rhea's own name for the link carries the direction too: onAttach). */
+export function linkNameOf(link: Sender): string {
+  return (link as unknown as { remote?: { attach?: { name?: string } } }).remote?.attach?.name ?? link.name;
+}
+
+/** The id of the first delivery rhea has not yet written on the link's session (`session.outgoing.next_pending_delivery`). */
+export function nextPendingDeliveryOf(link: Sender): number {
+  return internals(link).session.outgoing.next_pending_delivery;
+}
+
+/**
+ * The gateway's begin answers the client's on the next tick (rhea writes it in
+ * Session._process); setting `local.begin.handle_max` in the `session_open` event puts
+ * the session's link limit in that begin (part 2, 2.5.6).
+ */
+export function advertiseHandleMax(session: Session, maxLinks: number): void {
+  const local = (session as unknown as { local?: { begin?: { handle_max?: number } } }).local;
+  if (local?.begin) local.begin.handle_max = maxLinks - 1;
+}
+
+/** The channel of the client's begin (`remote.channel`). */
+export function remoteChannelOf(session: Session): number {
+  return (session as unknown as { remote?: { channel?: number } }).remote?.channel ?? -1;
+}
+
+/** rhea's AMQP type system (`rhea.types`), as far as its typings leave it out. */
+export interface AmqpTypes {
+  Reader: new (b: Buffer) => { position: number; read(): unknown };
+  Writer: new () => { write(o: unknown): void; toBuffer(): Buffer };
+  wrap_ulong(n: number): unknown;
+  wrap_uint(n: number): unknown;
+  wrap_boolean(b: boolean): unknown;
+  wrap_binary(b: Buffer): unknown;
+  wrap_list(items: unknown[]): unknown;
+  described(descriptor: unknown, value: unknown): unknown;
+  Null(): unknown;
+}
+export const amqpTypes = rhea.types as unknown as AmqpTypes;
 
 export type { Connection };

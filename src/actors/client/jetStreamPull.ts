@@ -1,0 +1,263 @@
+import { createInbox, type Msg, type NatsConnection, type Subscription } from "@nats-io/transport-node";
+import type { SnapshotFrom } from "xstate";
+import { type JetStreamPullEmitted, jetStreamPullMachine } from "../../machines/jetStreamPull.js";
+import { inboxPrefixOf } from "../../vendor/natsjs.js";
+import { startChildMachine } from "../machineActor.js";
+import type { ActorRegistry } from "../registry.js";
+
+/** Who reads the consumer: an MQTT session's stored subscription, or an AMQP receiving link. */
+export interface PullReader {
+  /** A message the consumer delivered; its reply is its ack subject (settle it with `settle`). */
+  message(m: Msg): void;
+  /** Asking again may be due (a pull ran out, a pause ended, NATS is back): call `want`. */
+  refill(): void;
+  /** The consumer is gone (only with `onGone: "end"`): the reader ends, and stops the engine. */
+  gone?(reason: string): void;
+}
+
+export interface JetStreamPullOptions {
+  readonly nc: NatsConnection;
+  readonly stream: string;
+  readonly consumer: string;
+  readonly reader: PullReader;
+  /** How long one pull waits for messages. */
+  readonly expiresMs: number;
+  /**
+   * Ask only once at least this many messages are wanted and not asked for: 1 asks exactly as
+   * far as wanted (an AMQP link's credit); half a window keeps a waiting request at the server
+   * while messages flow (an MQTT session's window).
+   */
+  readonly minBatch?: number;
+  readonly onGone: "end" | "retry";
+  readonly registry?: ActorRegistry | undefined;
+}
+
+interface Pull {
+  readonly started: number;
+  readonly noWait: boolean;
+  remaining: number;
+  readonly sub: Subscription;
+  readonly timer: ReturnType<typeof setTimeout>;
+}
+
+/** A pull cut short before this is asked again only after a pause (and the machine's pause is this long). */
+const PAUSE_MS = 1_000;
+/** The server ends a pull at its expiry (408); one whose end never comes (NATS reconnected) is let go this much later. */
+const GRACE_MS = 2_000;
+const NO_WAIT_GRACE_MS = 5_000;
+
+const encoder = new TextEncoder();
+/** The acknowledgement bodies (JetStream AckExplicit), encoded once. */
+export const ACK = encoder.encode("+ACK");
+export const NAK = encoder.encode("-NAK");
+export const TERM = encoder.encode("+TERM");
+/** Work in progress: the ack wait starts again. */
+export const WPI = encoder.encode("+WPI");
+/** A NAK that hands the message back after `ms` (past the short while a clustered server keeps stopped requests). */
+export const nakAfter = (ms: number): Uint8Array => encoder.encode(`-NAK {"delay":${ms * 1_000_000}}`);
+
+/** Settles one delivery; a closed connection leaves it to come back after its ack wait. */
+export function settle(nc: NatsConnection, reply: string, body: Uint8Array): void {
+  try {
+    nc.publish(reply, body);
+  } catch {
+    // closed or draining
+  }
+}
+
+/**
+ * Pull requests on `$JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>`, each with an inbox of its
+ * own, so what each pull still owes is known exactly (a drain's no_wait pull among long polls
+ * too), and each pull's inbox goes as soon as the pull ends or the engine stops (the server
+ * drops a waiting request whose inbox nobody reads). The jetStreamPull machine decides
+ * whether to ask at all; each pull and message is plain work here.
+ */
+export class JetStreamPull {
+  private readonly pulls = new Set<Pull>();
+  private requested = 0;
+  private drainBatch = 0;
+  private readonly drains: Array<() => void> = [];
+  private readonly api: string;
+  private readonly inboxPrefix: string | undefined;
+  private readonly minBatch: number;
+  private readonly machine: ReturnType<typeof startChildMachine<typeof jetStreamPullMachine>>;
+
+  constructor(private readonly o: JetStreamPullOptions) {
+    this.api = `$JS.API.CONSUMER.MSG.NEXT.${o.stream}.${o.consumer}`;
+    // The connection's own inbox prefix, which its permissions already allow (gateway-own subjects are recognisable).
+    this.inboxPrefix = inboxPrefixOf(o.nc);
+    this.minBatch = Math.max(1, o.minBatch ?? 1);
+    this.machine = startChildMachine(jetStreamPullMachine, {
+      input: { onGone: o.onGone, pauseMs: PAUSE_MS },
+      registry: o.registry,
+      shared: true,
+      onEmit: (e) => this.command(e),
+    });
+  }
+
+  /** Messages asked for and not yet delivered. */
+  get asked(): number {
+    return this.requested;
+  }
+
+  /** The reader could take `n` more messages than it holds: ask for what is not asked for yet. */
+  want(n: number): void {
+    const state = this.machine.actor.getSnapshot();
+    if (!this.isAsking(state)) {
+      if (state.matches("holding")) this.machine.actor.send({ type: "RESUME" });
+      return;
+    }
+    const more = n - this.requested;
+    if (more >= this.minBatch) this.pull(more, false);
+  }
+
+  /** Asks with no_wait for what `n` leaves unasked; resolves once that pull is over (at once when nothing is to ask). */
+  drain(n: number): Promise<void> {
+    const more = n - this.requested;
+    if (more <= 0 || this.machine.actor.getSnapshot().status !== "active") return Promise.resolve();
+    return new Promise((resolve) => {
+      this.drains.push(resolve);
+      this.drainBatch = more;
+      this.machine.actor.send({ type: "DRAIN" });
+    });
+  }
+
+  /** NATS is away: the pulls made may be gone with it. */
+  hold(): void {
+    this.send({ type: "HOLD" });
+  }
+
+  /** The reader is done: nothing more is asked, and the pulls' inboxes go now. */
+  stop(): void {
+    this.send({ type: "STOP" });
+    this.machine.stop();
+  }
+
+  private send(
+    e:
+      | { type: "HOLD" | "STOP" | "CUT_SHORT" | "DRAINED" | "CONSUMER_FOUND" | "NO_RESPONDERS" }
+      | { type: "CONSUMER_GONE"; reason: string },
+  ): void {
+    if (this.machine.actor.getSnapshot().status === "active") this.machine.actor.send(e);
+  }
+
+  /** xstate computes a snapshot's tags once, when it makes the snapshot: this is a Set lookup. */
+  private isAsking(state: SnapshotFrom<typeof jetStreamPullMachine>): boolean {
+    return state.status === "active" && state.hasTag("asking");
+  }
+
+  private command(e: JetStreamPullEmitted): void {
+    switch (e.type) {
+      case "ask":
+        // Emitted inside a transition: the reader asks once it is over.
+        return queueMicrotask(() => this.o.reader.refill());
+      case "pull_no_wait":
+        return this.pull(this.drainBatch, true);
+      case "drained":
+        for (const resolve of this.drains.splice(0)) resolve();
+        return;
+      case "forget_pulls":
+        return this.endAll();
+      case "check_consumer":
+        return void this.checkConsumer();
+      case "gone":
+        return this.o.reader.gone?.(e.reason);
+      case "stop":
+        this.endAll();
+        for (const resolve of this.drains.splice(0)) resolve();
+        return;
+    }
+  }
+
+  private pull(batch: number, noWait: boolean): void {
+    const inbox = createInbox(this.inboxPrefix);
+    let sub: Subscription;
+    try {
+      sub = this.o.nc.subscribe(inbox, {
+        callback: (e, m) => (e ? this.end(pull, "cut short") : this.received(pull, m)),
+      });
+    } catch {
+      // The connection is closed or draining.
+      return noWait ? this.send({ type: "DRAINED" }) : this.send({ type: "CUT_SHORT" });
+    }
+    const timeout = noWait ? NO_WAIT_GRACE_MS : this.o.expiresMs + GRACE_MS;
+    const pull: Pull = {
+      started: Date.now(),
+      noWait,
+      remaining: batch,
+      sub,
+      timer: setTimeout(() => this.end(pull, "expired"), timeout),
+    };
+    pull.timer.unref?.();
+    this.pulls.add(pull);
+    this.requested += batch;
+    const request = noWait
+      ? `{"batch":${batch},"no_wait":true}`
+      : `{"batch":${batch},"expires":${this.o.expiresMs * 1_000_000}}`;
+    try {
+      this.o.nc.publish(this.api, encoder.encode(request), { reply: inbox });
+    } catch {
+      this.end(pull, "cut short");
+    }
+  }
+
+  private received(pull: Pull, m: Msg): void {
+    if (!m.reply) return this.status(pull, m.headers?.code ?? 0, m.headers?.description ?? "");
+    if (this.machine.actor.getSnapshot().status !== "active") return settle(this.o.nc, m.reply, NAK);
+    pull.remaining--;
+    this.requested--;
+    if (pull.remaining <= 0) this.end(pull, "filled");
+    this.o.reader.message(m);
+  }
+
+  private status(pull: Pull, code: number, description: string): void {
+    // 100: a heartbeat or flow control. 404/408: the pull is over. 409: over, for a reason.
+    if (code === 100 || code === 0) return;
+    if (code === 408 || code === 404) return this.end(pull, "expired");
+    if (code === 409 && /deleted|push based/i.test(description)) {
+      this.end(pull, "quietly");
+      return this.send({ type: "CONSUMER_GONE", reason: `${code} ${description}` });
+    }
+    // No responders: a deleted consumer, or a restarted nats-server whose JetStream has not
+    // loaded it yet. Only JetStream can tell.
+    if (code === 503) {
+      this.end(pull, "quietly");
+      return this.send({ type: "NO_RESPONDERS" });
+    }
+    this.end(pull, "cut short");
+  }
+
+  private async checkConsumer(): Promise<void> {
+    try {
+      const r = await this.o.nc.request(`$JS.API.CONSUMER.INFO.${this.o.stream}.${this.o.consumer}`, "", {
+        timeout: 2_000,
+      });
+      const error = r.json<{ error?: { err_code?: number; description?: string } }>().error;
+      // 10014 consumer not found, 10059 stream not found.
+      if (error && (error.err_code === 10014 || error.err_code === 10059))
+        return this.send({ type: "CONSUMER_GONE", reason: `${error.err_code} ${error.description ?? ""}` });
+    } catch {
+      // JetStream not answering yet: not known gone; asked again after the pause.
+    }
+    this.send({ type: "CONSUMER_FOUND" });
+  }
+
+  private endAll(): void {
+    for (const p of [...this.pulls]) this.end(p, "quietly");
+  }
+
+  /** A pull is over: what it did not bring is not asked for any more; the reader may ask again. */
+  private end(pull: Pull, how: "filled" | "expired" | "cut short" | "quietly"): void {
+    if (!this.pulls.delete(pull)) return;
+    clearTimeout(pull.timer);
+    const unfilled = Math.max(0, pull.remaining);
+    this.requested -= unfilled;
+    pull.remaining = 0;
+    pull.sub.unsubscribe();
+    if (pull.noWait) return this.send({ type: "DRAINED" });
+    if (how === "quietly" || unfilled === 0) return;
+    // A long poll that ran out is renewed; one the server cut short at once, after a pause.
+    if (how === "cut short" || Date.now() - pull.started < PAUSE_MS) return this.send({ type: "CUT_SHORT" });
+    this.o.reader.refill();
+  }
+}

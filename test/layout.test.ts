@@ -1,0 +1,54 @@
+// The layout rules issue 15 asks for, checked on the source: machines and codecs stay pure,
+// third-party internals stay in src/vendor, and the only boolean fields in the actors are
+// the scheduling guards and records docs/decisions/scheduling-guards.md lists.
+import { execFileSync } from "node:child_process";
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+
+const root = new URL("..", import.meta.url).pathname;
+
+function sources(dir: string): string[] {
+  const out: string[] = [];
+  for (const name of readdirSync(join(root, dir))) {
+    const path = join(dir, name);
+    if (statSync(join(root, path)).isDirectory()) out.push(...sources(path));
+    else if (name.endsWith(".ts")) out.push(path);
+  }
+  return out;
+}
+const text = (path: string) => readFileSync(join(root, path), "utf8");
+
+describe("the layout of src", () => {
+  it("machines and protocol codecs import nothing from the actors or the vendor modules", () => {
+    const offending = [...sources("src/machines"), ...sources("src/protocol")].filter((f) =>
+      /from "\.\.\/(actors|vendor)\//.test(text(f)),
+    );
+    expect(offending).toEqual([]);
+  });
+
+  it("third-party internals are read or patched in src/vendor only", () => {
+    // The names of the internals src/vendor wraps (docs/decisions/vendor-patches.md).
+    const internals =
+      /rhea\/lib\/|\beventListeners\b|\._stop\(|\b_rdata\b|\b_msg\b|mqtt\.parser\(|next_pending_delivery|_incomplete\b|open_requests|local\.begin|remote\?\.(attach|detach|channel)|\.options\?\.inboxPrefix/;
+    const offending = sources("src").filter((f) => !f.startsWith("src/vendor/") && internals.test(text(f)));
+    expect(offending).toEqual([]);
+  });
+
+  it("the only boolean fields in src/actors are the listed scheduling guards and records", () => {
+    const found = execFileSync("bash", [join(root, "scripts/boolean-fields.sh")], { encoding: "utf8" })
+      .trim()
+      .split("\n")
+      .filter(Boolean);
+    const listed = text("docs/decisions/scheduling-guards.md");
+    const unlisted = found.filter((line) => {
+      const [, file, name] =
+        /^src\/actors\/(\S+?):\d+:\s*(?:private |protected |public |let )?(?:static )?([a-zA-Z_]+)/.exec(line) ?? [];
+      if (!file || !name) return true;
+      // A row of the page: | `file` | `field` or `Record.field` | ...
+      return !new RegExp(`\\| \`${file.replace(/[.]/g, "\\.")}\` \\| \`([A-Za-z]+\\.)?${name}\` \\|`).test(listed);
+    });
+    expect(unlisted).toEqual([]);
+    expect(found.length).toBeGreaterThan(0);
+  });
+});

@@ -1,0 +1,95 @@
+// Third-party internals the gateway patches or reads live in src/vendor, one module per
+// library, each naming the upstream functions it relies on. This fails when the source of
+// one of them changes (a dependency upgraded): read the change, adapt the vendor module,
+// then record the new hash here. docs/decisions/vendor-patches.md says which could go upstream.
+import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { describe, expect, it } from "vitest";
+import { upstream as mqttPacket } from "../src/vendor/mqttPacket.js";
+import { upstream as natsjs } from "../src/vendor/natsjs.js";
+import { upstream as rhea } from "../src/vendor/rhea.js";
+import { upstream as xstate } from "../src/vendor/xstate.js";
+
+/** The source of an object's own functions, by name. */
+function functionsOf(o: object): string[] {
+  const out: string[] = [];
+  for (const name of Object.getOwnPropertyNames(o).sort()) {
+    const f = Object.getOwnPropertyDescriptor(o, name)?.value;
+    if (typeof f === "function" && name !== "constructor") out.push(`${name}: ${Function.prototype.toString.call(f)}`);
+  }
+  return out;
+}
+
+/**
+ * A function's source, with its prototype's functions for the pre-class style (rhea's
+ * `X.prototype.f = function ...`); for a plain object (a prototype), its functions.
+ */
+function sourceOf(v: unknown): string {
+  if (typeof v === "object" && v !== null) return functionsOf(v).join("\n");
+  if (typeof v !== "function") throw new Error(`not a function: ${String(v)}`);
+  const proto = (v as { prototype?: object }).prototype;
+  return [Function.prototype.toString.call(v), ...(proto ? functionsOf(proto) : [])].join("\n");
+}
+
+const hash = (v: unknown) => createHash("sha256").update(sourceOf(v)).digest("hex").slice(0, 16);
+
+/** Recorded with rhea 3.0.5, xstate 5.33.3, mqtt-packet 9.0.2, nats.js 3.4.0. */
+const RECORDED: Record<string, Record<string, string>> = {
+  rhea: {
+    "lib/message.js decode": "cc318fd63b1006d3",
+    "lib/session.js Session.prototype.on_attach": "a10ae8b8f1cbf95e",
+    "lib/session.js Session.prototype.on_transfer": "3d6ebe3dfdd17751",
+    "lib/session.js Session.prototype._write_flow": "4302eed01bd2b39c",
+    "lib/sasl.js Server.prototype.on_sasl_init": "5c7924c11a93ded8",
+    "lib/link.js link (what Sender and Receiver share)": "ba6856ea68c7d2bf",
+    "lib/link.js Sender": "3dcda80e92b8775c",
+    "lib/link.js Receiver": "15cedf1247442f4d",
+    "lib/connection.js Connection.prototype.input": "caeea0e2e5425f15",
+    "lib/endpoint.js EndpointState": "a0c47a4063a675ac",
+  },
+  xstate: { "xstate Actor": "6e552b5ae1d29dae" },
+  "mqtt-packet": { "mqtt-packet parser.js Parser": "762ac65e88dac06a" },
+  "nats.js": {
+    "@nats-io/nats-core MsgImpl": "28f832dee5935cdf",
+    "@nats-io/nats-core NatsConnectionImpl": "d74d52ca379b513a",
+  },
+};
+
+const pinned = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")).dependencies as Record<
+  string,
+  string
+>;
+
+describe("third-party internals are behind src/vendor, pinned, and checked", () => {
+  it.each([
+    ["rhea", rhea],
+    ["xstate", xstate],
+    ["mqtt-packet", mqttPacket],
+    ["nats.js", natsjs],
+  ] as const)(
+    "%s: every upstream function a patch or reader relies on is the one it was written against",
+    (library, functions) => {
+      const actual = Object.fromEntries(Object.entries(functions).map(([name, f]) => [name, hash(f)]));
+      expect(actual).toEqual(RECORDED[library]);
+    },
+  );
+
+  it("a function whose source changed hashes differently, however small the change", () => {
+    const before = new Function("frame", "return frame.performative.name;");
+    const after = new Function("frame", "return frame.performative.name ;");
+    expect(hash(after)).not.toBe(hash(before));
+  });
+
+  it("those libraries are pinned to exact versions", () => {
+    for (const name of [
+      "rhea",
+      "xstate",
+      "mqtt-packet",
+      "@nats-io/transport-node",
+      "@nats-io/nats-core",
+      "@nats-io/jetstream",
+      "@nats-io/kv",
+    ])
+      expect(pinned[name], name).toMatch(/^\d+\.\d+\.\d+$/);
+  });
+});
