@@ -18,6 +18,7 @@ import { natsConnectionMachine } from "../machines/natsConnection.js";
 import { startMachine } from "./machineActor.js";
 import type { ActorRegistry } from "./registry.js";
 import type { Supervisor } from "./supervisor.js";
+import { inboxPrefixOf } from "../vendor/natsjs.js";
 import { once } from "./once.js";
 
 /** What a client presents: NATS decides what it may do, the gateway keeps no user list. */
@@ -378,9 +379,9 @@ export function bridgeCredentialsOf(login: LoginCredentials): Credentials {
   }
 }
 
-/** A new reply subject under the connection's own inbox prefix (nats.js keeps it in its options). */
+/** A new reply subject under the connection's own inbox prefix (vendor/natsjs.ts reads it). */
 export function inboxOf(nc: NatsConnection): string {
-  return createInbox((nc as { options?: { inboxPrefix?: string } }).options?.inboxPrefix);
+  return createInbox(inboxPrefixOf(nc));
 }
 
 /** Clients with equal credentials share one connection; the key never holds a secret in clear. */

@@ -3,7 +3,7 @@ import { Kvm } from "@nats-io/kv";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import type mqttPacket from "mqtt-packet";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
+import { type GatewayHandle, startEmbeddedGateway, startGateway } from "../helpers/gateway.js";
 import { collect, connectCollecting, connectMqtt } from "../helpers/mqttClient.js";
 import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
 import { eventually } from "../helpers/poll.js";
@@ -19,40 +19,34 @@ const v5session = (clientId: string, expiry: number) => ({
   properties: { sessionExpiryInterval: expiry },
 });
 
-describe("MQTT session lifecycle: one client id, one session, in order", () => {
-  let nats: NatsServerHandle;
-  let gw: GatewayHandle;
+/** Keys holding a session now (nats.js `keys()` also lists keys whose record expired: the server's marker). A client's key is base64url, never with a dot (the sweeper's lock has one). */
+async function sessionKeys(nc: NatsConnection, bucket = "MQGW_SESSIONS"): Promise<string[]> {
+  const kv = await new Kvm(nc).open(bucket);
+  const keys: string[] = [];
+  for await (const k of await kv.keys()) if (!k.includes(".") && (await kv.get(k))?.operation === "PUT") keys.push(k);
+  return keys;
+}
+
+describe("MQTT session lifecycle on the embedded default: one client id, one session, in order", () => {
+  let gw: GatewayHandle & { natsUrl: string };
   let nc: NatsConnection;
   let jsm: JetStreamManager;
-  const config = { bindings: [{ stream: "PLANT" }] };
-
-  /**
-   * Keys holding a session now (nats.js `keys()` also lists keys whose record expired: the
-   * server's marker). A client's key is base64url, never with a dot (the sweeper's lock has one).
-   */
-  const sessionKeys = async (bucket = "MQGW_SESSIONS") => {
-    const kv = await new Kvm(nc).open(bucket);
-    const keys: string[] = [];
-    for await (const k of await kv.keys()) if (!k.includes(".") && (await kv.get(k))?.operation === "PUT") keys.push(k);
-    return keys;
-  };
+  const keys = () => sessionKeys(nc);
+  /** The sessions' consumers on the MQTT store (no binding here: every topic is kept there). */
   const consumers = async () => {
     const names: string[] = [];
-    for await (const c of jsm.consumers.list("PLANT")) names.push(c.name);
+    for await (const c of jsm.consumers.list("MQGW_MSGS")) names.push(c.name);
     return names;
   };
 
   beforeAll(async () => {
-    nats = await startNatsServer();
-    nc = await connect({ servers: nats.url });
+    gw = await startEmbeddedGateway();
+    nc = await connect({ servers: gw.natsUrl });
     jsm = await jetstreamManager(nc);
-    await jsm.streams.add({ name: "PLANT", subjects: ["plant.>"] });
-    gw = await startGateway({ nats: nats.url, config });
   });
   afterAll(async () => {
     await nc?.close();
     await gw?.stop();
-    await nats?.stop();
   });
 
   it("200 quick connect/disconnect cycles of one client id leave no orphan consumer or session key", async () => {
@@ -66,7 +60,11 @@ describe("MQTT session lifecycle: one client id, one session, in order", () => {
         properties: persistent ? { sessionExpiryInterval: 60 } : {},
       });
       if (persistent) {
-        c.send({ cmd: "subscribe", messageId: 1, subscriptions: [{ topic: "plant/flap/#", qos: 1 }] } as mqttPacket.Packet);
+        c.send({
+          cmd: "subscribe",
+          messageId: 1,
+          subscriptions: [{ topic: "plant/flap/#", qos: 1 }],
+        } as mqttPacket.Packet);
         await c.next("suback");
       }
       if (i % 3 === 0) c.socket.destroy();
@@ -76,7 +74,11 @@ describe("MQTT session lifecycle: one client id, one session, in order", () => {
     const last = await connectMqtt(gw.port("mqtt"), { protocolVersion: 5, clientId: "flapper", clean: true });
     expect(last.connack.sessionPresent).toBe(false);
     await last.endAsync();
-    await eventually(async () => ((await sessionKeys()).includes(Buffer.from("flapper").toString("base64url")) ? undefined : true), 10_000, "no session key");
+    await eventually(
+      async () => ((await keys()).includes(Buffer.from("flapper").toString("base64url")) ? undefined : true),
+      10_000,
+      "no session key",
+    );
     await eventually(async () => ((await consumers()).length === 0 ? true : undefined), 10_000, "no consumer left");
   });
 
@@ -111,7 +113,13 @@ describe("MQTT session lifecycle: one client id, one session, in order", () => {
     const dying = await RawMqtt.connected(gw.port("mqtt"), 5, {
       clientId: "short-lived",
       clean: true,
-      will: { topic: "plant/wills/short", payload: Buffer.from("gone"), qos: 1, retain: false, properties: { willDelayInterval: 5 } },
+      will: {
+        topic: "plant/wills/short",
+        payload: Buffer.from("gone"),
+        qos: 1,
+        retain: false,
+        properties: { willDelayInterval: 5 },
+      },
     });
     dying.socket.destroy();
     // Well before the will delay: the session ended at the drop, and took the will's wait with it.
@@ -132,12 +140,38 @@ describe("MQTT session lifecycle: one client id, one session, in order", () => {
     await held;
     holder.end(true);
     for (let i = 2; i <= 6; i++) await pub.publishAsync("plant/order/line", `m${i}`, { qos: 1 });
-    const { client: back, inbox } = await connectCollecting(gw.port("mqtt"), { ...v5session("orderly", 3600), resubscribe: false });
+    const { client: back, inbox } = await connectCollecting(gw.port("mqtt"), {
+      ...v5session("orderly", 3600),
+      resubscribe: false,
+    });
     expect(back.connack.sessionPresent).toBe(true);
     const seen = await inbox.count(6);
     expect(seen.map((s) => s.payload.toString())).toEqual(["m1", "m2", "m3", "m4", "m5", "m6"]);
     // [MQTT-4.4.0-1] the one it held comes again with DUP set.
     expect(seen[0]!.packet.dup).toBe(true);
+    await Promise.all([
+      pub.endAsync(),
+      back.endAsync(false, { reasonCode: 0, properties: { sessionExpiryInterval: 0 } }),
+    ]);
+  });
+
+  it("[MQTT-4.4.0-1] what a client left unacknowledged comes again within 1 s of its reconnect (QoS 1 and 2, DUP set)", async () => {
+    // A client that takes both and acknowledges neither (no PUBACK, no PUBREC).
+    const holder = await RawMqtt.connected(gw.port("mqtt"), 5, { clientId: "prompt", clean: false, properties: { sessionExpiryInterval: 600 } });
+    holder.send({ cmd: "subscribe", messageId: 1, subscriptions: [{ topic: "prompt/+", qos: 2 }] } as mqttPacket.Packet);
+    await holder.next("suback");
+    const pub = await connectMqtt(gw.port("mqtt"), { protocolVersion: 5 });
+    await pub.publishAsync("prompt/one", "q1", { qos: 1 });
+    await pub.publishAsync("prompt/two", "q2", { qos: 2 });
+    await holder.next("publish");
+    await holder.next("publish");
+    holder.socket.destroy();
+    const { client: back, inbox } = await connectCollecting(gw.port("mqtt"), { ...v5session("prompt", 600), resubscribe: false });
+    const again = await inbox.count(2, 1_000);
+    expect(again.map((m) => [m.payload.toString(), m.packet.dup])).toEqual([
+      ["q1", true],
+      ["q2", true],
+    ]);
     await Promise.all([pub.endAsync(), back.endAsync(false, { reasonCode: 0, properties: { sessionExpiryInterval: 0 } })]);
   });
 
@@ -149,7 +183,10 @@ describe("MQTT session lifecycle: one client id, one session, in order", () => {
     await away.endAsync();
     const pub = await connectMqtt(gw.port("mqtt"), { protocolVersion: 5 });
     for (let i = 0; i < 3; i++) await pub.publishAsync(`plant/hash/${i}`, `h${i}`, { qos: 1 });
-    const { client: back, inbox } = await connectCollecting(gw.port("mqtt"), { ...v5session("beside-hash", 600), resubscribe: false });
+    const { client: back, inbox } = await connectCollecting(gw.port("mqtt"), {
+      ...v5session("beside-hash", 600),
+      resubscribe: false,
+    });
     // Well within ack_wait (30 s): nothing went to the previous connection's pull requests.
     const seen = await inbox.count(3, 5_000);
     expect(seen.map((s) => s.payload.toString())).toEqual(["h0", "h1", "h2"]);
@@ -161,7 +198,11 @@ describe("MQTT session lifecycle: one client id, one session, in order", () => {
   });
 
   it("[MQTT-4.4.0-1] a QoS 2 delivery the client PUBRECed is finished with PUBREL on the next connection, not sent again", async () => {
-    const c = await RawMqtt.connected(gw.port("mqtt"), 5, { clientId: "twophase", clean: false, properties: { sessionExpiryInterval: 600 } });
+    const c = await RawMqtt.connected(gw.port("mqtt"), 5, {
+      clientId: "twophase",
+      clean: false,
+      properties: { sessionExpiryInterval: 600 },
+    });
     c.send({ cmd: "subscribe", messageId: 1, subscriptions: [{ topic: "plant/q2/+", qos: 2 }] } as mqttPacket.Packet);
     await c.next("suback");
     const pub = await connectMqtt(gw.port("mqtt"), { protocolVersion: 5 });
@@ -170,7 +211,11 @@ describe("MQTT session lifecycle: one client id, one session, in order", () => {
     c.send({ cmd: "pubrec", messageId: first.messageId } as mqttPacket.Packet);
     await c.next("pubrel");
     c.socket.destroy();
-    const again = await RawMqtt.connected(gw.port("mqtt"), 5, { clientId: "twophase", clean: false, properties: { sessionExpiryInterval: 600 } });
+    const again = await RawMqtt.connected(gw.port("mqtt"), 5, {
+      clientId: "twophase",
+      clean: false,
+      properties: { sessionExpiryInterval: 600 },
+    });
     const rel = (await again.next("pubrel")) as mqttPacket.IPubrelPacket;
     expect(rel.messageId).toBe(first.messageId);
     again.send({ cmd: "pubcomp", messageId: rel.messageId } as mqttPacket.Packet);
@@ -189,52 +234,76 @@ describe("MQTT session lifecycle: one client id, one session, in order", () => {
       await c.endAsync();
     }
     const mine = (keys: string[]) => keys.filter((k) => Buffer.from(k, "base64url").toString().startsWith("brief-"));
-    expect(mine(await sessionKeys()).length).toBeGreaterThan(0);
-    await eventually(async () => (mine(await sessionKeys()).length === 0 ? true : undefined), 15_000, "expired sessions gone from the bucket");
+    expect(mine(await keys()).length).toBeGreaterThan(0);
+    await eventually(
+      async () => (mine(await keys()).length === 0 ? true : undefined),
+      15_000,
+      "expired sessions gone from the bucket",
+    );
+  });
+});
+
+describe("MQTT sessions across gateways sharing the sessions bucket (a binding on plant.>)", () => {
+  let nats: NatsServerHandle;
+  let nc: NatsConnection;
+  let gw: GatewayHandle;
+  let other: GatewayHandle;
+  const config = { bindings: [{ stream: "PLANT" }] };
+
+  beforeAll(async () => {
+    nats = await startNatsServer();
+    nc = await connect({ servers: nats.url });
+    await (await jetstreamManager(nc)).streams.add({ name: "PLANT", subjects: ["plant.>"] });
+    gw = await startGateway({ nats: nats.url, config });
+    other = await startGateway({ nats: nats.url, config });
+  });
+  afterAll(async () => {
+    await nc?.close();
+    await other?.stop();
+    await gw?.stop();
+    await nats?.stop();
   });
 
-  describe("two gateways sharing the sessions bucket", () => {
-    let other: GatewayHandle;
-    beforeAll(async () => {
-      other = await startGateway({ nats: nats.url, config });
-    });
-    afterAll(async () => {
-      await other?.stop();
-    });
-
-    it("one client id is one live connection whatever its session expiry: the older is taken over (0x8E)", async () => {
-      const first = await RawMqtt.connected(gw.port("mqtt"), 5, { clientId: "twin", clean: true });
-      const second = await connectMqtt(other.port("mqtt"), { protocolVersion: 5, clientId: "twin", clean: true });
-      expect(((await first.next("disconnect")) as mqttPacket.IDisconnectPacket).reasonCode).toBe(0x8e);
-      await second.endAsync();
-      // And 3.1.1, both clean: closed.
-      const old = await RawMqtt.connected(gw.port("mqtt"), 4, { clientId: "twin4", clean: true });
-      const young = await connectMqtt(other.port("mqtt"), { protocolVersion: 4, clientId: "twin4", clean: true });
-      await eventually(() => (old.closed ? true : undefined), 5_000, "the older 3.1.1 connection closed");
-      await young.endAsync();
-    });
-
-    it("a connection's cleanup never deletes what a newer connection of the id uses: 10 of 10 after a move", async () => {
-      // Session Expiry 0 on gateway 1, then a persistent session of the same id on gateway 2.
-      const brief = await RawMqtt.connected(gw.port("mqtt"), 5, { clientId: "shared-id", clean: true });
-      const keeper = await connectMqtt(other.port("mqtt"), v5session("shared-id", 600));
-      await eventually(() => (brief.closed ? true : undefined), 5_000, "gateway 1's connection taken over");
-      await keeper.subscribeAsync("plant/shared/+", { qos: 1 });
-      await keeper.endAsync();
-      const pub = await connectMqtt(gw.port("mqtt"), { protocolVersion: 5 });
-      for (let i = 0; i < 10; i++) await pub.publishAsync(`plant/shared/${i}`, `s${i}`, { qos: 1 });
-      const { client: back, inbox } = await connectCollecting(other.port("mqtt"), { ...v5session("shared-id", 600), resubscribe: false });
-      expect(back.connack.sessionPresent).toBe(true);
-      const seen = await inbox.count(10);
-      expect(seen.map((s) => s.payload.toString())).toEqual([...Array(10).keys()].map((i) => `s${i}`));
-      await Promise.all([pub.endAsync(), back.endAsync(false, { reasonCode: 0, properties: { sessionExpiryInterval: 0 } })]);
-    });
+  it("one client id is one live connection whatever its session expiry: the older is taken over (0x8E)", async () => {
+    const first = await RawMqtt.connected(gw.port("mqtt"), 5, { clientId: "twin", clean: true });
+    const second = await connectMqtt(other.port("mqtt"), { protocolVersion: 5, clientId: "twin", clean: true });
+    expect(((await first.next("disconnect")) as mqttPacket.IDisconnectPacket).reasonCode).toBe(0x8e);
+    await second.endAsync();
+    // And 3.1.1, both clean: closed.
+    const old = await RawMqtt.connected(gw.port("mqtt"), 4, { clientId: "twin4", clean: true });
+    const young = await connectMqtt(other.port("mqtt"), { protocolVersion: 4, clientId: "twin4", clean: true });
+    await eventually(() => (old.closed ? true : undefined), 5_000, "the older 3.1.1 connection closed");
+    await young.endAsync();
   });
 
+  it("a connection's cleanup never deletes what a newer connection of the id uses: 10 of 10 after a move", async () => {
+    // Session Expiry 0 on gateway 1, then a persistent session of the same id on gateway 2.
+    const brief = await RawMqtt.connected(gw.port("mqtt"), 5, { clientId: "shared-id", clean: true });
+    const keeper = await connectMqtt(other.port("mqtt"), v5session("shared-id", 600));
+    await eventually(() => (brief.closed ? true : undefined), 5_000, "gateway 1's connection taken over");
+    await keeper.subscribeAsync("plant/shared/+", { qos: 1 });
+    await keeper.endAsync();
+    const pub = await connectMqtt(gw.port("mqtt"), { protocolVersion: 5 });
+    for (let i = 0; i < 10; i++) await pub.publishAsync(`plant/shared/${i}`, `s${i}`, { qos: 1 });
+    const { client: back, inbox } = await connectCollecting(other.port("mqtt"), {
+      ...v5session("shared-id", 600),
+      resubscribe: false,
+    });
+    expect(back.connack.sessionPresent).toBe(true);
+    const seen = await inbox.count(10);
+    expect(seen.map((s) => s.payload.toString())).toEqual([...Array(10).keys()].map((i) => `s${i}`));
+    await Promise.all([
+      pub.endAsync(),
+      back.endAsync(false, { reasonCode: 0, properties: { sessionExpiryInterval: 0 } }),
+    ]);
+  });
   it("a gateway killed with sessions marked connected: another settles them, and they expire from then on", async () => {
     // A bucket of their own: the other gateways' sweeper holds the shared bucket's lock for its 5 min.
     const bucket = { listen: "127.0.0.1:0", sessions_bucket: "MQGW_SWEPT" };
-    const survivor = await startGateway({ nats: nats.url, config: { ...config, mqtt: { ...bucket, session_sweep_interval: "1s" } } });
+    const survivor = await startGateway({
+      nats: nats.url,
+      config: { ...config, mqtt: { ...bucket, session_sweep_interval: "1s" } },
+    });
     const victim = await startGateway({ nats: nats.url, config: { ...config, mqtt: bucket } });
     try {
       // The survivor serves the account too (its sweeper looks through buckets it has used).
@@ -242,10 +311,14 @@ describe("MQTT session lifecycle: one client id, one session, in order", () => {
       await warm.endAsync();
       const held = [];
       for (let i = 0; i < 5; i++) held.push(await connectMqtt(victim.port("mqtt"), v5session(`orphan-${i}`, 2)));
-      expect(await sessionKeys("MQGW_SWEPT")).toHaveLength(5);
+      expect(await sessionKeys(nc, "MQGW_SWEPT")).toHaveLength(5);
       victim.process.kill("SIGKILL");
       for (const c of held) c.end(true);
-      await eventually(async () => ((await sessionKeys("MQGW_SWEPT")).length === 0 ? true : undefined), 20_000, "orphaned sessions settled and expired");
+      await eventually(
+        async () => ((await sessionKeys(nc, "MQGW_SWEPT")).length === 0 ? true : undefined),
+        20_000,
+        "orphaned sessions settled and expired",
+      );
     } finally {
       await victim.stop();
       await survivor.stop();

@@ -97,7 +97,6 @@ export function amqpToNats(encoded: Uint8Array, ctx: InboundContext): Result<Nat
     subject = to.value;
   }
 
-  let routed = false;
   const appProps = head ? headApplicationProperties(head) : [];
   const lookup = (name: string) => appProps.find(([k]) => k === name)?.[1];
   const route = ctx.routes.get(subject);
@@ -109,7 +108,6 @@ export function amqpToNats(encoded: Uint8Array, ctx: InboundContext): Result<Nat
       );
     }
     subject = built.value;
-    routed = true;
   } else {
     for (const r of ctx.routeList) {
       const name = firstDisagreement(r.template, subject, lookup);
@@ -134,7 +132,7 @@ export function amqpToNats(encoded: Uint8Array, ctx: InboundContext): Result<Nat
   if (replyTo !== undefined && isGatewayOwn(replyTo))
     return err(refusal("amqp:unauthorized-access", `reply-to ${JSON.stringify(replyTo.slice(0, 80))} is reserved for the gateway`, "admin_subject"));
   // What NATS gets, routed or not, passes the door's checks: a route builds from the sender's values.
-  const problem = publishSubjectProblem(subject, reply, ctx.maxSubjectBytes ?? 0, routed);
+  const problem = publishSubjectProblem(subject, reply, ctx.maxSubjectBytes ?? 0, route !== undefined);
   if (problem)
     return err(
       problem.kind === "reserved"

@@ -230,15 +230,12 @@ export class ClientSession {
    * said may be read before is asked again.
    */
   subscriptionRefused(subject: string): void {
-    let ours = false;
-    for (const e of [...this.entries.values()]) {
-      const at = e.sub.subjects.indexOf(subject);
-      if (at < 0) continue;
-      ours = true;
-      if (at === 0) this.close(e.sub.filter, true);
+    const affected = [...this.entries.values()].filter((e) => e.sub.subjects.includes(subject));
+    for (const e of affected) {
+      if (e.sub.subjects.indexOf(subject) === 0) this.close(e.sub.filter, true);
       else dropSubject(e.sub, subject);
     }
-    if (!ours) return;
+    if (affected.length === 0) return;
     this.permission = undefined;
     if (this.persistent) void this.saveConnected();
   }
@@ -412,20 +409,11 @@ export class ClientSession {
    */
   private storedSourceOf(plan: Omit<ActiveSubscription, "nats">): StoredSource | undefined {
     if (!this.persistent || plan.options.qos === 0 || plan.queue) return undefined;
-    let stream: string | undefined;
-    let oneStream = true;
-    let touchesBound = false;
-    for (const subject of plan.subjects) {
-      const c = this.deps.bindings.coverage(this.link.account, subject);
-      if (c.kind === "unstored") {
-        oneStream = false;
-        continue;
-      }
-      touchesBound = true;
-      if (c.kind === "mixed" || (stream !== undefined && stream !== c.stream.stream)) oneStream = false;
-      else stream = c.stream.stream;
-    }
-    if (oneStream && stream !== undefined) return { kind: "bound", stream };
+    const coverage = plan.subjects.map((subject) => this.deps.bindings.coverage(this.link.account, subject));
+    const streams = new Set(coverage.flatMap((c) => (c.kind === "stored" ? [c.stream.stream] : [])));
+    const [stream] = streams;
+    if (stream !== undefined && streams.size === 1 && coverage.every((c) => c.kind === "stored")) return { kind: "bound", stream };
+    const touchesBound = coverage.some((c) => c.kind !== "unstored");
     if (!this.deps.messages.enabled()) return undefined;
     return { kind: "store", stream: this.deps.messages.streamName(), partial: touchesBound };
   }
