@@ -27,7 +27,7 @@ function reconnect(port: number, clientId: string) {
         if (!/unavailable/i.test(e.message)) throw e;
         return undefined;
       }),
-    30_000,
+    60_000,
     `${clientId} connected`,
   );
 }
