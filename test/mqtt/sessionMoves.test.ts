@@ -22,7 +22,8 @@ const step: fc.Arbitrary<Step> = fc.oneof(
   fc.constant({ kind: "drop" as const }),
 );
 
-const TOPICS = ["plant/move/a", "plant/move/b", "plant/move/c"];
+/** Two topics a binding stores (the operator's stream), one it does not (the MQTT store). */
+const TOPICS = ["plant/move/a", "plant/move/b", "free/move/c"];
 
 describe("a persistent QoS 1 subscriber moving between two gateways while a publisher keeps sending", () => {
   let nats: NatsServerHandle;
@@ -57,7 +58,7 @@ describe("a persistent QoS 1 subscriber moving between two gateways while a publ
             { protocolVersion: 5, clientId, clean: false, properties: { sessionExpiryInterval: 600 }, resubscribe: false },
             (c) => c.on("message", (topic, payload) => received.push({ topic, payload: payload.toString() })),
           );
-          if (!next.connack.sessionPresent) await next.subscribeAsync("plant/move/+", { qos: 1 });
+          if (!next.connack.sessionPresent) await next.subscribeAsync(["plant/move/+", "free/move/+"], { qos: 1 });
           sub?.end(true);
           sub = next;
         };
