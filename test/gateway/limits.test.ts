@@ -12,10 +12,9 @@ import type mqttPacket from "mqtt-packet";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HEADER_ROOM } from "../../src/protocol/natsLimits.js";
 import { AmqpClient, collect, detached, rhea, send } from "../amqp/rheaClient.js";
-import { type GatewayHandle, startEmbeddedGateway } from "../helpers/gateway.js";
+import { type GatewayHandle, startEmbeddedGateway, subscribed } from "../helpers/gateway.js";
 import { connectMqtt } from "../helpers/mqttClient.js";
 import { nextMsg } from "../helpers/natsMessages.js";
-import { eventually } from "../helpers/poll.js";
 import { runPython } from "../helpers/python.js";
 import { RawMqtt } from "../helpers/rawMqtt.js";
 
@@ -63,23 +62,15 @@ describe("limits on the defaults (embedded nats-server)", () => {
     const onNats = nextMsg(nc, topic.replaceAll("/", "."), 20_000);
     const sub = run(
       "mosquitto_sub",
-      ["-p", String(gw.port("mqtt")), "-V", "mqttv5", "-q", "1", "-t", topic, "-C", "1", "-W", "20", "-N"],
+      ["-p", String(gw.port("mqtt")), "-V", "mqttv5", "-i", "limits-sub", "-q", "1", "-t", topic, "-C", "1", "-W", "20", "-N"],
       {
         encoding: "buffer",
         maxBuffer: 4 * MiB,
       },
     );
-    // mosquitto_sub says nothing once subscribed: publish until it has its message.
-    await eventually(
-      async () => {
-        await run("mosquitto_pub", ["-p", String(gw.port("mqtt")), "-V", "mqttv5", "-q", "1", "-t", topic, "-f", file]);
-        return (await Promise.race([sub.then(() => true), new Promise((r) => setTimeout(() => r(undefined), 500))])) as
-          | true
-          | undefined;
-      },
-      20_000,
-      "mosquitto_sub got the message",
-    );
+    // mosquitto_sub says nothing once subscribed: the gateway's /clients does.
+    await subscribed(gw, "limits-sub");
+    await run("mosquitto_pub", ["-p", String(gw.port("mqtt")), "-V", "mqttv5", "-q", "1", "-t", topic, "-f", file]);
     expect(sha256((await onNats).data)).toBe(sha256(payload));
     const { stdout } = await sub;
     expect(stdout.length).toBe(payload.length);

@@ -129,3 +129,19 @@ export async function metric(gw: GatewayHandle, name: string, labels: Record<str
   }
   return total;
 }
+
+/**
+ * Waits until the gateway has `clientId` connected with at least one subscription (its
+ * /clients page): for clients such as mosquitto_sub that say nothing once subscribed.
+ */
+export async function subscribed(gw: GatewayHandle, clientId: string, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const page = (await (await fetch(`http://127.0.0.1:${gw.port("http")}/clients?client_id=${encodeURIComponent(clientId)}`)).json()) as {
+      clients: Array<{ subscriptions: number }>;
+    };
+    if (page.clients.some((c) => c.subscriptions > 0)) return;
+    if (Date.now() > deadline) throw new Error(`${clientId} not subscribed in ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}

@@ -7,7 +7,7 @@ import { promisify } from "node:util";
 import { connect, type NatsConnection, headers as natsHeaders } from "@nats-io/transport-node";
 import mqttPacket from "mqtt-packet";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type GatewayHandle, metric, startEmbeddedGateway } from "../helpers/gateway.js";
+import { type GatewayHandle, metric, startEmbeddedGateway, subscribed } from "../helpers/gateway.js";
 import { collect, connectMqtt } from "../helpers/mqttClient.js";
 import { nextMsg } from "../helpers/natsMessages.js";
 import { eventually } from "../helpers/poll.js";
@@ -188,21 +188,14 @@ describe("MQTT 5 on the wire, third-party clients, embedded nats-server", () => 
     it("mosquitto_pub with three different keys -> Mqgw-Mqtt-Props-Order; mosquitto_sub prints them in that order", async () => {
       const topic = unique("order/m");
       const at = ["-p", String(port), "-V", "mqttv5", "-t", topic];
-      const sub = run("mosquitto_sub", [...at, ...options("-C 1 -W 10 -F %P")]);
+      const sub = run("mosquitto_sub", [...at, "-i", "wire-order-sub", ...options("-C 1 -W 10 -F %P")]);
       const onNats = nextMsg(nc, topic.replaceAll("/", "."));
       const props = options(
         "-D publish user-property zone eu -D publish user-property 2 two -D publish user-property 1 one",
       );
-      // mosquitto_sub says nothing once subscribed: publish until it has its message.
-      await eventually(
-        async () => {
-          await run("mosquitto_pub", [...at, "-m", "hi", ...props]);
-          const within = new Promise<undefined>((r) => setTimeout(() => r(undefined), 300));
-          return Promise.race([sub.then(() => true as const), within]);
-        },
-        10_000,
-        "mosquitto_sub got a message",
-      );
+      // mosquitto_sub says nothing once subscribed: the gateway's /clients does.
+      await subscribed(gw, "wire-order-sub");
+      await run("mosquitto_pub", [...at, "-m", "hi", ...props]);
       const m = await onNats;
       expect(m.headers?.get("Mqgw-Mqtt-Props-Order")).toBe("zone,2,1");
       expect((await sub).stdout.trim()).toBe("zone:eu 2:two 1:one");
