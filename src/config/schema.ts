@@ -3,9 +3,25 @@
 // is refused, never silently ignored. Checks that span several fields run even when a
 // sibling is wrong (`when: always`), so `check` lists every problem at once.
 import * as z from "zod";
-import type { Result } from "../protocol/result.js";
-import { parseTemplate } from "../protocol/route.js";
-import { type ListenAddress, parseDuration, parseListen, parseSize } from "./units.js";
+import { clientTls, credentials, serverTls } from "./connectionSchemas.js";
+import type { ListenAddress } from "./units.js";
+import {
+  always,
+  between,
+  bucketName,
+  count,
+  duration,
+  listen,
+  literalSubject,
+  nonEmpty,
+  seconds,
+  size,
+  streamName,
+  template,
+  token,
+} from "./values.js";
+
+export { templateProblem } from "./values.js";
 
 export type { ListenAddress };
 
@@ -165,129 +181,11 @@ export interface GatewayConfig {
 /** The part of GatewayConfig that the file gives; load.ts adds id (when drawn), data and source. */
 export type FileConfig = Omit<GatewayConfig, "id" | "data" | "source"> & { readonly id?: string | undefined };
 
-// --- value parsers -------------------------------------------------------------------------
-
-function fromParser<T>(parse: (input: unknown) => Result<T>) {
-  return z.unknown().transform((input, ctx): T => {
-    const parsed = parse(input);
-    if (parsed.ok) return parsed.value;
-    ctx.addIssue({ code: "custom", message: parsed.error, input });
-    return z.NEVER;
-  });
-}
-
-const always = { when: () => true };
-const duration = fromParser(parseDuration);
-const size = fromParser(parseSize);
-const listen = fromParser(parseListen);
-const nonEmpty = z.string().min(1, "must not be empty");
-const path = nonEmpty;
-
-function between(min: number, max: number, show: (n: number) => string = String) {
-  return z.number().refine((n) => n >= min && n <= max, { message: `must be between ${show(min)} and ${show(max)}` });
-}
-const count = (max = Number.MAX_SAFE_INTEGER) =>
-  z.number().int("must be a whole number").min(0, "must be 0 or more").max(max);
-const seconds = (ms: number) => `${ms / 1000}s`;
-
-// One subject token, as the id and account names are in $MQG.admin.server.<id> and $MQG.admin.account.<account>.
-const token = nonEmpty.regex(/^[^\s.*>]+$/, "must be one subject token: no '.', '*', '>' or whitespace");
-// JetStream refuses these in stream names; KV bucket names are narrower still.
-const streamName = nonEmpty.regex(/^[^\s.*>/\\]+$/, "is not a stream name: no whitespace, '.', '*', '>', '/' or '\\'");
-const bucketName = nonEmpty.regex(/^[A-Za-z0-9_-]+$/, "is not a KV bucket name: letters, digits, '_' and '-' only");
-const literalSubject = nonEmpty.refine(
-  isLiteralSubject,
-  "is not a subject without wildcards (tokens separated by '.', none empty, no '*', '>' or whitespace)",
-);
-
-function isLiteralSubject(subject: string): boolean {
-  return subject.split(".").every((t) => t !== "" && !/[\s*>]/.test(t) && t !== "*" && t !== ">");
-}
-
-/** Why a route template is wrong, or null: the protocol's own parser decides, so the config refuses exactly what routing cannot use. */
-export function templateProblem(template: string): string | null {
-  const parsed = parseTemplate(template);
-  // Its messages quote the template, which the problem's path already points at.
-  return parsed.ok ? null : parsed.error.replace(`template ${JSON.stringify(template)}`, "template");
-}
-
-const template = nonEmpty.superRefine((value, ctx) => {
-  const problem = templateProblem(value);
-  if (problem) ctx.addIssue({ code: "custom", message: problem, input: value });
-});
-
 // --- sections ------------------------------------------------------------------------------
 
 // YAML reads "mqtt:" with nothing under it as null; an empty section means "all defaults".
 function section<T extends z.ZodType>(schema: T) {
   return z.preprocess((v) => (v === null ? undefined : v), schema);
-}
-
-const credentials = z
-  .strictObject({
-    user: nonEmpty.optional(),
-    password: nonEmpty.optional(),
-    token: nonEmpty.optional(),
-    creds_file: path.optional(),
-    nkey_seed_file: path.optional(),
-  })
-  .superRefine((c, ctx) => {
-    const ways = [c.user !== undefined || c.password !== undefined, c.token, c.creds_file, c.nkey_seed_file].filter(
-      Boolean,
-    ).length;
-    if (ways === 0)
-      ctx.addIssue({
-        code: "custom",
-        message: "needs user and password, token, creds_file or nkey_seed_file",
-        input: c,
-      });
-    if (ways > 1)
-      ctx.addIssue({
-        code: "custom",
-        message: "give one of user/password, token, creds_file or nkey_seed_file, not several",
-        input: c,
-      });
-    if (c.user !== undefined && c.password === undefined)
-      ctx.addIssue({ code: "custom", path: ["password"], message: "is needed with user", input: c });
-    if (c.password !== undefined && c.user === undefined) {
-      ctx.addIssue({
-        code: "custom",
-        path: ["user"],
-        message: "is needed with password (a password alone is a token: use token)",
-        input: c,
-      });
-    }
-  })
-  .transform((c): Credentials => {
-    if (c.token !== undefined) return { kind: "token", token: c.token };
-    if (c.creds_file !== undefined) return { kind: "creds", creds_file: c.creds_file };
-    if (c.nkey_seed_file !== undefined) return { kind: "nkey", nkey_seed_file: c.nkey_seed_file };
-    return { kind: "user", user: c.user ?? "", password: c.password ?? "" };
-  });
-
-const clientTls = z
-  .strictObject({ ca_file: path.optional(), cert_file: path.optional(), key_file: path.optional() })
-  .superRefine(pairedKey);
-
-function serverTls(defaultListen: string) {
-  return z
-    .strictObject({
-      listen: listen
-        .prefault(defaultListen)
-        .refine((l) => l !== null, "TLS needs an address; leave out tls to turn it off"),
-      cert_file: path,
-      key_file: path,
-      ca_file: path.optional(),
-      verify_clients: z.boolean().default(false),
-    })
-    .transform((t): ServerTls => ({ ...t, listen: t.listen as ListenAddress }));
-}
-
-function pairedKey(t: { cert_file?: string | undefined; key_file?: string | undefined }, ctx: z.RefinementCtx) {
-  if (t.cert_file !== undefined && t.key_file === undefined)
-    ctx.addIssue({ code: "custom", path: ["key_file"], message: "is needed with cert_file", input: t });
-  if (t.key_file !== undefined && t.cert_file === undefined)
-    ctx.addIssue({ code: "custom", path: ["cert_file"], message: "is needed with key_file", input: t });
 }
 
 const routes = (protocol: string) =>

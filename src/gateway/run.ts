@@ -8,7 +8,7 @@ import { clientsRoute } from "../actors/http/clients.js";
 import { type HostPort, type ListenError, listenTcp, listenTls, listenWebSocket } from "../actors/listeners.js";
 import { startMachine } from "../actors/machineActor.js";
 import { Metrics } from "../actors/metrics.js";
-import { mqttConnectionActor } from "../actors/mqtt/connection.js";
+import { mqttConnectionActor } from "../actors/mqtt/connectionActor.js";
 import type { MqttDeps } from "../actors/mqtt/deps.js";
 import { amqpDoor, amqpSettingsFor } from "../actors/amqp/door.js";
 import { ConnectBuffers } from "../actors/mqtt/connectBuffers.js";

@@ -72,6 +72,8 @@ export interface MqttConnectionContext {
   request?: ConnectRequest;
   /** The session expiry as it stands: the CONNECT's, until a v5 DISCONNECT changes it. */
   sessionExpirySec: number;
+  /** The client's account (NATS_ACQUIRED); its session opens in it. */
+  account: string;
   /** Whether the client's NATS connection is up, as last told (NATS_ACQUIRED, NATS_DOWN, NATS_UP). */
   natsUp: boolean;
   closeReason: string;
@@ -112,7 +114,7 @@ export const mqttConnectionMachine = setup({
   },
 }).createMachine({
   id: "mqttConnection",
-  context: ({ input }) => ({ ...input, sessionExpirySec: 0, natsUp: true, closeReason: "" }),
+  context: ({ input }) => ({ ...input, sessionExpirySec: 0, account: "", natsUp: true, closeReason: "" }),
   initial: "awaitingConnect",
   // Outside serving (while the session opens) the state of NATS is only remembered.
   on: {
@@ -144,7 +146,7 @@ export const mqttConnectionMachine = setup({
     },
     authenticating: {
       on: {
-        NATS_ACQUIRED: { target: "session", actions: assign({ natsUp: ({ event }) => event.natsUp }) },
+        NATS_ACQUIRED: { target: "session", actions: assign({ natsUp: ({ event }) => event.natsUp, account: ({ event }) => event.account }) },
         NATS_REFUSED: {
           target: "closed",
           actions: [

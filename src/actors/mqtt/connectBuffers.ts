@@ -21,3 +21,25 @@ export class ConnectBuffers {
     return this.held;
   }
 }
+
+/** One socket's share of the ConnectBuffers: what its partial CONNECT holds now. */
+export class ConnectHold {
+  private held = 0;
+
+  constructor(private readonly buffers: ConnectBuffers) {}
+
+  /** The partial CONNECT is `bytes` long now; false when that would pass the shared limit (nothing is held then). */
+  hold(bytes: number): boolean {
+    if (this.buffers.resize(this.held, bytes)) {
+      this.held = bytes;
+      return true;
+    }
+    this.release();
+    return false;
+  }
+
+  release(): void {
+    this.buffers.resize(this.held, 0);
+    this.held = 0;
+  }
+}

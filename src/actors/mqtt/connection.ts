@@ -1,5 +1,4 @@
 import type { Duplex } from "node:stream";
-import { Effect, type Scope } from "effect";
 import type { IAuthPacket, IConnectPacket, IPublishPacket, Packet } from "mqtt-packet";
 import type { Actor } from "xstate";
 import type { Logger } from "../../log.js";
@@ -7,7 +6,7 @@ import {
   type ConnectRequest,
   effectiveKeepalive,
   type MqttConnectionEmitted,
-  mqttConnectionMachine,
+  type mqttConnectionMachine,
   type WillMessage,
 } from "../../machines/mqttConnection.js";
 import { parsePubackFast, parsePublishFast } from "../../protocol/mqttFastPath.js";
@@ -17,11 +16,13 @@ import { beforeConnect, type ParserSettings, parsePacket, settingsAfterConnect }
 import { ConnackV4, Reason } from "../../protocol/mqttReasons.js";
 import type { PublishProperties } from "../../protocol/mqttToNats.js";
 import type { ClientHandle } from "../clients.js";
-import { awaitDone, startMachine } from "../machineActor.js";
 import { acquireNatsAccess } from "../client/natsAccess.js";
 import type { NatsLease } from "../natsBridge.js";
 import { authAnswer, connackPacket, credentialsOf, readConnect } from "./connect.js";
+import { ConnectHold } from "./connectBuffers.js";
 import type { MqttDeps } from "./deps.js";
+import { onPubrec, onPubrel } from "./handshakes.js";
+import { InboundTopicAliases } from "./inboundAliases.js";
 import { InboundPublisher } from "./inbound.js";
 import { MqttClientHandle } from "./handle.js";
 import { ConnectionLink, DeniedSubjects } from "./link.js";
@@ -29,7 +30,7 @@ import { ClientSession } from "./session.js";
 import { Outbox } from "./outbox.js";
 import { PacketWriter } from "./packetWriter.js";
 import { connectDeadline, connectWheel, type KeepaliveWatched, keepaliveWheel } from "./keepaliveWheel.js";
-import { scheduleReads } from "./readBatch.js";
+import { SocketReads } from "./readBatch.js";
 import { type SessionActor, startSessionActor } from "./sessionActor.js";
 import type { MqttSettings } from "./settings.js";
 
@@ -40,7 +41,7 @@ type Machine = Actor<typeof mqttConnectionMachine>;
  * class carries out its commands and routes packets to the inbound publisher and the
  * session, which do the per-message work in plain functions.
  */
-class MqttClientConnection {
+export class MqttClientConnection {
   private actor!: Machine;
   /** The packets the fast path leaves go to one shared mqtt-packet parser (mqttParse.ts). */
   private parserSettings: ParserSettings = beforeConnect;
@@ -53,7 +54,7 @@ class MqttClientConnection {
   private session: ClientSession | undefined;
   private sessionActor: SessionActor | undefined;
   private clientReceiveMax = 65535;
-  private topicAliases: Map<number, string> | undefined;
+  private topicAliases: InboundTopicAliases | undefined;
   private readonly denied = new DeniedSubjects();
   private readonly unlisten: Array<() => void> = [];
   /** Keep alive (keepaliveWheel.ts): the last packet's time, 1.5 x the keep alive (0: off), the wheel's slot. */
@@ -76,6 +77,7 @@ class MqttClientConnection {
     private readonly deps: MqttDeps,
   ) {
     this.settings = deps.settings();
+    this.connectHold = new ConnectHold(deps.connectBuffers);
     this.outbox = new Outbox(socket);
     this.writer = new PacketWriter(
       this.outbox,
@@ -120,46 +122,18 @@ class MqttClientConnection {
     this.connectDeadline = connectDeadline(actor.getSnapshot().context.connectTimeoutMs, () =>
       actor.send({ type: "CONNECT_TIMEOUT" }),
     );
-    this.socket.on("data", (chunk: Buffer) => this.queueRead(chunk));
+    const reads = new SocketReads(this.socket, (chunk) => this.onData(chunk));
+    this.socket.on("data", (chunk: Buffer) => reads.add(chunk));
     this.socket.on("error", () => {});
     this.socket.on("close", () => {
-      this.takeReads(true); // what arrived before the close (a DISCONNECT) counts first
+      reads.takeReads(true);
       this.actor.send({ type: "SOCKET_CLOSED" });
     });
   }
 
-  /** Chunks read this event-loop turn, handled with every other client's (`handlePendingReads`). */
-  private readQueue: Buffer[] | undefined;
-
-  private queueRead(chunk: Buffer): void {
-    if (this.readQueue) {
-      this.readQueue.push(chunk);
-      return;
-    }
-    this.readQueue = [chunk];
-    scheduleReads(this);
-  }
-
-  /**
-   * Handles the queued chunks while the socket flows. A socket that onData paused
-   * (backpressure, a protocol error) gets the rest back, to be read again on resume.
-   */
-  takeReads(closing = false): void {
-    const q = this.readQueue;
-    if (!q) return;
-    this.readQueue = undefined;
-    for (let i = 0; i < q.length; i++) {
-      if (this.socket.isPaused()) {
-        if (!closing) for (let j = q.length - 1; j >= i; j--) this.socket.unshift(q[j]!);
-        return;
-      }
-      this.onData(q[i]!);
-    }
-  }
-
   /** The actor's scope closes: release everything, keeping the session if it outlives us. */
   async cleanup(): Promise<void> {
-    this.releaseConnectBuffer();
+    this.connectHold.release();
     keepaliveWheel.unwatch(this);
     this.endConnectDeadline();
     for (const u of this.unlisten) u();
@@ -190,7 +164,6 @@ class MqttClientConnection {
   account(): string {
     return this.handle?.account ?? "";
   }
-
 
   // -- bytes and packets --------------------------------------------------------
 
@@ -271,25 +244,9 @@ class MqttClientConnection {
         this.session.outbound.complete(p.messageId ?? 0);
         return;
       case "pubrec":
-        if (this.session.outbound.received(p.messageId ?? 0))
-          this.write({ cmd: "pubrel", messageId: p.messageId } as Packet);
-        else
-          this.write({
-            cmd: "pubrel",
-            messageId: p.messageId,
-            ...(this.version === 5 ? { reasonCode: Reason.packetIdNotFound } : {}),
-          } as Packet);
-        return;
+        return onPubrec(this.session.outbound, this.version, p.messageId ?? 0, (r) => this.write(r));
       case "pubrel":
-        // PUBCOMP once the session forgot the id (inbound.ts release).
-        void this.inbound.release(p.messageId ?? 0).then((known) =>
-          this.write({
-            cmd: "pubcomp",
-            messageId: p.messageId,
-            ...(known || this.version !== 5 ? {} : { reasonCode: Reason.packetIdNotFound }),
-          } as Packet),
-        );
-        return;
+        return onPubrel(this.inbound, this.version, p.messageId ?? 0, (r) => this.write(r));
       case "subscribe":
         return void this.session.subscribe(p);
       case "unsubscribe":
@@ -329,14 +286,10 @@ class MqttClientConnection {
   }
 
   /** Bytes of a partial CONNECT this socket holds, counted in the shared limits.max_connect_buffer. */
-  private connectHeld = 0;
+  private readonly connectHold: ConnectHold;
 
   private holdBeforeConnect(bytes: number): boolean {
-    if (this.deps.connectBuffers.resize(this.connectHeld, bytes)) {
-      this.connectHeld = bytes;
-      return true;
-    }
-    this.releaseConnectBuffer();
+    if (this.connectHold.hold(bytes)) return true;
     this.buffered = Buffer.alloc(0);
     this.deps.metrics.refused("mqtt", "connect_buffer_full");
     this.log.info({ bytes }, "closing a socket before CONNECT: limits.max_connect_buffer is full");
@@ -344,13 +297,8 @@ class MqttClientConnection {
     return false;
   }
 
-  private releaseConnectBuffer(): void {
-    this.deps.connectBuffers.resize(this.connectHeld, 0);
-    this.connectHeld = 0;
-  }
-
   private onConnect(p: IConnectPacket): void {
-    this.releaseConnectBuffer();
+    this.connectHold.release();
     this.endConnectDeadline();
     const outcome = readConnect(p, this.settings);
     if (!outcome.ok) {
@@ -397,13 +345,9 @@ class MqttClientConnection {
         reason: `account ${access.account} has ${access.limit} connections on this gateway`,
         codes: { v5: Reason.quotaExceeded, v4: ConnackV4.serverUnavailable },
       });
-    this.account_ = access.account;
     // Up or down as it is now: a change while the account was looked up is not missed.
     this.actor.send({ type: "NATS_ACQUIRED", account: access.account, natsUp: lease.connected() });
   }
-
-  /** The account NATS_ACQUIRED told; the session opens in it. */
-  private account_ = "";
 
   /**
    * Registers the client (a previous connection of its client id here is taken over), and
@@ -412,7 +356,7 @@ class MqttClientConnection {
    */
   private openSession(): void {
     const request = this.actor.getSnapshot().context.request!;
-    const account = this.account_;
+    const { account } = this.actor.getSnapshot().context;
     const previous = this.register(account, request);
     previous?.takeOver(!request.cleanStart);
     const link = new ConnectionLink(this.version, request.clientId, account, this.lease!, this.settings, this.deps.metrics, this.denied, this);
@@ -483,14 +427,9 @@ class MqttClientConnection {
     let topic = p.topic;
     const alias = p.properties?.topicAlias;
     if (this.version === 5 && alias !== undefined) {
-      if (alias === 0 || alias > this.settings.topicAliasMaximum)
-        return this.protocolError(Reason.topicAliasInvalid, `topic alias ${alias} out of range`);
-      if (topic) (this.topicAliases ??= new Map()).set(alias, topic);
-      else {
-        const known = this.topicAliases?.get(alias);
-        if (!known) return this.protocolError(Reason.protocolError, `unknown topic alias ${alias}`);
-        topic = known;
-      }
+      const resolved = (this.topicAliases ??= new InboundTopicAliases(this.settings.topicAliasMaximum)).resolve(topic, alias);
+      if (!("topic" in resolved)) return this.protocolError(resolved.reasonCode, resolved.reason);
+      topic = resolved.topic;
     }
     this.inbound!.onPublish(
       {
@@ -506,15 +445,7 @@ class MqttClientConnection {
   }
 
   private async publishWill(will: WillMessage): Promise<void> {
-    await this.inbound
-      ?.will({
-        topic: will.topic,
-        payload: Buffer.from(will.payload),
-        qos: will.qos,
-        retain: will.retain,
-        properties: will.properties as PublishProperties,
-      })
-      .catch(() => {});
+    await this.inbound?.will(will).catch(() => {});
     this.actor.send({ type: "WILL_DONE" });
   }
 
@@ -546,43 +477,3 @@ class MqttClientConnection {
     setTimeout(() => this.socket.destroy(), 2_000).unref();
   }
 }
-
-/** One MQTT connection as a supervised actor: its socket, lease and machine live in its scope. */
-export const mqttConnectionActor = (
-  socket: Duplex,
-  remote: string,
-  cid: number,
-  deps: MqttDeps,
-): Effect.Effect<void, never, Scope.Scope> =>
-  // Combinators, not Effect.gen: a suspended generator and its frame stay alive for the
-  // connection's whole life (docs/performance.md).
-  Effect.suspend(() => {
-    const client = new MqttClientConnection(socket, remote, cid, deps);
-    const settings = deps.settings();
-    return Effect.addFinalizer(() =>
-      Effect.promise(async () => {
-        if (client.wasServing()) deps.metrics.connected("mqtt", client.account(), -1);
-        await client.cleanup().catch(() => {});
-      }),
-    ).pipe(
-      Effect.andThen(
-        startMachine(mqttConnectionMachine, {
-          id: `mqtt-${cid}`,
-          input: { connectTimeoutMs: settings.connectTimeoutMs, maxKeepaliveSec: settings.maxKeepaliveSec },
-          registry: deps.registry,
-          onEmit: (e) => client.command(e),
-          shared: true,
-        }),
-      ),
-      Effect.flatMap((actor) => {
-        client.start(actor);
-        return awaitDone(actor, () => {
-          const { closeReason, request } = actor.getSnapshot().context;
-          deps.log.info(
-            { cid, remote, client_id: request?.clientId, account: client.wasServing() ? client.account() : undefined, reason: closeReason },
-            "MQTT connection closed",
-          );
-        });
-      }),
-    );
-  });

@@ -1,7 +1,8 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Packet } from "mqtt-packet";
+import type { WillMessage } from "../../machines/mqttConnection.js";
 import { Reason } from "../../protocol/mqttReasons.js";
-import { type InboundPublish, mqttPublishToNats, type PublishContext } from "../../protocol/mqttToNats.js";
+import { type InboundPublish, mqttPublishToNats, type PublishContext, type PublishProperties } from "../../protocol/mqttToNats.js";
 import type { Bindings } from "../bindings.js";
 import { toNatsHeaders } from "../client/natsHeaders.js";
 import type { MessageStore } from "../messageStore.js";
@@ -95,8 +96,11 @@ export class InboundPublisher {
     return true;
   }
 
-  will(inbound: InboundPublish): Promise<void> {
-    return this.publish(inbound, undefined, false, true);
+  /** The will of the connection's CONNECT, published as the client's own message (NATS authorizes it). */
+  will(will: WillMessage): Promise<void> {
+    const { topic, qos, retain } = will;
+    const properties = will.properties as PublishProperties | undefined;
+    return this.publish({ topic, payload: Buffer.from(will.payload), qos, retain, properties }, undefined, false, true);
   }
 
   /** The mapping's context, one per client: only `now` and `markClientId` change between messages. */

@@ -1,24 +1,22 @@
 import { randomBytes } from "node:crypto";
-import type { Msg } from "@nats-io/transport-node";
 import type { ISubscribePacket, IUnsubscribePacket, Packet } from "mqtt-packet";
-import { storedDeliverable } from "../../protocol/deliveryGuard.js";
 import { Reason, SubackFailureV4 } from "../../protocol/mqttReasons.js";
-import { natsToMqttPublish } from "../../protocol/natsToMqtt.js";
 import type { AccountServices } from "../accountServices.js";
 import type { Bindings } from "../bindings.js";
 import { type MessageStore, MSGS_PREFIX } from "../messageStore.js";
+import { missingPermission } from "../client/missingPermission.js";
 import { flushAndSettle } from "../natsBridge.js";
 import { tooManyLevels } from "./inbound.js";
 import { InboundState } from "./inboundState.js";
 import type { ClientLink } from "./link.js";
-import { carriesQos12, headerPairsOf, storedCopy } from "./natsHeaders.js";
-import { OutboundFlow } from "./outbound.js";
-import { ReadPermission } from "./readPermission.js";
+import { Deliveries } from "./deliveries.js";
+import type { OutboundFlow } from "./outbound.js";
 import type { RetainedMessages } from "./retained.js";
 import type { LoadedSession, OutboundRecord, SessionStore, StoredSession, StoredSubscription } from "./sessionStore.js";
 import { SessionWriter } from "./sessionWriter.js";
 import { StoredDelivery } from "./storedDelivery.js";
-import { type ActiveSubscription, closeSubscription, openSubscription, planSubscription } from "./subscriptions.js";
+import { consumerDelivers, type StoredSource, storedSourceOf } from "./storedSource.js";
+import { type ActiveSubscription, closeSubscription, dropSubject, openSubscription, planSubscription } from "./subscriptions.js";
 
 interface Entry {
   readonly sub: ActiveSubscription;
@@ -27,15 +25,6 @@ interface Entry {
   consumer: string | undefined;
   stored?: StoredDelivery;
 }
-
-/**
- * A QoS 1/2 subscription's stored messages (docs/decisions/mqtt-store.md): the stream a
- * binding names when one covers all its subjects, else the MQTT store. `partial`: some of
- * its subjects are bound, and the store holds none of theirs, so those come live.
- */
-type StoredSource =
-  | { readonly kind: "bound"; readonly stream: string }
-  | { readonly kind: "store"; readonly stream: string; readonly partial: boolean };
 
 export interface SessionDeps {
   readonly services: AccountServices;
@@ -61,14 +50,10 @@ export class ClientSession {
   subscriptionCount(): number {
     return this.entries.size;
   }
-  readonly outbound: OutboundFlow;
+  /** What reaches the client (deliveries.ts); its QoS 1/2 flow is what the connection's acks complete. */
+  private readonly deliveries: Deliveries;
   /** The client's own QoS 1/2 publishes (inboundState.ts); saved with the record. */
   readonly inbound: InboundState;
-  /** Deliveries that arrive before CONNACK is out wait here; undefined once the client is served. */
-  private held: Array<() => void> | undefined = [];
-  /** PUBRELs owed since the last connection, sent once CONNACK is out [MQTT-4.4.0-1]. */
-  private pubrel: number[] = [];
-  private permission: ReadPermission | undefined;
   private readonly writer: SessionWriter;
   /** Names this session's consumers; drawn when it starts fresh, kept when resumed. */
   private epoch: string | undefined;
@@ -86,13 +71,7 @@ export class ClientSession {
     onMovedOn: () => void,
   ) {
     this.persistent = expirySec > 0;
-    // A stored message dropped from the backlog is not acknowledged: the stream sends it again after ack_wait.
-    this.outbound = new OutboundFlow(
-      receiveMaximum,
-      1000,
-      (p) => link.write(p as Packet),
-      () => link.metrics.dropped("mqtt", "backlog_full"),
-    );
+    this.deliveries = new Deliveries(link, deps.retained, receiveMaximum);
     this.writer = new SessionWriter(deps.store, link.account, link.clientId, onMovedOn);
     this.inbound = new InboundState(() => (this.persistent ? this.saveConnected() : Promise.resolve()));
   }
@@ -102,12 +81,14 @@ export class ClientSession {
     this.epoch = randomBytes(8).toString("hex");
   }
 
-  /** CONNACK is out: the PUBRELs owed first, then what waited for it, then everything from now on. */
+  /** The QoS 1/2 deliveries in flight to the client (its PUBACK, PUBREC and PUBCOMP complete them). */
+  get outbound(): OutboundFlow {
+    return this.deliveries.outbound;
+  }
+
+  /** CONNACK is out: deliveries start (deliveries.ts). */
   release(): void {
-    for (const messageId of this.pubrel.splice(0)) this.link.write({ cmd: "pubrel", messageId } as Packet);
-    const held = this.held ?? [];
-    this.held = undefined;
-    for (const deliver of held) deliver();
+    this.deliveries.release();
   }
 
   /**
@@ -119,7 +100,7 @@ export class ClientSession {
     this.epoch = stored.epoch;
     this.writer.revision = revision;
     this.inbound.restore(stored.inbound);
-    this.pubrel = this.outbound.restore(stored.outbound);
+    this.deliveries.restore(stored.outbound);
     const acked = new Map((stored.outbound?.acked ?? []).map((a) => [a.filter, a]));
     const opened: Entry[] = [];
     /** Subscriptions whose recorded consumer reads the stream they read now: taken over from its floor. */
@@ -127,7 +108,7 @@ export class ClientSession {
     for (const s of stored.subscriptions) {
       const plan = planSubscription(s.subscription, s.subscriptionId, this.link.settings.maxSubjectBytes);
       if (!plan.ok) continue;
-      const recorded = s.stream ? { stream: s.stream, consumer: consumerOf(s, this.link.account, this.link.clientId, stored.epoch) } : undefined;
+      const recorded = s.stream ? { stream: s.stream, consumer: StoredDelivery.recordedConsumer(s, this.link.account, this.link.clientId, stored.epoch) } : undefined;
       const entry = this.open(plan.value, false, recorded);
       if (recorded && entry.consumer === recorded.consumer) resumed.add(entry);
       opened.push(entry);
@@ -153,7 +134,7 @@ export class ClientSession {
     await Promise.all(
       loaded.session.subscriptions
         .filter((s) => s.stream)
-        .map((s) => StoredDelivery.remove(this.deps.services, account, s.stream!, consumerOf(s, account, clientId, loaded.session.epoch))),
+        .map((s) => StoredDelivery.remove(this.deps.services, account, s.stream!, StoredDelivery.recordedConsumer(s, account, clientId, loaded.session.epoch))),
     );
     await this.deps.store.remove(account, clientId);
   }
@@ -212,7 +193,7 @@ export class ClientSession {
       if (granted[f.index] !== p.subscriptions[f.index]?.qos) continue;
       const rh = f.entry.sub.retainHandling;
       // [MQTT-3.3.1-9..11] retain handling 0: always, 1: only for a new subscription, 2: never.
-      if (rh === 0 || (rh === 1 && f.isNew)) void this.sendRetained(f.entry.sub);
+      if (rh === 0 || (rh === 1 && f.isNew)) void this.deliveries.sendRetained(f.entry.sub);
     }
     if (this.persistent) await this.saveConnected();
   }
@@ -236,7 +217,7 @@ export class ClientSession {
       else dropSubject(e.sub, subject);
     }
     if (affected.length === 0) return;
-    this.permission = undefined;
+    this.deliveries.forgetPermissions();
     if (this.persistent) void this.saveConnected();
   }
 
@@ -320,16 +301,16 @@ export class ClientSession {
   /** `recorded`: a resumed subscription, with the stream and consumer its record names. */
   private open(plan: Omit<ActiveSubscription, "nats">, liveOnly = false, recorded?: { stream: string; consumer: string }): Entry {
     const { link } = this;
-    const source = liveOnly ? undefined : this.storedSourceOf(plan);
+    const source = liveOnly || !this.persistent ? undefined : storedSourceOf(plan, this.link.account, this.deps.bindings, this.deps.messages);
     const stream = source?.stream;
     if (plan.options.noLocal) link.noLocal.count++;
     const sub = openSubscription(
       link.lease.nc,
       plan,
-      (s, subject, headers, data, reply) => this.deliver(s, subject, headers, data, reply),
+      (s, subject, headers, data, reply) => this.deliveries.deliver(s, subject, headers, data, reply),
       // The copies its consumer delivers, dropped before any header is read: most of what
       // such a subscription hears.
-      source ? (m) => this.consumerDelivers(source, m) : undefined,
+      source ? (m) => consumerDelivers(source, m, this.link.account, this.deps.bindings) : undefined,
     );
     // The consumer to take over (the record's, when it reads the same stream), else a new one.
     const consumer = !stream
@@ -369,7 +350,7 @@ export class ClientSession {
         subjects: sub.subjects.map((s) => prefix + s),
         maxAckPending: Math.min(link.settings.receiveMaximum, 65535),
         inactiveMs: this.expirySec * 1000,
-        onMessage: (m, seq, d) => this.deliverStored(sub, prefix, m, seq, d),
+        onMessage: (m, seq, d) => this.deliveries.deliverStored(sub, prefix, m, seq, d),
         resume,
         log: link.log,
       });
@@ -400,129 +381,4 @@ export class ClientSession {
     if (removeConsumer && e.source && e.consumer) void StoredDelivery.remove(this.deps.services, this.link.account, e.source.stream, e.consumer);
     return true;
   }
-
-  /**
-   * Where a QoS 1/2 subscription of a persistent session reads its messages: the bound
-   * stream when one binding covers every subject, else the MQTT store. A session that ends
-   * with its connection has nothing to hand back on a later one, and a shared subscription
-   * belongs to no session: both read core NATS only.
-   */
-  private storedSourceOf(plan: Omit<ActiveSubscription, "nats">): StoredSource | undefined {
-    if (!this.persistent || plan.options.qos === 0 || plan.queue) return undefined;
-    const coverage = plan.subjects.map((subject) => this.deps.bindings.coverage(this.link.account, subject));
-    const streams = new Set(coverage.flatMap((c) => (c.kind === "stored" ? [c.stream.stream] : [])));
-    const [stream] = streams;
-    if (stream !== undefined && streams.size === 1 && coverage.every((c) => c.kind === "stored")) return { kind: "bound", stream };
-    const touchesBound = coverage.some((c) => c.kind !== "unstored");
-    if (!this.deps.messages.enabled()) return undefined;
-    return { kind: "store", stream: this.deps.messages.streamName(), partial: touchesBound };
-  }
-
-  /**
-   * The core copy of a message the subscription's consumer delivers: skipped live. A bound
-   * stream keeps every Mqgw-QoS 1/2 message on its subjects; the MQTT store only what a
-   * gateway client published (marked by its Nats-Msg-Id) to a subject no binding stores.
-   */
-  private consumerDelivers(source: StoredSource, m: Msg): boolean {
-    if (source.kind === "bound") return carriesQos12(m);
-    if (!storedCopy(m)) return false;
-    return !source.partial || this.deps.bindings.storedIn(this.link.account, m.subject) === undefined;
-  }
-
-  private deliver(sub: ActiveSubscription, subject: string, headers: Iterable<[string, string]> | undefined, data: Uint8Array, reply: string | undefined, retained = false): void {
-    if (this.held) {
-      this.held.push(() => this.deliver(sub, subject, headers, data, reply, retained));
-      return;
-    }
-    const { link } = this;
-    const out = natsToMqttPublish(subject, headers, data, reply, sub.options, { protocolVersion: link.version, clientId: link.clientId, now: Date.now() }, retained);
-    if (typeof out === "string") {
-      if (out === "expired") link.metrics.dropped("mqtt", "expired");
-      return;
-    }
-    if (out.lost) link.metrics.propertiesLost("mqtt", out.lost);
-    if (out.qos === 0 && link.queuedBytes() > link.settings.maxQueuedBytes) {
-      // A slow consumer loses QoS 0 messages, not the gateway's memory (docs/decisions/mqtt-sessions.md).
-      link.metrics.dropped("mqtt", "slow_consumer");
-      return;
-    }
-    // One larger than the client allows is dropped and counted by the connection's writer.
-    if (this.outbound.send(out)) link.metrics.messageOut("mqtt", "delivered");
-  }
-
-  /** A message of the subscription's consumer; `prefix` is what its stream puts before the subject (the MQTT store's `$MQG.msgs.`). */
-  private deliverStored(sub: ActiveSubscription, prefix: string, m: Msg, seq: number, d: StoredDelivery, checked = false): void {
-    if (this.held) {
-      this.held.push(() => this.deliverStored(sub, prefix, m, seq, d, checked));
-      return;
-    }
-    const subject = prefix ? m.subject.slice(prefix.length) : m.subject;
-    if (!checked && (!m.subject.startsWith(prefix) || !storedDeliverable(sub.subjects, subject))) {
-      d.ack(seq); // not on this subscription's subjects: never the client's
-      return;
-    }
-    const may = checked || this.mayRead(sub, subject);
-    if (may !== true) {
-      // Denied: consumed for this client, which may not read it. Unknown (NATS away): left for redelivery.
-      void may.then((yes) => (yes === true ? this.deliverStored(sub, prefix, m, seq, d, true) : yes === false ? d.ack(seq) : undefined));
-      return;
-    }
-    const headers = headerPairsOf(m);
-    if (!isQos12(headers)) {
-      d.ack(seq); // without Mqgw-QoS 1/2 it reaches the client from core NATS, live only
-      return;
-    }
-    const out = natsToMqttPublish(subject, headers, m.data, undefined, sub.options, { protocolVersion: this.link.version, clientId: this.link.clientId, now: Date.now() });
-    if (typeof out === "string") {
-      d.ack(seq);
-      return;
-    }
-    if (out.lost) this.link.metrics.propertiesLost("mqtt", out.lost);
-    const origin = { filter: sub.filter, seq };
-    // Too large for the client: dropped, and acknowledged as if delivered [MQTT-3.1.2-25].
-    if (this.outbound.send(out, { onStored: () => d.ack(seq), origin, pid: this.outbound.handedBack(origin) }))
-      this.link.metrics.messageOut("mqtt", "delivered_stored");
-  }
-
-  private async sendRetained(sub: ActiveSubscription): Promise<void> {
-    const found = await this.deps.retained.matching(this.link.account, sub.subjects).catch(() => []);
-    for (const r of found) {
-      if (!storedDeliverable(sub.subjects, r.subject)) continue;
-      const may = this.mayRead(sub, r.subject);
-      if (may === true || (await may) === true) this.deliver(sub, r.subject, r.headers, r.data, undefined, true);
-    }
-  }
-
-  private mayRead(sub: ActiveSubscription, subject: string): true | Promise<boolean | undefined> {
-    this.permission ??= new ReadPermission(this.link.lease.nc, this.link.denied.subscribe);
-    return this.permission.mayRead(sub.subjects, subject);
-  }
-}
-
-/** A stored subscription's consumer: named in the record, or, in a record from before epochs, by filter alone. */
-function consumerOf(s: StoredSubscription, account: string, clientId: string, epoch: string | undefined): string {
-  return s.consumer ?? StoredDelivery.consumerName(account, clientId, s.subscription.topic, epoch);
-}
-
-/** The permission NATS refused, from a nats.js error (or its cause). */
-function missingPermission(e: unknown): { operation: string; subject: string } | undefined {
-  for (let x: unknown = e; x instanceof Error; x = (x as { cause?: unknown }).cause) {
-    const m = /Permissions Violation for (Publish|Subscription) to "([^"]+)"/i.exec(x.message);
-    if (m) return { operation: m[1]!.toLowerCase() === "publish" ? "publish to" : "subscribe to", subject: m[2]! };
-  }
-  return undefined;
-}
-
-function dropSubject(sub: ActiveSubscription, subject: string): void {
-  for (const n of sub.nats) if (n.getSubject() === subject) n.unsubscribe();
-  sub.nats = sub.nats.filter((n) => n.getSubject() !== subject);
-  // Nor is it read for this subscription from the retained stream or a consumer.
-  const at = sub.subjects.indexOf(subject);
-  if (at >= 0) sub.subjects.splice(at, 1);
-}
-
-function isQos12(headers: Iterable<[string, string]> | undefined): boolean {
-  if (!headers) return false;
-  for (const [k, v] of headers) if (k.toLowerCase() === "mqgw-qos") return v === "1" || v === "2";
-  return false;
 }

@@ -6,6 +6,7 @@ import { parseJsAckReply } from "../../protocol/jsAckReply.js";
 import type { AccountServices } from "../accountServices.js";
 import { ACK, settle } from "../client/jetStreamPull.js";
 import { PullWindow } from "./pullWindow.js";
+import type { StoredSubscription } from "./sessionStore.js";
 
 /**
  * A QoS 1/2 subscription of a persistent session on stored subjects reads a durable
@@ -83,6 +84,11 @@ export class StoredDelivery {
     const key = epoch === undefined ? `${account}\u0000${clientId}\u0000${filter}` : `${account}\u0000${clientId}\u0000${filter}\u0000${epoch}`;
     const base = `mqgw-${createHash("sha256").update(key).digest("hex").slice(0, 24)}`;
     return epoch === undefined ? base : `${base}-${randomBytes(4).toString("hex")}`;
+  }
+
+  /** A stored subscription's consumer: named in its record, or, in a record from before epochs, by filter alone. */
+  static recordedConsumer(s: StoredSubscription, account: string, clientId: string, epoch: string | undefined): string {
+    return s.consumer ?? StoredDelivery.consumerName(account, clientId, s.subscription.topic, epoch);
   }
 
   static async open(options: OpenOptions): Promise<StoredDelivery> {

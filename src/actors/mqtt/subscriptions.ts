@@ -85,3 +85,12 @@ export function closeSubscription(sub: ActiveSubscription): void {
   for (const s of sub.nats) s.unsubscribe();
   sub.nats = [];
 }
+
+/** NATS refused one subject of a subscription (the parent level of `a/#`, or on a reload): it goes, the rest stays. */
+export function dropSubject(sub: ActiveSubscription, subject: string): void {
+  for (const n of sub.nats) if (n.getSubject() === subject) n.unsubscribe();
+  sub.nats = sub.nats.filter((n) => n.getSubject() !== subject);
+  // Nor is it read for this subscription from the retained stream or a consumer.
+  const at = sub.subjects.indexOf(subject);
+  if (at >= 0) sub.subjects.splice(at, 1);
+}

@@ -1,0 +1,135 @@
+import type { Msg } from "@nats-io/transport-node";
+import type { Packet } from "mqtt-packet";
+import { storedDeliverable } from "../../protocol/deliveryGuard.js";
+import { natsToMqttPublish } from "../../protocol/natsToMqtt.js";
+import type { ClientLink } from "./link.js";
+import { headerPairsOf } from "./natsHeaders.js";
+import { OutboundFlow } from "./outbound.js";
+import { ReadPermission } from "./readPermission.js";
+import type { RetainedMessages } from "./retained.js";
+import type { OutboundRecord } from "./sessionStore.js";
+import type { StoredDelivery } from "./storedDelivery.js";
+import type { ActiveSubscription } from "./subscriptions.js";
+
+/**
+ * What of a session reaches its client: core NATS messages, stored deliveries and retained
+ * messages, mapped to PUBLISHes and checked (the subscription's subjects, what NATS lets the
+ * client read), through the Receive Maximum (outbound.ts). Nothing goes out before CONNACK:
+ * deliveries wait until the connection says it is served, behind the PUBRELs owed from the
+ * session's previous connection [MQTT-4.4.0-1].
+ */
+export class Deliveries {
+  readonly outbound: OutboundFlow;
+  /** Deliveries that arrive before CONNACK is out wait here; undefined once the client is served. */
+  private held: Array<() => void> | undefined = [];
+  /** PUBRELs owed since the last connection, sent once CONNACK is out. */
+  private pubrel: number[] = [];
+  private permission: ReadPermission | undefined;
+
+  constructor(
+    private readonly link: ClientLink,
+    private readonly retained: RetainedMessages,
+    receiveMaximum: number,
+  ) {
+    // A stored message dropped from the backlog is not acknowledged: the stream sends it again after ack_wait.
+    this.outbound = new OutboundFlow(
+      receiveMaximum,
+      1000,
+      (p) => link.write(p as Packet),
+      () => link.metrics.dropped("mqtt", "backlog_full"),
+    );
+  }
+
+  /** Takes over what the session's last connection left in flight (its record). */
+  restore(record: OutboundRecord | undefined): void {
+    this.pubrel = this.outbound.restore(record);
+  }
+
+  /** CONNACK is out: the PUBRELs owed first, then what waited for it, then everything from now on. */
+  release(): void {
+    for (const messageId of this.pubrel.splice(0)) this.link.write({ cmd: "pubrel", messageId } as Packet);
+    const held = this.held ?? [];
+    this.held = undefined;
+    for (const deliver of held) deliver();
+  }
+
+  /** NATS may have changed what the client may read: ask again. */
+  forgetPermissions(): void {
+    this.permission = undefined;
+  }
+
+  deliver(sub: ActiveSubscription, subject: string, headers: Iterable<[string, string]> | undefined, data: Uint8Array, reply: string | undefined, retained = false): void {
+    if (this.held) {
+      this.held.push(() => this.deliver(sub, subject, headers, data, reply, retained));
+      return;
+    }
+    const { link } = this;
+    const out = natsToMqttPublish(subject, headers, data, reply, sub.options, { protocolVersion: link.version, clientId: link.clientId, now: Date.now() }, retained);
+    if (typeof out === "string") {
+      if (out === "expired") link.metrics.dropped("mqtt", "expired");
+      return;
+    }
+    if (out.lost) link.metrics.propertiesLost("mqtt", out.lost);
+    if (out.qos === 0 && link.queuedBytes() > link.settings.maxQueuedBytes) {
+      // A slow consumer loses QoS 0 messages, not the gateway's memory (docs/decisions/mqtt-sessions.md).
+      link.metrics.dropped("mqtt", "slow_consumer");
+      return;
+    }
+    // One larger than the client allows is dropped and counted by the connection's writer.
+    if (this.outbound.send(out)) link.metrics.messageOut("mqtt", "delivered");
+  }
+
+  /** A message of the subscription's consumer; `prefix` is what its stream puts before the subject (the MQTT store's `$MQG.msgs.`). */
+  deliverStored(sub: ActiveSubscription, prefix: string, m: Msg, seq: number, d: StoredDelivery, checked = false): void {
+    if (this.held) {
+      this.held.push(() => this.deliverStored(sub, prefix, m, seq, d, checked));
+      return;
+    }
+    const subject = prefix ? m.subject.slice(prefix.length) : m.subject;
+    if (!checked && (!m.subject.startsWith(prefix) || !storedDeliverable(sub.subjects, subject))) {
+      d.ack(seq); // not on this subscription's subjects: never the client's
+      return;
+    }
+    const may = checked || this.mayRead(sub, subject);
+    if (may !== true) {
+      // Denied: consumed for this client, which may not read it. Unknown (NATS away): left for redelivery.
+      void may.then((yes) => (yes === true ? this.deliverStored(sub, prefix, m, seq, d, true) : yes === false ? d.ack(seq) : undefined));
+      return;
+    }
+    const headers = headerPairsOf(m);
+    if (!isQos12(headers)) {
+      d.ack(seq); // without Mqgw-QoS 1/2 it reaches the client from core NATS, live only
+      return;
+    }
+    const out = natsToMqttPublish(subject, headers, m.data, undefined, sub.options, { protocolVersion: this.link.version, clientId: this.link.clientId, now: Date.now() });
+    if (typeof out === "string") {
+      d.ack(seq);
+      return;
+    }
+    if (out.lost) this.link.metrics.propertiesLost("mqtt", out.lost);
+    const origin = { filter: sub.filter, seq };
+    // Too large for the client: dropped, and acknowledged as if delivered [MQTT-3.1.2-25].
+    if (this.outbound.send(out, { onStored: () => d.ack(seq), origin, pid: this.outbound.handedBack(origin) }))
+      this.link.metrics.messageOut("mqtt", "delivered_stored");
+  }
+
+  async sendRetained(sub: ActiveSubscription): Promise<void> {
+    const found = await this.retained.matching(this.link.account, sub.subjects).catch(() => []);
+    for (const r of found) {
+      if (!storedDeliverable(sub.subjects, r.subject)) continue;
+      const may = this.mayRead(sub, r.subject);
+      if (may === true || (await may) === true) this.deliver(sub, r.subject, r.headers, r.data, undefined, true);
+    }
+  }
+
+  private mayRead(sub: ActiveSubscription, subject: string): true | Promise<boolean | undefined> {
+    this.permission ??= new ReadPermission(this.link.lease.nc, this.link.denied.subscribe);
+    return this.permission.mayRead(sub.subjects, subject);
+  }
+}
+
+function isQos12(headers: Iterable<[string, string]> | undefined): boolean {
+  if (!headers) return false;
+  for (const [k, v] of headers) if (k.toLowerCase() === "mqgw-qos") return v === "1" || v === "2";
+  return false;
+}

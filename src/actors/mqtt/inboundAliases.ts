@@ -1,0 +1,22 @@
+import { Reason } from "../../protocol/mqttReasons.js";
+
+/**
+ * The topic aliases a client set on its own PUBLISHes (MQTT 5 3.3.2.3.4): a PUBLISH with a
+ * topic and an alias sets it, one with an empty topic uses it. Made on first use.
+ */
+export class InboundTopicAliases {
+  private aliases: Map<number, string> | undefined;
+
+  constructor(private readonly maximum: number) {}
+
+  /** The PUBLISH's topic, or the protocol error it is ([MQTT-3.3.2-8], [MQTT-3.3.2-9]). */
+  resolve(topic: string, alias: number): { topic: string } | { reasonCode: number; reason: string } {
+    if (alias === 0 || alias > this.maximum) return { reasonCode: Reason.topicAliasInvalid, reason: `topic alias ${alias} out of range` };
+    if (topic) {
+      (this.aliases ??= new Map()).set(alias, topic);
+      return { topic };
+    }
+    const known = this.aliases?.get(alias);
+    return known ? { topic: known } : { reasonCode: Reason.protocolError, reason: `unknown topic alias ${alias}` };
+  }
+}
