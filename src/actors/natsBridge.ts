@@ -76,6 +76,8 @@ export class NatsConnectError extends Error {
 interface Shared {
   refs: number;
   ready: Promise<NatsConnection>;
+  /** Once connected: its server pool is where new connections dial too (pool()). */
+  nc?: NatsConnection;
   actor?: Actor<typeof natsConnectionMachine>;
   statusListeners: Set<(s: LeaseStatus) => void>;
   permissionListeners: Set<(subject: string, op: "publish" | "subscribe") => void>;
@@ -166,8 +168,20 @@ export class NatsBridge {
     Deferred.doneUnsafe(entry.released, Effect.void);
   }
 
+  /**
+   * Where a new connection dials: the configured servers and every server the open
+   * connections learnt from the cluster (INFO's connect_urls). A gateway given one seed URL
+   * keeps taking new clients when that node is gone; nats.js tries the pool in turn.
+   */
+  private pool(): string[] {
+    const known = new Set(this.options.servers);
+    for (const entry of this.shared.values()) for (const s of entry.nc?.getServers() ?? []) known.add(s.listen);
+    return [...known];
+  }
+
   private open(key: string, creds: Credentials, role: ConnectionRole): Shared {
-    const { servers, gatewayId, supervisor, registry, log, onReconnect, tls } = this.options;
+    const { gatewayId, supervisor, registry, log, onReconnect, tls } = this.options;
+    const servers = this.pool();
     let resolveReady!: (nc: NatsConnection) => void;
     let rejectReady!: (e: Error) => void;
     const entry: Shared = {
@@ -241,6 +255,7 @@ export class NatsBridge {
         log.info({ key, reason }, auth ? "NATS no longer accepts a connection's user: closing its clients" : "a NATS connection closed: closing its clients");
         for (const l of [...entry.goneListeners]) l(reason, auth);
       });
+      entry.nc = nc;
       resolveReady(nc);
       // Held until the last client lets go (or the supervisor stops everything).
       yield* Deferred.await(entry.released);
