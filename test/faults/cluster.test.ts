@@ -130,3 +130,43 @@ describe("a NATS cluster member goes away", () => {
     await amqp.close();
   });
 });
+
+describe("a gateway given one seed of a cluster, whose node goes away", () => {
+  const nodes: Record<string, NatsServerHandle> = {};
+  let gw: GatewayHandle;
+
+  beforeAll(async () => {
+    const [ra, rb] = [await freePort(), await freePort()];
+    [nodes.A, nodes.B] = await Promise.all([
+      startNatsServer({ jetstream: false, config: nodeConfig("A", ra, rb) }),
+      startNatsServer({ jetstream: false, config: nodeConfig("B", rb, ra) }),
+    ]);
+    gw = await startGateway({ nats: nodes.A!.url, config: { log: { level: "info", format: "json" } } });
+    // The gateway's own connection learns B from the cluster's INFO once the route is up.
+    await eventually(async () => ((await health(gw)).status === 200 ? true : undefined), 10_000, "the gateway on A");
+  });
+  afterAll(async () => {
+    await gw?.stop();
+    await Promise.all(Object.values(nodes).map((n) => n.stop()));
+  });
+
+  it("still takes new clients on new NATS connections: they dial the servers the cluster told it of", async () => {
+    await eventually(
+      async () => {
+        const probe = await connect({ servers: nodes.A!.url });
+        const learnt = probe.getServers().some((s) => s.port === nodes.B!.port);
+        await probe.close();
+        return learnt ? true : undefined;
+      },
+      10_000,
+      "the cluster gossips B",
+    );
+    await nodes.A!.stop();
+    await eventually(async () => ((await health(gw)).server === "B" ? true : undefined), 15_000, "the gateway's own connection on B");
+    // Credentials no client used before: a NATS connection of its own, opened now.
+    const fresh = await RawMqtt.connected(gw.port("mqtt"), 5, { clientId: "after-seed", username: "someone-new", password: Buffer.from("pw") });
+    fresh.send({ cmd: "pingreq" } as mqtt.Packet);
+    await fresh.next("pingresp");
+    fresh.socket.destroy();
+  });
+});
