@@ -61,9 +61,8 @@ describe("QoS 2 publishes are passed on once", () => {
     await sub.endAsync();
   });
 
-  // Needs the session lifecycle's half of decision 4 (the lead's): the session restores its
-  // InboundState on resume and saves it at detach. Until then a reconnect starts with a
-  // fresh one and the resend is taken for a new message.
+  // The session keeps its InboundState (the packet ids it PUBRECed) at detach and restores
+  // it on resume: without that the resend would be taken for a new message.
   it("a resend after a reconnect, of a publish PUBRECed before the connection dropped, is answered and not published again", async () => {
     const { sub, inbox } = await subscriber("q2-sub-again", "q2/again");
     const first = await RawMqtt.connected(gw.port("mqtt"), 5, persistent("q2-pub-again"));
