@@ -37,10 +37,11 @@ describe("unsettled sends to unstored subjects wait for the NATS flush", () => {
     try {
       // Frames are read in order: once the gateway has answered an attach sent after the
       // transfer, it has read the transfer. A gateway settling before the flush would
-      // have sent its disposition first.
+      // have sent its disposition first. A rejection may already be there: the flush gives
+      // up after its timeout, which a loaded machine can reach before the probe's answer.
       const probe = await amqp.sender(`flush.probe.${process.pid}`);
       expect(await health()).toBe(503);
-      expect(outcome).toBeUndefined();
+      expect(outcome?.state).not.toBe("accepted");
       probe.close();
     } finally {
       nats = await startNatsServer({ port: nats.port });

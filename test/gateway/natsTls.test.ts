@@ -13,7 +13,7 @@ beforeAll(async () => {
   certs = makeCertificates();
   nats = await startNatsServer({
     config: `
-tls { cert_file: "${certs.cert}", key_file: "${certs.key}" }
+tls { cert_file: "${certs.cert}", key_file: "${certs.key}", timeout: 10 }
 accounts {
   ADMIN { users: [ { user: "mqg-admin", password: "admin-pw" } ] }
   APP { jetstream: enabled, users: [ { user: "app" } ] }
