@@ -39,28 +39,25 @@ export const workerPool = (options: WorkerPoolOptions): Effect.Effect<WorkerPool
     const workers = new Map<number, Worker>();
     const servedOnce = new Set<number>();
     const ready = yield* Deferred.make<void, number>();
+    // Done once the pool is told to stop: from then on no worker is forked again.
     const stopping = yield* Deferred.make<void>();
-    let stopped = false;
-    const stop = () => {
-      stopped = true;
-      Deferred.doneUnsafe(stopping, Effect.void);
-    };
+    const stopped = () => Deferred.isDoneUnsafe(stopping);
     const signal = (sig: NodeJS.Signals, ending: boolean) => {
-      if (ending) stop();
+      if (ending) Deferred.doneUnsafe(stopping, Effect.void);
       for (const w of workers.values()) w.process.kill(sig);
     };
 
     // One exit of one worker, as the process says it ended.
     const run = (index: number) =>
-      Effect.callback<{ code: number | null; signal: string | null; served: boolean }>((resume) => {
+      Effect.callback<{ code: number | null; signal: string | null; servedAt: number | undefined }>((resume) => {
         const { id, env } = options.worker(index);
         const worker = cluster.fork(env);
         workers.set(index, worker);
-        let served = false;
+        let servedAt: number | undefined;
         worker.on("message", (message: unknown) => {
           options.onMessage(index, message);
           if ((message as { mqgw?: string } | null)?.mqgw === "serving") {
-            served = true;
+            servedAt ??= Date.now();
             servedOnce.add(index);
             if (servedOnce.size === options.count) Deferred.doneUnsafe(ready, Effect.void);
           }
@@ -68,7 +65,7 @@ export const workerPool = (options: WorkerPoolOptions): Effect.Effect<WorkerPool
         log.info({ worker: id, pid: worker.process.pid }, "worker started");
         worker.once("exit", (code, sig) => {
           workers.delete(index);
-          resume(Effect.succeed({ code, signal: sig, served }));
+          resume(Effect.succeed({ code, signal: sig, servedAt }));
         });
       });
 
@@ -78,7 +75,7 @@ export const workerPool = (options: WorkerPoolOptions): Effect.Effect<WorkerPool
         let failures = 0;
         for (;;) {
           const exit = yield* run(index);
-          if (stopped || (exit.code === 0 && exit.signal === null)) {
+          if (stopped() || (exit.code === 0 && exit.signal === null)) {
             log.info({ worker: id, exit_code: exit.code, signal: exit.signal }, "worker stopped");
             return exit.code ?? 0;
           }
@@ -90,11 +87,11 @@ export const workerPool = (options: WorkerPoolOptions): Effect.Effect<WorkerPool
             signal("SIGTERM", true);
             return code;
           }
-          failures = exit.served ? 1 : failures + 1;
+          failures = exit.servedAt !== undefined ? 1 : failures + 1;
           const restartInMs = Math.min(FIRST_DELAY_MS * 2 ** (failures - 1), MAX_DELAY_MS);
           log.warn({ worker: id, exit_code: exit.code, signal: exit.signal, restartInMs }, "worker exited; restarting");
           yield* Effect.raceFirst(Effect.sleep(restartInMs), Deferred.await(stopping));
-          if (stopped) return 0;
+          if (stopped()) return 0;
         }
       });
 

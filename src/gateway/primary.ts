@@ -46,10 +46,10 @@ const primary = (config: GatewayConfig, count: number, log: Logger): Effect.Effe
     const questions = new WorkerQuestions(() => pool?.live() ?? new Map());
     const workerListeners = new Map<number, Record<string, string>>();
     const listeners: Record<string, string> = {};
-    let started = false;
+    let servingSince: Date | undefined;
     if (config.http.listen) {
       const at = config.http.listen;
-      const routes = workersRoutes({ id: config.id, questions, started: () => started, listeners: () => listeners });
+      const routes = workersRoutes({ id: config.id, questions, started: () => servingSince !== undefined, listeners: () => listeners });
       const port = yield* serveHttp(at, routes).pipe(Effect.mapError((e) => listenFailure("http", at, e)));
       listeners.http = `${at.host}:${port}`;
     }
@@ -77,7 +77,7 @@ const primary = (config: GatewayConfig, count: number, log: Logger): Effect.Effe
 
     const ready = yield* Effect.exit(workers.ready);
     if (Exit.isSuccess(ready)) {
-      started = true;
+      servingSince = new Date();
       // The workers share every client port, so any worker's listeners are the gateway's.
       Object.assign(listeners, { ...workerListeners.get(1), ...listeners });
       log.info({ id: config.id, workers: ids, listeners }, "mq-gateway serving");
