@@ -90,6 +90,17 @@ describe("run --workers 2 on the embedded nats-server", () => {
     for (const w of children(gw.process.pid!, "node")) expect(children(w, "nats-server")).toEqual([]);
   });
 
+  it("answers the admin API as two gateways: ctl reaches each worker by its id", async () => {
+    const { promisify } = await import("node:util");
+    const { execFile } = await import("node:child_process");
+    const run = promisify(execFile);
+    const all = await run(process.execPath, [bin, "ctl", "info", "--data", gw.dataDir, "--json"]);
+    expect((JSON.parse(all.stdout) as Array<{ id: string }>).map((g) => g.id).sort()).toEqual([`${gw.id}-1`, `${gw.id}-2`]);
+    // Addressed to one worker: its own admin subject, which the embedded server lets it take.
+    const one = await run(process.execPath, [bin, "ctl", "info", "--data", gw.dataDir, "--gateway", `${gw.id}-2`, "--json"]);
+    expect(JSON.parse(one.stdout)).toEqual([expect.objectContaining({ id: `${gw.id}-2` })]);
+  });
+
   it("spreads MQTT clients over both workers, and a message published on one reaches a subscriber on the other", async () => {
     const on = await oneOnEach("spread");
     expect([...on.keys()].sort()).toEqual([`${gw.id}-1`, `${gw.id}-2`]);
