@@ -2,12 +2,15 @@
 // code instead of exiting, so bin/ sets it and tests can call main() directly.
 // Exit codes: 0 ok, 1 bad config or usage; `run` passes on the gateway's own code (2: could not start).
 import { readFileSync } from "node:fs";
+import { availableParallelism } from "node:os";
 import { Command, CommanderError, Option } from "commander";
 // Types only: the config modules (zod, yaml) load when a command needs them, so --help and --version stay quick.
 import type { ConfigFlags, LoadResult } from "../config/load.js";
+import { workerCount } from "./workerCount.js";
 
 interface ConfigOptions extends ConfigFlags {
   readonly config?: string;
+  readonly workers?: string;
 }
 
 export async function main(argv: string[]): Promise<number> {
@@ -27,18 +30,35 @@ export async function main(argv: string[]): Promise<number> {
 
   withConfigFlags(
     program.command("run", { isDefault: true }).description("run the gateway (the default command)"),
-  ).action(
-    exitWith(async (options: ConfigOptions) => {
-      const loaded = await load(options);
-      if (!loaded.ok) return report(loaded.problems);
-      const { embeddedProblems } = await import("../gateway/embeddedAccounts.js");
-      const unfit = embeddedProblems(loaded.config);
-      if (unfit.length > 0) return report(unfit);
-      // Imported here so check, generate and --help never load the runtime.
-      const { runGateway } = await import("../gateway/run.js");
-      return runGateway(loaded.config);
-    }),
-  );
+  )
+    .option("--workers <n>", "gateway processes sharing the ports: 1 (default) one process, 0 or auto one per core")
+    .action(
+      exitWith(async (options: ConfigOptions) => {
+        const workers = workerCount(options.workers, availableParallelism());
+        if (!workers.ok) return report([workers.error]);
+        const loaded = await load(options);
+        if (!loaded.ok) return report(loaded.problems);
+        const { embeddedProblems } = await import("../gateway/embeddedAccounts.js");
+        const unfit = embeddedProblems(loaded.config);
+        if (unfit.length > 0) return report(unfit);
+        // Imported here so check, generate and --help never load the runtime.
+        const { workerRole, workerId, leaveCluster } = await import("../gateway/workerChannel.js");
+        const role = workerRole();
+        if (role) {
+          // A worker forked by the primary below: the primary's id (a generated one too) with its number.
+          const { runGateway } = await import("../gateway/run.js");
+          const code = await runGateway({ ...loaded.config, id: workerId(role.primaryId, role.index) }, role);
+          leaveCluster();
+          return code;
+        }
+        if (workers.count > 1) {
+          const { runPrimary } = await import("../gateway/primary.js");
+          return runPrimary(loaded.config, workers.count);
+        }
+        const { runGateway } = await import("../gateway/run.js");
+        return runGateway(loaded.config);
+      }),
+    );
 
   withConfigFlags(
     program

@@ -93,7 +93,8 @@ export interface EmbeddedServerOptions {
   readonly port: number;
   readonly serverName: string;
   readonly storeDir: string;
-  readonly gatewayId: string;
+  /** Every gateway id that serves admin requests here: one, or each worker's (`run --workers`). */
+  readonly gatewayIds: readonly string[];
   readonly adminUser: string;
   readonly adminPassword: string;
   /** nats.embedded_max_payload: max_payload has no command-line flag, the file holds it. */
@@ -120,7 +121,7 @@ export function embeddedServerConfig(o: EmbeddedServerOptions): string {
     "    users: [",
     `      { user: ${q(o.adminUser)}, password: ${q(o.adminPassword)}, permissions: {`,
     `        publish: ${list(["$MQG.admin.>", "$SYS.REQ.USER.INFO"])}`,
-    `        subscribe: ${list([`$MQG.admin.server.${o.gatewayId}.>`, "$MQG.admin.ping.>", "$MQG.admin.account.*.>", "_INBOX.>"])}`,
+    `        subscribe: ${list([...o.gatewayIds.map((id) => `$MQG.admin.server.${id}.>`), "$MQG.admin.ping.>", "$MQG.admin.account.*.>", "_INBOX.>"])}`,
     "        allow_responses: true",
     "      } }",
     "    ]",
@@ -139,7 +140,7 @@ export function embeddedServerConfig(o: EmbeddedServerOptions): string {
  * Everything the embedded start needs beyond the child process: the admin user, the
  * nats-server config writer, and the admin file written once the server answers.
  */
-export async function prepareEmbedded(config: GatewayConfig): Promise<{
+export async function prepareEmbedded(config: GatewayConfig, gatewayIds: readonly string[] = [config.id]): Promise<{
   readonly admin: Credentials;
   readonly writeConfig: (storeDir: string, serverName: string) => Promise<string>;
   readonly writeAdminFile: (url: string) => Promise<string>;
@@ -156,7 +157,7 @@ export async function prepareEmbedded(config: GatewayConfig): Promise<{
         port: at.port,
         serverName,
         storeDir,
-        gatewayId: config.id,
+        gatewayIds,
         adminUser: user,
         adminPassword: admin.password,
         maxPayload: config.nats.embedded_max_payload,

@@ -2,9 +2,6 @@ import { Cause, Deferred, Effect, Exit, Scope } from "effect";
 import type { Actor } from "xstate";
 import { AccountResolver } from "../actors/accounts.js";
 import { ClientRegistry } from "../actors/clients.js";
-import { embeddedNats } from "../actors/embeddedNats.js";
-import { sendJson, serveHttp } from "../actors/http.js";
-import { clientsRoute } from "../actors/http/clients.js";
 import { type HostPort, type ListenError, listenTcp, listenTls, listenWebSocket } from "../actors/listeners.js";
 import { startMachine } from "../actors/machineActor.js";
 import { Metrics } from "../actors/metrics.js";
@@ -28,7 +25,6 @@ import { Reloader } from "../actors/reload.js";
 import { NatsBridge, type NatsLease } from "../actors/natsBridge.js";
 import { NoAuthBridge } from "../actors/noAuthBridge.js";
 import { natsTlsOptions } from "../actors/natsTls.js";
-import { findNatsServer } from "../actors/natsServerBinary.js";
 import { ActorRegistry } from "../actors/registry.js";
 import { statechartsRoutes } from "../actors/statechartsPage.js";
 import { Supervisor } from "../actors/supervisor.js";
@@ -39,24 +35,18 @@ import { gatewayMachine } from "../machines/gateway.js";
 import { machines } from "../machines/index.js";
 import { EXPOSED_WARNING, exposedListeners } from "./exposure.js";
 import { mqttSettingsOf } from "./mqttSettings.js";
-import {
-  embeddedNatsFailure,
-  type ListenerName,
-  listenFailure,
-  natsUnreachable,
-  noNatsServer,
-  plainMessage,
-  StartupError,
-  startFailure,
-} from "./startupErrors.js";
-import { prepareEmbedded } from "./embeddedAccounts.js";
+import { type ListenerName, listenFailure, natsUnreachable, startFailure } from "./startupErrors.js";
 import { VERSION } from "./version.js";
+import { joinEmbedded, startEmbedded } from "./embeddedStart.js";
+import { gatewayViews, viewRoutes } from "./views.js";
+import { answerPrimary, tellPrimaryServing, type WorkerRole } from "./workerChannel.js";
+import { serveHttp } from "../actors/http.js";
 
 /** Runs the gateway until it stops; resolves to the process exit code (CONTRACT). */
-export async function runGateway(config: GatewayConfig): Promise<number> {
+export async function runGateway(config: GatewayConfig, role?: WorkerRole): Promise<number> {
   const log = createLogger(config.log);
-  log.info({ id: config.id, generated: config.source.id_generated, version: VERSION }, "mq-gateway starting");
-  const exit = await Effect.runPromiseExit(Effect.scoped(gateway(config, log)));
+  log.info({ id: config.id, generated: config.source.id_generated, version: VERSION, ...(role ? { worker: role.index } : {}) }, "mq-gateway starting");
+  const exit = await Effect.runPromiseExit(Effect.scoped(gateway(config, log, role)));
   if (Exit.isSuccess(exit)) {
     log.info({ id: config.id, exit_code: exit.value }, "mq-gateway stopped");
     return exit.value;
@@ -69,7 +59,7 @@ export async function runGateway(config: GatewayConfig): Promise<number> {
   return 2;
 }
 
-const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unknown, Scope.Scope> =>
+const gateway = (initial: GatewayConfig, log: Logger, role: WorkerRole | undefined): Effect.Effect<number, unknown, Scope.Scope> =>
   Effect.gen(function* () {
     // Reassigned by a reload (SIGHUP): everything that reads it per new connection or request sees the new one.
     let config = initial;
@@ -78,6 +68,8 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
       subscriptions: () => subscriptionCounts(clients),
       bytes: () => gate.bytes(),
     });
+    // Each worker's series keep apart when the primary merges them (workersHttp.ts).
+    if (role) metrics.registry.setDefaultLabels({ worker: String(role.index) });
     const supervisor = yield* Supervisor.make(log);
     const clients = new ClientRegistry();
     const directory = new SessionDirectory();
@@ -89,28 +81,12 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
     let servers = [...config.nats.servers];
     let adminConfig = config;
     if (servers.length === 0) {
-      const binary = findNatsServer();
-      if (!binary) return yield* Effect.fail(noNatsServer());
-      const at = config.nats.embedded_listen;
-      const setup = yield* Effect.tryPromise({ try: () => prepareEmbedded(config), catch: (e) => new StartupError(plainMessage(e)) });
-      const embedded = yield* embeddedNats({
-        binary,
-        host: at.host,
-        port: at.port,
-        dataDir: config.data,
-        maxPayload: config.nats.embedded_max_payload,
-        writeConfig: setup.writeConfig,
-        onRestart: () => metrics.embeddedRestarted(),
-        log,
-        registry,
-      }).pipe(Effect.mapError((e) => embeddedNatsFailure(at, e)));
+      // A worker of `run --workers` joins the primary's embedded server; otherwise it is ours.
+      const embedded = role?.natsUrl
+        ? yield* joinEmbedded(config, role.natsUrl)
+        : yield* startEmbedded(config, { log, registry, onRestart: () => metrics.embeddedRestarted() });
       servers = [embedded.url];
-      adminConfig = { ...config, admin: setup.admin };
-      const adminFile = yield* Effect.tryPromise({
-        try: () => setup.writeAdminFile(embedded.url),
-        catch: (e) => new StartupError(`cannot write the admin credential for mq-gateway ctl: ${plainMessage(e)}`),
-      });
-      log.info({ file: adminFile }, "admin credential for mq-gateway ctl written");
+      adminConfig = { ...config, admin: embedded.admin };
     }
 
     const bridgeOptions = {
@@ -264,6 +240,7 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
             if (Exit.isSuccess(opened)) {
               gw!.send({ type: "LISTENING" });
               log.info({ id: config.id, listeners }, "mq-gateway serving");
+              if (role) tellPrimaryServing(listeners);
               const exposed = exposedListeners(config);
               if (exposed.length > 0) log.warn({ exposed }, EXPOSED_WARNING);
               return;
@@ -307,29 +284,15 @@ const gateway = (initial: GatewayConfig, log: Logger): Effect.Effect<number, unk
       version: VERSION,
     });
 
-    if (config.http.listen) {
+    const views = gatewayViews({ id: config.id, gateway: gw, core, admin, listeners, clients, registry, metrics });
+    if (role) {
+      // A worker's HTTP is the primary's: it answers the primary's questions instead (workerChannel.ts).
+      const channel = answerPrimary(views);
+      yield* Effect.addFinalizer(() => Effect.sync(() => channel.close()));
+    } else if (config.http.listen) {
       const httpAt = config.http.listen;
       const httpPort = yield* serveHttp(httpAt, {
-        "/healthz": (_req, res) => {
-          const state = gw.getSnapshot().value;
-          const natsUp = core.connected();
-          const healthy = natsUp && state === "serving";
-          sendJson(res, healthy ? 200 : 503, {
-            status: healthy ? "ok" : state === "lameDuck" ? "lame_duck" : natsUp ? String(state) : "nats_unavailable",
-            id: config.id,
-            version: VERSION,
-            nats: natsUp ? "connected" : "disconnected",
-            nats_server: { version: core.nc.info?.version ?? null, name: core.nc.info?.server_name ?? null },
-            admin_account: admin.account(),
-            admin: admin.state(),
-            listeners,
-            clients: clients.size(),
-          });
-        },
-        "/metrics": async (_req, res) => {
-          res.writeHead(200, { "content-type": metrics.registry.contentType }).end(await metrics.registry.metrics());
-        },
-        "/clients": clientsRoute(config.id, clients, registry),
+        ...viewRoutes(views),
         ...statechartsRoutes({ machines, registry, clients, supervisor }),
       }).pipe(Effect.mapError((e) => listenFailure("http", httpAt, e)));
       listeners.http = `${config.http.listen.host}:${httpPort}`;

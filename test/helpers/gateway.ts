@@ -27,7 +27,16 @@ export interface GatewayHandle {
  * Runs the built gateway (`node bin/mq-gateway.js`) as a real process with listeners on
  * free ports, and resolves once it logs that it is serving.
  */
-export async function startGateway(options: { nats?: string; config?: Record<string, unknown>; args?: string[]; env?: NodeJS.ProcessEnv } = {}): Promise<GatewayHandle> {
+export async function startGateway(
+  options: {
+    nats?: string;
+    config?: Record<string, unknown>;
+    args?: string[];
+    env?: NodeJS.ProcessEnv;
+    /** The log line that says it serves (default: the first "mq-gateway serving"; `run --workers` logs one per worker, then the primary's). */
+    ready?: (line: Record<string, unknown>) => boolean;
+  } = {},
+): Promise<GatewayHandle> {
   const dir = mkdtempSync(join(tmpdir(), "mqgw-gw-"));
   const file = join(dir, "gateway.yaml");
   const config = {
@@ -86,7 +95,7 @@ export async function startGateway(options: { nats?: string; config?: Record<str
     });
   };
 
-  const serving = await waitForLog((l) => l.msg === "mq-gateway serving", 30_000);
+  const serving = await waitForLog(options.ready ?? ((l) => l.msg === "mq-gateway serving"), 30_000);
   const listeners = serving.listeners as Record<string, string>;
   return {
     process: proc,

@@ -1,0 +1,87 @@
+// `mq-gateway run --workers N` (docs/decisions/workers.md): this process serves no client.
+// It starts the embedded nats-server once (when no nats.servers is configured), listens on
+// the HTTP port for all, forks N workers (each a whole gateway, id `<id>-<k>`, sharing the
+// client ports) and passes signals on; it stops when every worker has.
+import cluster from "node:cluster";
+import { Cause, Effect, Exit, type Scope } from "effect";
+import { serveHttp } from "../actors/http.js";
+import { ActorRegistry } from "../actors/registry.js";
+import { workerPool } from "../actors/workerPool.js";
+import type { GatewayConfig } from "../config/schema.js";
+import { createLogger, type Logger } from "../log.js";
+import { startEmbedded } from "./embeddedStart.js";
+import { listenFailure, startFailure } from "./startupErrors.js";
+import { VERSION } from "./version.js";
+import { workerEnv, workerId, type WorkerMessage } from "./workerChannel.js";
+import { WorkerQuestions, workersRoutes } from "./workersHttp.js";
+
+export async function runPrimary(config: GatewayConfig, count: number): Promise<number> {
+  const log = createLogger(config.log);
+  log.info({ id: config.id, generated: config.source.id_generated, version: VERSION, workers: count }, "mq-gateway starting");
+  const exit = await Effect.runPromiseExit(Effect.scoped(primary(config, count, log)));
+  if (Exit.isSuccess(exit)) {
+    log.info({ id: config.id, exit_code: exit.value }, "mq-gateway stopped");
+    return exit.value;
+  }
+  const failure = startFailure(exit.cause);
+  if (failure.bug) log.error({ cause: Cause.pretty(exit.cause) }, "mq-gateway could not start (a bug: please report it)");
+  log.flush();
+  process.stderr.write(`mq-gateway: ${failure.line}\n`);
+  return 2;
+}
+
+const primary = (config: GatewayConfig, count: number, log: Logger): Effect.Effect<number, unknown, Scope.Scope> =>
+  Effect.gen(function* () {
+    // The kernel hands each accept to one of the workers' shared sockets; round-robin would
+    // make this process accept every connection and pass it on (NODE_CLUSTER_SCHED_POLICY=rr still can).
+    if (process.env.NODE_CLUSTER_SCHED_POLICY === undefined) cluster.schedulingPolicy = cluster.SCHED_NONE;
+    const ids = Array.from({ length: count }, (_, i) => workerId(config.id, i + 1));
+    let natsUrl: string | null = null;
+    if (config.nats.servers.length === 0) {
+      const onRestart = () => log.warn("the workers reconnect to the restarted embedded nats-server");
+      natsUrl = (yield* startEmbedded(config, { log, registry: new ActorRegistry(), onRestart }, ids)).url;
+    }
+
+    let pool: { live(): ReadonlyMap<number, import("node:cluster").Worker> } | undefined;
+    const questions = new WorkerQuestions(() => pool?.live() ?? new Map());
+    const workerListeners = new Map<number, Record<string, string>>();
+    const listeners: Record<string, string> = {};
+    let servingSince: Date | undefined;
+    if (config.http.listen) {
+      const at = config.http.listen;
+      const routes = workersRoutes({ id: config.id, questions, started: () => servingSince !== undefined, listeners: () => listeners });
+      const port = yield* serveHttp(at, routes).pipe(Effect.mapError((e) => listenFailure("http", at, e)));
+      listeners.http = `${at.host}:${port}`;
+    }
+
+    const workers = yield* workerPool({
+      count,
+      worker: (index) => ({ id: ids[index - 1]!, env: workerEnv({ index, primaryId: config.id, natsUrl }) }),
+      log,
+      onMessage: (index, message) => {
+        const m = message as WorkerMessage;
+        if (m?.mqgw === "serving") workerListeners.set(index, m.listeners);
+        questions.onMessage(message);
+      },
+    });
+    pool = workers;
+
+    const signals: Array<[NodeJS.Signals, () => void]> = [
+      ["SIGTERM", () => workers.signal("SIGTERM", true)],
+      ["SIGINT", () => workers.signal("SIGTERM", true)],
+      ["SIGUSR2", () => workers.signal("SIGUSR2", true)],
+      ["SIGHUP", () => workers.signal("SIGHUP", false)],
+    ];
+    for (const [sig, fn] of signals) process.on(sig, fn);
+    yield* Effect.addFinalizer(() => Effect.sync(() => signals.forEach(([sig, fn]) => process.off(sig, fn))));
+
+    const ready = yield* Effect.exit(workers.ready);
+    if (Exit.isSuccess(ready)) {
+      servingSince = new Date();
+      // The workers share every client port, so any worker's listeners are the gateway's.
+      Object.assign(listeners, { ...workerListeners.get(1), ...listeners });
+      log.info({ id: config.id, workers: ids, listeners }, "mq-gateway serving");
+    }
+    // A worker that could not start said why on stderr; the pool has stopped the others.
+    return yield* workers.done;
+  });

@@ -1,0 +1,86 @@
+// A worker's side of `run --workers` (docs/decisions/workers.md): who it is (set by the
+// primary in its environment), telling the primary it serves, and answering the
+// primary's questions for the HTTP port, which only the primary listens on.
+import cluster from "node:cluster";
+import type { Health, GatewayViews } from "./views.js";
+
+export interface WorkerRole {
+  /** 1..N, the worker's slot; the same slot keeps its number across restarts. */
+  readonly index: number;
+  /** The primary's gateway id; this worker's is `<primary id>-<index>`. */
+  readonly primaryId: string;
+  /** The primary's embedded nats-server, when it runs one. */
+  readonly natsUrl: string | null;
+}
+
+/** The environment the primary gives worker `index` (read back by workerRole). */
+export function workerEnv(role: WorkerRole): Record<string, string> {
+  return { MQGW_WORKER: String(role.index), MQGW_WORKER_OF: role.primaryId, MQGW_WORKER_NATS: role.natsUrl ?? "" };
+}
+
+/** This process's role when the primary of `run --workers` forked it; undefined otherwise. */
+export function workerRole(env: NodeJS.ProcessEnv = process.env): WorkerRole | undefined {
+  if (!cluster.isWorker) return undefined;
+  const index = Number(env.MQGW_WORKER);
+  const primaryId = env.MQGW_WORKER_OF;
+  if (!Number.isSafeInteger(index) || index < 1 || !primaryId) return undefined;
+  return { index, primaryId, natsUrl: env.MQGW_WORKER_NATS || null };
+}
+
+export const workerId = (primaryId: string, index: number): string => `${primaryId}-${index}`;
+
+/** A question of the primary, and its answer; `seq` pairs them. */
+export type Question =
+  | { readonly mqgw: "ask"; readonly seq: number; readonly what: "health" }
+  | { readonly mqgw: "ask"; readonly seq: number; readonly what: "metrics" }
+  | { readonly mqgw: "ask"; readonly seq: number; readonly what: "clients"; readonly query: Parameters<GatewayViews["clients"]>[0] };
+
+export type WorkerMessage =
+  | { readonly mqgw: "serving"; readonly listeners: Record<string, string> }
+  | { readonly mqgw: "answer"; readonly seq: number; readonly value: unknown };
+
+export type HealthAnswer = Health;
+
+function send(message: WorkerMessage): void {
+  // The channel closes when the primary goes; then there is nobody to tell.
+  if (process.connected) process.send?.(message);
+}
+
+export function tellPrimaryServing(listeners: Record<string, string>): void {
+  send({ mqgw: "serving", listeners: { ...listeners } });
+}
+
+/** Answers the primary until closed. */
+export function answerPrimary(views: GatewayViews): { close(): void } {
+  const onMessage = (message: unknown) => {
+    const q = message as Question;
+    if (q?.mqgw !== "ask") return;
+    const answer = async (): Promise<unknown> => {
+      switch (q.what) {
+        case "health":
+          return views.health();
+        case "metrics":
+          return views.metrics.registry.getMetricsAsJSON();
+        case "clients":
+          return views.clients(q.query);
+      }
+    };
+    void answer().then(
+      (value) => send({ mqgw: "answer", seq: q.seq, value }),
+      (e: Error) => send({ mqgw: "answer", seq: q.seq, value: { error: e.message } }),
+    );
+  };
+  process.on("message", onMessage);
+  return {
+    close: () => process.off("message", onMessage),
+  };
+}
+
+/**
+ * Lets a worker whose gateway has stopped exit with its own code: the channel to the
+ * primary holds the process open, and cluster's disconnect (unlike process.disconnect,
+ * which cluster answers with exit 0) says the worker meant to go.
+ */
+export function leaveCluster(): void {
+  if (cluster.worker?.isConnected()) cluster.worker.disconnect();
+}
