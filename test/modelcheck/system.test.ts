@@ -172,6 +172,11 @@ describe("model checking systems of machines", () => {
       expect(f?.message).toBe("a pull while NATS is away");
     });
 
+    it("a pump that sends all it holds, whatever the credit left, overruns the client", () => {
+      const f = finding(checkSystem(amqpStreamLinkModel({ pumpIgnoresCredit: true })), "the client's credit is never overrun");
+      expect(f?.message).toBe("more delivered than the client's credit");
+    });
+
     it("an engine that forgets a drain made while NATS is away leaves the client waiting", () => {
       const holding = (jetStreamPullMachine.config.states as Record<string, { on: Record<string, unknown> }>).holding!;
       const pull = withStates(jetStreamPullMachine, { holding: { ...holding, on: { RESUME: holding.on.RESUME } } });

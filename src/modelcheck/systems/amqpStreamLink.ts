@@ -75,6 +75,8 @@ export interface StreamLinkOptions {
   readonly pumpIgnoresNats?: boolean;
   /** The pump sends whatever state the link is in and whether or not the client is still there (broken on purpose). */
   readonly pumpIgnoresLink?: boolean;
+  /** The pump sends all it holds, whatever credit the client has left (broken on purpose). */
+  readonly pumpIgnoresCredit?: boolean;
 }
 
 const requested = (w: StreamLinkWorld) => w.pulls.reduce((n, p) => n + p.n, 0);
@@ -87,7 +89,7 @@ export function amqpStreamLinkModel(options: StreamLinkOptions = {}): SystemMode
   const pump = (v: SystemView<StreamLinkWorld>): Effect<StreamLinkWorld>[] => {
     if (!options.pumpIgnoresLink && (!v.hasTag("L", "attached") || !v.world.open)) return [];
     const w = v.world;
-    const sent = Math.min(w.credit, w.queue);
+    const sent = options.pumpIgnoresCredit ? w.queue : Math.min(w.credit, w.queue);
     const after = { ...w, credit: w.credit - sent, queue: w.queue - sent, unsettled: w.unsettled + sent };
     const effects: Effect<StreamLinkWorld>[] = [world(() => after)];
     const wants = options.pumpIgnoresNats || (v.hasTag("L", "natsUp") && !v.hasTag("L", "draining"));
