@@ -111,7 +111,7 @@ async function startStack({ gatewayNodeArgs = [], reference = true, optIn, worke
           return pidsNow();
         },
         get pidNames() {
-          return pidsNow().map((p, i, all) => (i === all.length - 1 ? "nats-server" : i === 0 ? "gateway" : "gateway worker"));
+          return pidsNow().map((p, i, all) => (i === all.length - 1 ? "nats-server" : i === 0 ? "gateway" : `gateway worker ${i}`));
         },
       };
     };

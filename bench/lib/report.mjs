@@ -111,6 +111,7 @@ export function report(out) {
   for (const t of [...Object.values(out.throughput), ...Object.values(out.latency)]) for (const side of ["reference", "gateway"]) lgRow(t.title, side, t[side]);
   for (const [name, o] of Object.entries(out.optIn?.throughput ?? {})) lgRow(`${out.throughput[name]?.title}, opt-in`, "gateway", o);
   if (fl?.measured) for (const q of ["qos0", "qos1"]) for (const side of ["reference", "gateway"]) lgRow(`fleet ${q} (${fl.loadgenProcesses} load-gen processes)`, side, fl[q]?.[side]);
+  if (wk?.measured) for (const n of wk.counts) for (const side of ["reference", "gateway"]) lgRow(`\`run --workers ${n}\`: ${wk.byCount[n].throughput.title}`, side, wk.byCount[n].throughput[side]);
   if (am?.measured) for (const mode of ["presettled", "unsettled"]) for (const side of ["reference", "gateway"]) lgRow(`AMQP ${mode}`, side === "reference" ? "RabbitMQ" : side, am[mode][side]);
 
   const met = targets.filter((t) => t.status === "met").length;
