@@ -293,8 +293,9 @@ async function main() {
   } else out.amqp = { measured: false, reason: "AMQP: not measured: skipped (--no-amqp or --only)" };
   await stack?.stop();
 
-  if (want("fleet")) out.fleet = await fleet().catch((e) => ({ measured: false, reason: e.message }));
-  if (want("workers")) out.workers = await workersScenario().catch((e) => ({ measured: false, reason: e.message }));
+  const why = (e) => e.message.split("\n")[0].slice(0, 300);
+  if (want("fleet")) out.fleet = await fleet().catch((e) => ({ measured: false, reason: why(e) }));
+  if (want("workers")) out.workers = await workersScenario().catch((e) => ({ measured: false, reason: why(e) }));
 
   out.elapsedSeconds = (Date.now() - started) / 1000;
   const { md, targets } = report(out);

@@ -6,8 +6,9 @@ const fmt = (x, d) => (x === null || x === undefined || !Number.isFinite(x) ? "-
 const ratioOf = (g, r) => (g == null || r == null || r === 0 || !Number.isFinite(g) || !Number.isFinite(r) ? null : g / r);
 
 /** Targets: what the status is computed from and the text shown beside it. */
-const atMost = (x) => ({ text: `<= ${x}x`, met: (ratio) => ratio <= x });
-const atLeast = (x) => ({ text: `>= ${x}x`, met: (ratio) => ratio >= x });
+const times = (x) => `${Number.isInteger(x) ? x.toFixed(1) : x}x`;
+const atMost = (x) => ({ text: `<= ${times(x)}`, met: (ratio) => ratio <= x });
+const atLeast = (x) => ({ text: `>= ${times(x)}`, met: (ratio) => ratio >= x });
 const gatewayAtMost = (x, unit) => ({ text: `gateway <= ${x} ${unit}`, met: (_ratio, gw) => gw <= x });
 export const TARGETS = {
   qos0Cpu: atMost(2.5),
@@ -33,7 +34,7 @@ export function report(out) {
     let status = "";
     if (target) {
       const known = target.text.startsWith("gateway") ? gw != null && Number.isFinite(gw) : ratio !== null;
-      status = why ? `not measured: ${why}` : !known ? "not measured" : target.met(ratio, gw) ? "met" : "**not met**";
+      status = why ? (why.includes("not measured") ? why : `not measured: ${why}`) : !known ? "not measured" : target.met(ratio, gw) ? "met" : "**not met**";
       targets.push({ figure: what, reference: ref ?? null, gateway: gw ?? null, ratio, target: target.text, status: status.replaceAll("*", "") });
     }
     rows.push(`| ${what} | ${why && ref == null ? "-" : fmt(ref, d)} | ${fmt(gw, d)} | ${ratio === null ? "-" : `${ratio.toFixed(2)}x`} | ${target?.text ?? ""} | ${status} |`);
@@ -91,7 +92,7 @@ export function report(out) {
 
   const am = out.amqp;
   if (am?.measured) {
-    const refWhy = am.reference?.measured ? undefined : am.reference?.reason?.replace(/^RabbitMQ not measured: /, "RabbitMQ not measured: ");
+    const refWhy = am.reference?.measured ? undefined : am.reference?.reason;
     for (const mode of ["presettled", "unsettled"]) {
       const t = am[mode];
       const title = `AMQP 1.0 ${mode}, 2 senders -> 2 receivers (rhea)`;
