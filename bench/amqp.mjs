@@ -1,10 +1,13 @@
-// AMQP 1.0 figures for the gateway alone: nats-server speaks no AMQP, so there is no
-// reference; the figures are the ones a RabbitMQ user compares (msgs/s presettled and
-// unsettled, CPU per message, memory per connection, connects/s).
+// AMQP 1.0 figures: the gateway beside RabbitMQ 3.10's AMQP 1.0 plugin (Debian's package,
+// started by the bench, bench/lib/rabbitmq.mjs), the same rhea load on both (2 senders ->
+// 2 receivers, 128 bytes, presettled and unsettled), alternating; CPU of every process of
+// each side (beam.smp with its helpers and epmd; the gateway and its nats-server). Then
+// the gateway's idle AMQP connections (memory per connection, connects/s), gateway only.
 import { fork } from "node:child_process";
 import { join } from "node:path";
 import rhea from "rhea";
 import { rssKiB, sum } from "./lib/procs.mjs";
+import { processName, startRabbitmq } from "./lib/rabbitmq.mjs";
 
 const here = import.meta.dirname;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -48,23 +51,63 @@ async function probe(port) {
   }
 }
 
-export async function amqpBench({ stack, freshStack, durationMs, warmupMs, log, idleCount = 1000 }) {
+// The broker's processes that live as long as it does (a short-lived inet_gethost or sh
+// could be gone before the run's second CPU reading).
+const LONG_LIVED = new Set(["beam.smp", "erl_child_setup", "epmd"]);
+const MODES = ["presettled", "unsettled"];
+const AGG = ["msgsPerSec", "serverCpuUsPerMsg", "serverCores", "loadgenCores", "loadgenShareOfCpu", "machineBusy"];
+const median = (xs) => {
+  const v = xs.filter((x) => typeof x === "number" && Number.isFinite(x)).sort((a, b) => a - b);
+  return v.length ? (v.length % 2 ? v[(v.length - 1) / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2) : null;
+};
+
+export async function amqpBench({ stack, freshStack, durationMs, warmupMs, rounds = 1, log, idleCount = 1000 }) {
   const side = stack.sides.gateway;
   try {
     await probe(side.amqpPort);
   } catch (e) {
     return { measured: false, reason: `AMQP: not measured: the AMQP door did not pass a message (${e.message})` };
   }
-  const base = { port: side.amqpPort, pids: side.pids, pidNames: side.pidNames, durationMs, warmupMs, pairs: 2 };
-  const pre = await child({ ...base, kind: "throughput", mode: "presettled" });
-  log(`amqp presettled  ${pre.msgsPerSec.toFixed(0)} msg/s  ${pre.serverCpuUsPerMsg?.toFixed(2)} µs/msg  loadgen ${(100 * pre.loadgenShareOfCpu).toFixed(0)}% of CPU`);
-  await sleep(500);
-  const uns = await child({ ...base, kind: "throughput", mode: "unsettled" });
-  log(`amqp unsettled   ${uns.msgsPerSec.toFixed(0)} msg/s  ${uns.serverCpuUsPerMsg?.toFixed(2)} µs/msg  loadgen ${(100 * uns.loadgenShareOfCpu).toFixed(0)}% of CPU`);
-  await sleep(500);
+  let rabbit;
+  let rabbitReason;
+  try {
+    rabbit = await startRabbitmq();
+    log(`rabbitmq ${rabbit.version} up on ${rabbit.amqpPort}: ${rabbit.pids().map(processName).join(", ")}`);
+  } catch (e) {
+    rabbitReason = `RabbitMQ not measured: ${e.message}`;
+    log(rabbitReason);
+  }
+  const sides = {
+    gateway: () => ({ port: side.amqpPort, pids: side.pids, pidNames: side.pidNames }),
+    // The broker's processes are read again per run: the VM starts helpers as it needs them.
+    ...(rabbit ? { reference: () => { const pids = rabbit.pids().filter((p) => LONG_LIVED.has(processName(p))); return { port: rabbit.amqpPort, pids, pidNames: pids.map(processName), addressStyle: "rabbitmq", username: "guest", password: "guest" }; } } : {}),
+  };
+  const runs = Object.fromEntries(MODES.map((m) => [m, { gateway: [], reference: [] }]));
+  try {
+    for (let r = 0; r < rounds; r++) {
+      const order = r % 2 === 0 ? ["reference", "gateway"] : ["gateway", "reference"];
+      for (const mode of MODES) {
+        for (const name of order) {
+          if (!sides[name]) continue;
+          const x = await child({ ...sides[name](), durationMs, warmupMs, pairs: 2, kind: "throughput", mode });
+          runs[mode][name].push(x);
+          log(`amqp ${mode.padEnd(10)} ${name.padEnd(9)} ${x.msgsPerSec.toFixed(0).padStart(7)} msg/s  ${x.serverCpuUsPerMsg?.toFixed(2)} µs/msg  loadgen ${(100 * x.loadgenShareOfCpu).toFixed(0)}% of CPU`);
+          await sleep(500);
+        }
+      }
+    }
+  } finally {
+    await rabbit?.stop();
+  }
+  const agg = (rs) => (rs.length ? { ...Object.fromEntries(AGG.map((k) => [k, median(rs.map((x) => x[k]))])), runs: rs } : undefined);
+  const result = {
+    measured: true,
+    reference: rabbit ? { measured: true, name: `RabbitMQ ${rabbit.version} AMQP 1.0 plugin`, version: rabbit.version } : { measured: false, reason: rabbitReason },
+  };
+  for (const mode of MODES) result[mode] = { gateway: agg(runs[mode].gateway), reference: agg(runs[mode].reference) };
 
   // Idle connections on a fresh gateway, so heap freed by the runs above does not hide growth.
-  const idleStack = await freshStack();
+  const idleStack = await freshStack({ reference: false });
   const idleSide = idleStack.sides.gateway;
   await sleep(1500);
   const before = idleSide.pids.map(rssKiB);
@@ -84,20 +127,6 @@ export async function amqpBench({ stack, freshStack, durationMs, warmupMs, log, 
   });
   await idleStack.stop();
   log(`amqp idle ${idleCount}  ${idle.connectsPerSec.toFixed(0)} conn/s  ${idle.rssKiBPerConn.toFixed(1)} KiB/conn  failed ${idle.failed}`);
-  const f = (x, d) => (x == null ? "-" : x.toLocaleString("en-US", { minimumFractionDigits: d, maximumFractionDigits: d }));
-  return {
-    measured: true,
-    presettled: pre,
-    unsettled: uns,
-    idle,
-    rows: [
-      ["presettled, 2 senders -> 2 receivers (AMQP -> NATS -> AMQP): msgs/s", f(pre.msgsPerSec, 0)],
-      ["presettled: server CPU µs/msg (gateway + nats-server)", f(pre.serverCpuUsPerMsg, 2)],
-      ["unsettled (accepted before the next window), same shape: msgs/s", f(uns.msgsPerSec, 0)],
-      ["unsettled: server CPU µs/msg", f(uns.serverCpuUsPerMsg, 2)],
-      [`${idleCount.toLocaleString("en-US")} idle AMQP connections (one session each): RSS KiB/conn`, f(idle.rssKiBPerConn, 1)],
-      [`${idleCount.toLocaleString("en-US")} idle AMQP connections: connects/s`, f(idle.connectsPerSec, 0)],
-      ["load generator (rhea) share of CPU, presettled / unsettled", `${f(100 * pre.loadgenShareOfCpu, 0)}% / ${f(100 * uns.loadgenShareOfCpu, 0)}%`],
-    ],
-  };
+  result.idle = idle;
+  return result;
 }

@@ -3,6 +3,8 @@
 //               unsettled (the sender waits for `accepted`, the receiver accepts), a window
 //               of messages in flight as in loadgen.mjs;
 //   idle:       `count` connections, each with a session, for connects/s and RSS.
+// The same load runs against RabbitMQ (bench/lib/rabbitmq.mjs): `addressStyle: "rabbitmq"`
+// and guest's credentials.
 import { performance } from "node:perf_hooks";
 import rhea from "rhea";
 import { cpuMicros, machineTicks } from "./lib/procs.mjs";
@@ -10,8 +12,13 @@ import { cpuMicros, machineTicks } from "./lib/procs.mjs";
 const spec = JSON.parse(process.argv[2]);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+// RabbitMQ takes guest over SASL PLAIN; the gateway's default accepts a connection without SASL.
+const credentials = spec.username ? { username: spec.username, password: spec.password } : {};
+// The gateway's addresses are NATS subjects; RabbitMQ 3.10's plugin takes `/queue/<name>`.
+const addressOf = (name) => (spec.addressStyle === "rabbitmq" ? `/queue/${name.replaceAll(".", "-")}` : name);
+
 function open(options = {}) {
-  const c = rhea.create_container().connect({ host: "127.0.0.1", port: spec.port, reconnect: false, idle_time_out: 0, ...options });
+  const c = rhea.create_container().connect({ host: "127.0.0.1", port: spec.port, reconnect: false, idle_time_out: 0, ...credentials, ...options });
   c.on("error", () => {});
   return new Promise((resolve, reject) => {
     c.once("connection_open", () => resolve(c));
@@ -40,7 +47,7 @@ async function throughput() {
   let stopped = false;
   let scheduled = false;
   for (let i = 0; i < spec.pairs; i++) {
-    const address = `bench.amqp.${spec.mode}.${process.pid}.${i}`;
+    const address = addressOf(`bench.amqp.${spec.mode}.${process.pid}.${i}`);
     const rc = await open();
     const receiver = await attached(
       rc.open_receiver({ source: { address }, snd_settle_mode: presettled ? 1 : 0, autoaccept: true, credit_window: 1000 }),

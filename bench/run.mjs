@@ -3,9 +3,11 @@
 // alternating sides, every figure printed for both with the ratio gateway / reference.
 // Results: bench/results/latest.json and bench/results/latest.md. See docs/performance.md.
 //
-// Options: --rounds N (2)  --duration MS (5000)  --warmup MS (1000)  --only a,b,c
-//          --idle 1000,5000,10000 | --idle 0   --no-amqp   --profile SCENARIO[,..] (gateway
-//          under node --cpu-prof, summaries in bench/results/profiles/)
+// Options: --rounds N (2)  --duration MS (5000)  --warmup MS (1000)  --only a,b,c (scenario
+//          names: qos0 fanout m2n n2m qos1 qos1m qos1n lat0 lat1 idle fleet amqp workers)
+//          --idle 1000,5000,10000 | --idle 0   --no-amqp   --no-opt-in   --out NAME (latest)
+//          --profile SCENARIO[,..] (gateway under node --cpu-prof, summaries in
+//          bench/results/profiles/)
 import { fork } from "node:child_process";
 import { mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
@@ -16,8 +18,10 @@ import { jetstreamManager } from "@nats-io/jetstream";
 import { summarise } from "./lib/cpuprofile.mjs";
 import { attach, summariseAllocations } from "./lib/inspector.mjs";
 import { cpuMicros, freePort, rssKiB, startGateway, startNatsServer, sum } from "./lib/procs.mjs";
+import { report } from "./lib/report.mjs";
 import { SCENARIOS } from "./lib/scenarios.mjs";
 import { amqpBench } from "./amqp.mjs";
+import { fleetRun } from "./fleet.mjs";
 
 const here = import.meta.dirname;
 const resultsDir = join(here, "results");
@@ -29,6 +33,7 @@ const { values: opt } = parseArgs({
     only: { type: "string" },
     idle: { type: "string", default: "1000,5000,10000" },
     "no-amqp": { type: "boolean", default: false },
+    "no-opt-in": { type: "boolean", default: false },
     profile: { type: "string" },
     "alloc-profile": { type: "string" },
     out: { type: "string", default: "latest" },
@@ -50,38 +55,73 @@ const log = (...a) => console.error(`[${((Date.now() - started) / 1000).toFixed(
 const STORED_STREAM = "BENCH_STORED";
 const live = new Set();
 
-/** The reference (nats-server with its MQTT listener) and the gateway in front of its own nats-server. */
+/**
+ * The reference (nats-server with its MQTT listener) and the gateway in front of its own
+ * nats-server, in its default configuration. `optIn`: a second gateway stack, side
+ * "optIn", with that config (`{ mqtt: {...} }`). `workers`: the gateway run with
+ * `--workers N`. `reference: false`: the gateway alone.
+ */
 // BENCH_GATEWAY_NODE_ARGS: extra node flags for the gateway process (experiments: heap sizes, GC).
 const extraGatewayArgs = (process.env.BENCH_GATEWAY_NODE_ARGS ?? "").split(" ").filter(Boolean);
-async function startStack({ gatewayNodeArgs = [] } = {}) {
+export const OPT_IN = { setting: "mqtt.client_id_header: when_needed", config: { mqtt: { client_id_header: "when_needed" } } };
+async function startStack({ gatewayNodeArgs = [], reference = true, optIn, workers } = {}) {
   gatewayNodeArgs = [...extraGatewayArgs, ...gatewayNodeArgs];
-  const refMqtt = await freePort();
-  const ref = await startNatsServer({ name: "ref", mqttPort: refMqtt });
-  live.add(ref);
-  const gwNats = await startNatsServer({ name: "gwnats" });
-  live.add(gwNats);
-  // The binding's stream: interest retention and file storage, like nats-server's own
-  // $MQTT_msgs stream that holds the reference's QoS 1 messages.
-  const nc = await connect({ servers: gwNats.url });
-  const jsm = await jetstreamManager(nc);
-  await jsm.streams.add({ name: STORED_STREAM, subjects: ["stored.>"], retention: "interest", storage: "file" });
-  await nc.close();
-  const gw = await startGateway({ nats: gwNats, bindings: [STORED_STREAM], nodeArgs: gatewayNodeArgs });
-  live.add(gw);
-  const sides = {
-    reference: { mqttPort: refMqtt, natsPort: ref.port, amqpPort: undefined, pids: [ref.pid], pidNames: ["nats-server"] },
-    gateway: { mqttPort: gw.mqttPort, natsPort: gwNats.port, amqpPort: gw.amqpPort, pids: [gw.pid, gwNats.pid], pidNames: ["gateway", "nats-server"] },
+  const procs = [];
+  const track = (p) => {
+    live.add(p);
+    procs.push(p);
+    return p;
   };
   const stop = async () => {
-    const warnings = gw.stderr().split("\n").filter((l) => l.trim());
-    if (warnings.length) log(`gateway stderr (last ${Math.min(5, warnings.length)} of ${warnings.length} lines):\n${warnings.slice(-5).map((l) => l.slice(0, 400)).join("\n")}`);
-    for (const p of [gw, gwNats, ref]) {
+    for (const p of procs) {
+      if (p.stderr) {
+        const warnings = p.stderr().split("\n").filter((l) => l.trim());
+        if (warnings.length) log(`gateway stderr (last ${Math.min(5, warnings.length)} of ${warnings.length} lines):\n${warnings.slice(-5).map((l) => l.slice(0, 400)).join("\n")}`);
+      }
+    }
+    for (const p of procs.reverse()) {
       await p.stop();
       live.delete(p);
       rmSync(p.dir, { recursive: true, force: true });
     }
   };
-  return { ref, gwNats, gw, sides, stop };
+  const sides = {};
+  try {
+    if (reference) {
+      const refMqtt = await freePort();
+      const ref = track(await startNatsServer({ name: "ref", mqttPort: refMqtt }));
+      sides.reference = { mqttPort: refMqtt, natsPort: ref.port, amqpPort: undefined, pids: [ref.pid], pidNames: ["nats-server"] };
+    }
+    const gatewaySide = async (config, n) => {
+      const gwNats = track(await startNatsServer({ name: "gwnats" }));
+      // The binding's stream: interest retention and file storage, like nats-server's own
+      // $MQTT_msgs stream that holds the reference's QoS 1 messages.
+      const nc = await connect({ servers: gwNats.url });
+      const jsm = await jetstreamManager(nc);
+      await jsm.streams.add({ name: STORED_STREAM, subjects: ["stored.>"], retention: "interest", storage: "file" });
+      await nc.close();
+      const gw = track(await startGateway({ nats: gwNats, bindings: [STORED_STREAM], nodeArgs: gatewayNodeArgs, config, workers: n }));
+      // Read per use: with --workers the gateway's processes are the primary and its workers.
+      const pidsNow = () => [...(n ? gw.pids() : [gw.pid]), gwNats.pid];
+      return {
+        mqttPort: gw.mqttPort,
+        natsPort: gwNats.port,
+        amqpPort: gw.amqpPort,
+        get pids() {
+          return pidsNow();
+        },
+        get pidNames() {
+          return pidsNow().map((p, i, all) => (i === all.length - 1 ? "nats-server" : i === 0 ? "gateway" : `gateway worker ${i}`));
+        },
+      };
+    };
+    sides.gateway = await gatewaySide({}, workers);
+    if (optIn) sides.optIn = await gatewaySide(optIn.config);
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+  return { sides, stop };
 }
 
 function child(script, spec) {
@@ -186,6 +226,18 @@ const median = (xs) => {
   return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 };
 
+/** `sides` in the order of round `r`: each side first as often as the others. */
+const rotation = (sides, r) => sides.map((_, i) => sides[(i + r) % sides.length]);
+
+const AGG_KEYS = ["msgsPerSec", "serverCpuUsPerMsg", "loadgenCores", "loadgenShareOfCpu", "machineBusy", "serverCores", "p50Ms", "p90Ms", "p99Ms", "lost", "publishedPerSec", "skipped"];
+function aggregate(rs) {
+  const agg = {};
+  for (const k of AGG_KEYS) if (rs.some((x) => x[k] !== undefined)) agg[k] = median(rs.map((x) => x[k]));
+  return { ...agg, runs: rs };
+}
+
+const OPT_IN_SCENARIOS = new Set(["qos0", "m2n"]);
+
 async function main() {
   mkdirSync(resultsDir, { recursive: true });
   if (opt.profile) return profile(opt.profile.split(","));
@@ -193,10 +245,13 @@ async function main() {
   const out = {
     date: new Date().toISOString(),
     machine: { cpus: os.cpus().length, cpuModel: os.cpus()[0]?.model, node: process.version, platform: `${os.type()} ${os.release()}`, memGiB: os.totalmem() / 2 ** 30 },
-    settings: { rounds, durationMs, warmupMs, payloadBytes: 128, mqttVersion: "3.1.1" },
+    settings: { rounds, durationMs, warmupMs, payloadBytes: 128, mqttVersion: "3.1.1", gatewayConfig: "default" },
     throughput: {},
     latency: {},
     idle: {},
+    optIn: null,
+    fleet: null,
+    workers: null,
     amqp: null,
   };
 
@@ -204,104 +259,102 @@ async function main() {
     for (const [i, count] of idleCounts.entries()) {
       // A fresh pair of stacks per size: RSS growth is then not hidden by heap freed earlier.
       const stack = await startStack();
-      const order = i % 2 === 0 ? ["reference", "gateway"] : ["gateway", "reference"];
       out.idle[count] = {};
-      for (const side of order) out.idle[count][side] = await idle(stack, side, count);
+      for (const side of rotation(["reference", "gateway"], i)) out.idle[count][side] = await idle(stack, side, count);
       await stack.stop();
     }
   }
 
-  const needStack = [...THROUGHPUT, ...LATENCY, "amqp"].some(want);
-  const stack = needStack ? await startStack() : undefined;
+  const scenarios = [...THROUGHPUT, ...LATENCY].filter(want);
+  const withOptIn = !opt["no-opt-in"] && scenarios.some((s) => OPT_IN_SCENARIOS.has(s));
+  const needStack = scenarios.length > 0 || want("amqp");
+  const stack = needStack ? await startStack({ optIn: withOptIn ? OPT_IN : undefined }) : undefined;
   const runs = {};
   for (let r = 0; r < rounds; r++) {
-    const order = r % 2 === 0 ? ["reference", "gateway"] : ["gateway", "reference"];
-    for (const scenario of [...THROUGHPUT, ...LATENCY]) {
-      if (!want(scenario)) continue;
-      runs[scenario] ??= { reference: [], gateway: [] };
-      for (const side of order) runs[scenario][side].push(await throughput(stack, scenario, side));
+    for (const scenario of scenarios) {
+      runs[scenario] ??= {};
+      const sides = withOptIn && OPT_IN_SCENARIOS.has(scenario) ? ["reference", "gateway", "optIn"] : ["reference", "gateway"];
+      for (const side of rotation(sides, r)) (runs[scenario][side] ??= []).push(await throughput(stack, scenario, side));
     }
   }
   for (const [scenario, bySide] of Object.entries(runs)) {
     const target = LATENCY.includes(scenario) ? out.latency : out.throughput;
     target[scenario] = { title: SCENARIOS[scenario].title };
     for (const [side, rs] of Object.entries(bySide)) {
-      const agg = {};
-      for (const k of ["msgsPerSec", "serverCpuUsPerMsg", "loadgenCores", "loadgenShareOfCpu", "machineBusy", "serverCores", "p50Ms", "p90Ms", "p99Ms", "lost"]) {
-        if (rs.some((x) => x[k] !== undefined)) agg[k] = median(rs.map((x) => x[k]));
-      }
-      target[scenario][side] = { ...agg, runs: rs };
+      if (side === "optIn") {
+        out.optIn ??= { setting: OPT_IN.setting, config: OPT_IN.config, throughput: {} };
+        out.optIn.throughput[scenario] = aggregate(rs);
+      } else target[scenario][side] = aggregate(rs);
     }
   }
 
   if (want("amqp") && !opt["no-amqp"]) {
-    out.amqp = await amqpBench({ stack, freshStack: startStack, durationMs, warmupMs, log }).catch((e) => ({ measured: false, reason: `AMQP: not measured: ${e.message}` }));
+    out.amqp = await amqpBench({ stack, freshStack: startStack, durationMs, warmupMs, rounds, log }).catch((e) => ({ measured: false, reason: `AMQP: not measured: ${e.message}` }));
   } else out.amqp = { measured: false, reason: "AMQP: not measured: skipped (--no-amqp or --only)" };
   await stack?.stop();
 
+  const why = (e) => e.message.split("\n")[0].slice(0, 300);
+  if (want("fleet")) out.fleet = await fleet().catch((e) => ({ measured: false, reason: why(e) }));
+  if (want("workers")) out.workers = await workersScenario().catch((e) => ({ measured: false, reason: why(e) }));
+
   out.elapsedSeconds = (Date.now() - started) / 1000;
-  const md = table(out);
+  const { md, targets } = report(out);
+  out.targets = targets;
   writeFileSync(join(resultsDir, `${opt.out}.json`), `${JSON.stringify(out, null, 2)}\n`);
   writeFileSync(join(resultsDir, `${opt.out}.md`), md);
   console.log(md);
   log(`done in ${out.elapsedSeconds.toFixed(0)} s; bench/results/${opt.out}.json and .md written`);
 }
 
-// -- the table -------------------------------------------------------------------------
+/** The fleet (bench/fleet.mjs), QoS 0 then QoS 1, both sides alternating, on a fresh stack. */
+async function fleet() {
+  const stack = await startStack();
+  const res = { measured: true, clients: 2000, ratePerClient: 20, subscribers: 4, qos1Subject: "stored/fleet/<k>/<device> (the binding's stream, as the qos1 row)" };
+  try {
+    for (let r = 0; r < rounds; r++) {
+      for (const qos of [0, 1]) {
+        const t = (res[`qos${qos}`] ??= { reference: [], gateway: [] });
+        for (const side of rotation(["reference", "gateway"], r + qos)) {
+          t[side].push(await fleetRun({ side: stack.sides[side], sideName: side, qos, durationMs, warmupMs: Math.max(warmupMs, 2000), clients: res.clients, ratePerClient: res.ratePerClient, log }));
+        }
+      }
+    }
+  } finally {
+    await stack.stop();
+  }
+  for (const qos of ["qos0", "qos1"]) for (const side of ["reference", "gateway"]) res[qos][side] = aggregate(res[qos][side]);
+  res.loadgenProcesses = res.qos0.gateway.runs[0]?.loadgenProcesses;
+  return res;
+}
 
-function table(out) {
-  const f = (x, d) => (x === null || x === undefined || !Number.isFinite(x) ? "-" : x.toLocaleString("en-US", { minimumFractionDigits: d, maximumFractionDigits: d }));
-  const ratio = (g, r, d = 2) => (g == null || r == null || r === 0 ? "-" : `${(g / r).toFixed(d)}x`);
-  const rows = [];
-  const row = (what, ref, gw, d, target = "") => rows.push(`| ${what} | ${f(ref, d)} | ${f(gw, d)} | ${ratio(gw, ref)} | ${target} |`);
-  const QOS0 = new Set(["qos0", "m2n", "n2m"]);
-  for (const [name, t] of Object.entries(out.throughput)) {
-    row(`${t.title}: msgs/s`, t.reference?.msgsPerSec, t.gateway?.msgsPerSec, 0, name === "qos1" ? ">= 1.0x" : "");
-    row(`${t.title}: server CPU µs/msg`, t.reference?.serverCpuUsPerMsg, t.gateway?.serverCpuUsPerMsg, 2, QOS0.has(name) ? "<= 2.5x" : "");
-  }
-  for (const t of Object.values(out.latency)) {
-    row(`${t.title}: p50 ms`, t.reference?.p50Ms, t.gateway?.p50Ms, 3, "<= 2x");
-    row(`${t.title}: p99 ms`, t.reference?.p99Ms, t.gateway?.p99Ms, 3);
-  }
-  for (const [count, t] of Object.entries(out.idle)) {
-    row(`${Number(count).toLocaleString("en-US")} idle MQTT connections: RSS KiB/conn (all server processes)`, t.reference?.rssKiBPerConn, t.gateway?.rssKiBPerConn, 1, "gateway <= 16 KiB");
-    row(`${Number(count).toLocaleString("en-US")} idle MQTT connections: connects/s`, t.reference?.connectsPerSec, t.gateway?.connectsPerSec, 0, ">= 1.0x");
-    row(`${Number(count).toLocaleString("en-US")} idle MQTT connections: server CPU µs per connect`, t.reference?.serverCpuUsPerConnect, t.gateway?.serverCpuUsPerConnect, 0);
-  }
-  const lg = [];
-  for (const t of [...Object.values(out.throughput), ...Object.values(out.latency)]) {
-    for (const side of ["reference", "gateway"]) {
-      const x = t[side];
-      if (x) lg.push(`| ${t.title} | ${side} | ${f(x.serverCores, 2)} | ${f(x.loadgenCores, 2)} | ${f(100 * x.loadgenShareOfCpu, 0)}% | ${f(100 * x.machineBusy, 0)}% | ${f(x.lost, 0)} |`);
+/**
+ * msgs/s (QoS 0 MQTT -> MQTT) and connects/s (5,000 idle) with `run --workers 1` and `2`,
+ * each beside the reference in the same stack. A gateway without the flag: not measured.
+ */
+const WORKER_COUNTS = [1, 2];
+const WORKERS_IDLE = 5000;
+async function workersScenario() {
+  const res = { measured: true, counts: WORKER_COUNTS, idleCount: WORKERS_IDLE, byCount: {} };
+  for (const [i, n] of WORKER_COUNTS.entries()) {
+    let stack;
+    try {
+      stack = await startStack({ workers: n });
+    } catch (e) {
+      if (/unknown option '--workers'/.test(e.message)) return { measured: false, reason: "run --workers not available" };
+      throw e;
+    }
+    try {
+      const w = { throughput: { title: SCENARIOS.qos0.title, reference: [], gateway: [] }, idle: {} };
+      for (let r = 0; r < rounds; r++) for (const side of rotation(["reference", "gateway"], r + i)) w.throughput[side].push(await throughput(stack, "qos0", side));
+      for (const side of ["reference", "gateway"]) w.throughput[side] = aggregate(w.throughput[side]);
+      for (const side of rotation(["reference", "gateway"], i)) w.idle[side] = await idle(stack, side, WORKERS_IDLE);
+      w.gatewayProcesses = stack.sides.gateway.pidNames;
+      res.byCount[n] = w;
+    } finally {
+      await stack.stop();
     }
   }
-  let amqp;
-  if (out.amqp?.measured) {
-    amqp = [
-      "| AMQP figure (gateway only; no reference exists for NATS) | value |",
-      "| --- | --- |",
-      ...out.amqp.rows.map(([k, v]) => `| ${k} | ${v} |`),
-    ].join("\n");
-  } else amqp = `**${out.amqp?.reason ?? "AMQP: not measured"}**`;
-  const m = out.machine;
-  return `# mq-gateway vs nats-server MQTT (\`npm run bench\`)
-
-${out.date}; ${m.cpus} × ${m.cpuModel}; Node ${m.node}; ${m.platform}. MQTT 3.1.1, 128-byte payloads,
-${out.settings.rounds} round(s) per side alternating, ${out.settings.warmupMs / 1000} s warm-up + ${out.settings.durationMs / 1000} s measured each; medians.
-CPU is utime+stime of every server process (gateway + its nats-server; the reference nats-server) per delivered message.
-
-| figure | reference (nats-server MQTT) | mq-gateway + nats-server | gateway / reference | target |
-| --- | ---: | ---: | ---: | --- |
-${rows.join("\n")}
-
-${amqp}
-
-Load generator (one process per run, raw sockets, pre-encoded packets): its own CPU beside the servers'.
-
-| scenario | side | server cores | load-gen cores | load-gen share of CPU | machine busy | QoS 0 lost |
-| --- | --- | ---: | ---: | ---: | ---: | ---: |
-${lg.join("\n")}
-`;
+  return res;
 }
 
 // -- profiling -------------------------------------------------------------------------
@@ -314,7 +367,7 @@ async function profile(scenarios) {
     const sub = join(dir, scenario);
     rmSync(sub, { recursive: true, force: true });
     mkdirSync(sub, { recursive: true });
-    const stack = await startStack({ gatewayNodeArgs: ["--cpu-prof", "--cpu-prof-dir", sub] });
+    const stack = await startStack({ gatewayNodeArgs: ["--cpu-prof", "--cpu-prof-dir", sub], reference: false });
     if (scenario === "idle") await idle(stack, "gateway", 5000);
     else await throughput(stack, scenario, "gateway");
     await stack.stop();

@@ -1,6 +1,6 @@
 // Process accounting from /proc, and the servers under test.
 import { execFileSync, spawn } from "node:child_process";
-import { readFileSync, mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -35,6 +35,29 @@ export function machineTicks() {
   const idle = line[3] + (line[4] ?? 0);
   const total = line.reduce((a, b) => a + b, 0);
   return { busy: total - idle, total };
+}
+
+/** Every process under `pid` (itself included), from /proc: the broker is a shell, beam.smp and its helpers. */
+export function processTree(pid) {
+  const parentOf = new Map();
+  for (const d of readdirSync("/proc")) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const stat = readFileSync(`/proc/${d}/stat`, "utf8");
+      parentOf.set(Number(d), Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]));
+    } catch {}
+  }
+  const tree = [pid];
+  for (let i = 0; i < tree.length; i++) for (const [child, parent] of parentOf) if (parent === tree[i]) tree.push(child);
+  return tree;
+}
+
+export function processName(pid) {
+  try {
+    return readFileSync(`/proc/${pid}/comm`, "utf8").trim();
+  } catch {
+    return "?";
+  }
 }
 
 export const sum = (pids, f) => pids.reduce((a, p) => a + f(p), 0);
@@ -102,8 +125,12 @@ export async function startNatsServer({ name, mqttPort }) {
   return { name, pid: proc.pid, port, url: `nats://127.0.0.1:${port}`, mqttPort, dir, proc, stop: stopper(proc) };
 }
 
-/** The built gateway (`node bin/mq-gateway.js run`) in front of `nats`. */
-export async function startGateway({ nats, bindings = [], nodeArgs = [], env = {}, stdout = "ignore", config: extra = {} }) {
+/**
+ * The built gateway (`node bin/mq-gateway.js run`) in front of `nats`. `workers`: appends
+ * `--workers N` (the gateway's processes are then `pids()`, the primary and its workers);
+ * a gateway without that flag exits, and the error says so.
+ */
+export async function startGateway({ nats, bindings = [], nodeArgs = [], env = {}, stdout = "ignore", config: extra = {}, workers }) {
   const dir = mkdtempSync(join(tmpdir(), "mqgw-bench-gw-"));
   const mqttPort = await freePort();
   const amqpPort = await freePort();
@@ -119,14 +146,15 @@ export async function startGateway({ nats, bindings = [], nodeArgs = [], env = {
   // the caller as `config` and is named as such in the table.
   config.mqtt = { listen: `127.0.0.1:${mqttPort}`, ...(extra.mqtt ?? {}) };
   writeFileSync(join(dir, "gateway.json"), JSON.stringify(config, null, 2));
-  const args = [...nodeArgs, join(root, "bin/mq-gateway.js"), "run", "--config", join(dir, "gateway.json"), "--nats", nats.url, "--data", join(dir, "data")];
+  const args = [...nodeArgs, join(root, "bin/mq-gateway.js"), "run", "--config", join(dir, "gateway.json"), "--nats", nats.url, "--data", join(dir, "data"), ...(workers ? ["--workers", String(workers)] : [])];
   const proc = spawn(process.execPath, args, { stdio: ["ignore", stdout, "pipe"], cwd: dir, env: { ...process.env, ...env } });
   let stderr = "";
   proc.stderr.setEncoding("utf8").on("data", (c) => {
     stderr = (stderr + c).slice(-20_000);
   });
   await waitForPort(mqttPort, proc, () => stderr);
-  return { name: "gateway", pid: proc.pid, mqttPort, amqpPort, dir, proc, stderr: () => stderr, stop: stopper(proc) };
+  const pids = () => processTree(proc.pid).filter((p) => processName(p) !== "sh");
+  return { name: "gateway", pid: proc.pid, pids, mqttPort, amqpPort, dir, proc, stderr: () => stderr, stop: stopper(proc) };
 }
 
 async function waitForPort(port, proc, stderr, timeoutMs = 30_000) {

@@ -1,0 +1,142 @@
+// The bench's table and the status of every target of issue 16, from run.mjs's results.
+// A target row's status is computed from the same-run ratio gateway / reference (or, for
+// memory, from the gateway's own figure): "met", "not met", or "not measured: <why>".
+
+const fmt = (x, d) => (x === null || x === undefined || !Number.isFinite(x) ? "-" : x.toLocaleString("en-US", { minimumFractionDigits: d, maximumFractionDigits: d }));
+const ratioOf = (g, r) => (g == null || r == null || r === 0 || !Number.isFinite(g) || !Number.isFinite(r) ? null : g / r);
+
+/** Targets: what the status is computed from and the text shown beside it. */
+const times = (x) => `${Number.isInteger(x) ? x.toFixed(1) : x}x`;
+const atMost = (x) => ({ text: `<= ${times(x)}`, met: (ratio) => ratio <= x });
+const atLeast = (x) => ({ text: `>= ${times(x)}`, met: (ratio) => ratio >= x });
+const gatewayAtMost = (x, unit) => ({ text: `gateway <= ${x} ${unit}`, met: (_ratio, gw) => gw <= x });
+export const TARGETS = {
+  qos0Cpu: atMost(2.5),
+  qos1Rate: atLeast(1.0),
+  connects: atLeast(1.0),
+  p50: atMost(2),
+  idleMemory: gatewayAtMost(12, "KiB/conn"),
+  amqpRate: atLeast(1.5),
+  amqpCpu: atMost(0.67),
+  fleetCpu: atMost(2.5),
+  fleetRate: atLeast(1.0),
+};
+const QOS0_CPU = new Set(["qos0", "m2n", "n2m"]);
+const QOS1_RATE = new Set(["qos1", "qos1m"]);
+const TARGET_IDLE = 10000;
+
+export function report(out) {
+  const rows = [];
+  const targets = [];
+  /** One figure; `target` (a TARGETS entry) gives it a status, `why` says why it was not measured. */
+  const row = (what, ref, gw, d, target, why) => {
+    const ratio = ratioOf(gw, ref);
+    let status = "";
+    if (target) {
+      const known = target.text.startsWith("gateway") ? gw != null && Number.isFinite(gw) : ratio !== null;
+      status = why ? (why.includes("not measured") ? why : `not measured: ${why}`) : !known ? "not measured" : target.met(ratio, gw) ? "met" : "**not met**";
+      targets.push({ figure: what, reference: ref ?? null, gateway: gw ?? null, ratio, target: target.text, status: status.replaceAll("*", "") });
+    }
+    rows.push(`| ${what} | ${why && ref == null ? "-" : fmt(ref, d)} | ${fmt(gw, d)} | ${ratio === null ? "-" : `${ratio.toFixed(2)}x`} | ${target?.text ?? ""} | ${status} |`);
+  };
+  const note = (what, text) => rows.push(`| ${what} | ${text} | | | | |`);
+
+  for (const [name, t] of Object.entries(out.throughput)) {
+    row(`${t.title}: msgs/s`, t.reference?.msgsPerSec, t.gateway?.msgsPerSec, 0, QOS1_RATE.has(name) ? TARGETS.qos1Rate : undefined);
+    row(`${t.title}: server CPU µs/msg`, t.reference?.serverCpuUsPerMsg, t.gateway?.serverCpuUsPerMsg, 2, QOS0_CPU.has(name) ? TARGETS.qos0Cpu : undefined);
+    const o = out.optIn?.throughput?.[name];
+    if (o) {
+      const label = `${t.title}, **opt-in \`${out.optIn.setting}\`** (not the default)`;
+      row(`${label}: msgs/s`, t.reference?.msgsPerSec, o.msgsPerSec, 0);
+      row(`${label}: server CPU µs/msg`, t.reference?.serverCpuUsPerMsg, o.serverCpuUsPerMsg, 2);
+    }
+  }
+  for (const [name, t] of Object.entries(out.latency)) {
+    row(`${t.title}: p50 ms`, t.reference?.p50Ms, t.gateway?.p50Ms, 3, name === "lat0" ? TARGETS.p50 : undefined);
+    row(`${t.title}: p99 ms`, t.reference?.p99Ms, t.gateway?.p99Ms, 3);
+  }
+  for (const [count, t] of Object.entries(out.idle)) {
+    const n = Number(count).toLocaleString("en-US");
+    const atTarget = Number(count) === TARGET_IDLE;
+    row(`${n} idle MQTT connections: RSS KiB/conn (gateway + its nats-server; the reference nats-server)`, t.reference?.rssKiBPerConn, t.gateway?.rssKiBPerConn, 1, atTarget ? TARGETS.idleMemory : undefined);
+    row(`${n} idle MQTT connections: connects/s`, t.reference?.connectsPerSec, t.gateway?.connectsPerSec, 0, atTarget ? TARGETS.connects : undefined);
+    row(`${n} idle MQTT connections: server CPU µs per connect`, t.reference?.serverCpuUsPerConnect, t.gateway?.serverCpuUsPerConnect, 0);
+  }
+
+  const fl = out.fleet;
+  if (fl?.measured) {
+    for (const q of ["qos0", "qos1"]) {
+      const t = fl[q];
+      if (!t) continue;
+      const title = `fleet ${q === "qos0" ? "QoS 0" : "QoS 1 (stored subject)"}: ${fl.clients.toLocaleString("en-US")} clients × ${fl.ratePerClient}/s, one PUBLISH per write, 4 subscribers`;
+      row(`${title}: msgs/s delivered (of ${(fl.clients * fl.ratePerClient).toLocaleString("en-US")} offered)`, t.reference?.msgsPerSec, t.gateway?.msgsPerSec, 0, TARGETS.fleetRate);
+      row(`${title}: server CPU µs/msg`, t.reference?.serverCpuUsPerMsg, t.gateway?.serverCpuUsPerMsg, 2, q === "qos0" ? TARGETS.fleetCpu : undefined);
+      row(`${title}: p50 ms`, t.reference?.p50Ms, t.gateway?.p50Ms, 2);
+      row(`${title}: p99 ms`, t.reference?.p99Ms, t.gateway?.p99Ms, 2);
+    }
+  } else if (fl) {
+    row("fleet QoS 0 (2,000 clients × 20/s): msgs/s delivered", null, null, 0, TARGETS.fleetRate, fl.reason);
+  }
+
+  const wk = out.workers;
+  if (wk?.measured) {
+    for (const n of wk.counts) {
+      const w = wk.byCount[n];
+      row(`\`run --workers ${n}\`: ${w.throughput.title}: msgs/s`, w.throughput.reference?.msgsPerSec, w.throughput.gateway?.msgsPerSec, 0);
+      row(`\`run --workers ${n}\`: ${w.throughput.title}: server CPU µs/msg`, w.throughput.reference?.serverCpuUsPerMsg, w.throughput.gateway?.serverCpuUsPerMsg, 2);
+      row(`\`run --workers ${n}\`: ${wk.idleCount.toLocaleString("en-US")} idle MQTT connections: connects/s`, w.idle.reference?.connectsPerSec, w.idle.gateway?.connectsPerSec, 0);
+    }
+  } else if (wk) {
+    note("`run --workers 1` and `--workers 2`: msgs/s and connects/s", `not measured: ${wk.reason}`);
+  }
+
+  const am = out.amqp;
+  if (am?.measured) {
+    const refWhy = am.reference?.measured ? undefined : am.reference?.reason;
+    for (const mode of ["presettled", "unsettled"]) {
+      const t = am[mode];
+      const title = `AMQP 1.0 ${mode}, 2 senders -> 2 receivers (rhea)`;
+      row(`${title}: msgs/s`, t.reference?.msgsPerSec, t.gateway?.msgsPerSec, 0, TARGETS.amqpRate, refWhy);
+      row(`${title}: server CPU µs/msg`, t.reference?.serverCpuUsPerMsg, t.gateway?.serverCpuUsPerMsg, 2, TARGETS.amqpCpu, refWhy);
+    }
+    if (am.idle) {
+      row(`${am.idle.count.toLocaleString("en-US")} idle AMQP connections (one session each), gateway only: RSS KiB/conn`, null, am.idle.rssKiBPerConn, 1);
+      row(`${am.idle.count.toLocaleString("en-US")} idle AMQP connections, gateway only: connects/s`, null, am.idle.connectsPerSec, 0);
+    }
+  } else if (am) {
+    note("AMQP 1.0 rows", am.reason ?? "not measured");
+  }
+
+  const lg = [];
+  const lgRow = (title, side, x) => x && lg.push(`| ${title} | ${side} | ${fmt(x.serverCores, 2)} | ${fmt(x.loadgenCores, 2)} | ${fmt(100 * x.loadgenShareOfCpu, 0)}% | ${fmt(100 * x.machineBusy, 0)}% | ${fmt(x.lost, 0)} |`);
+  for (const t of [...Object.values(out.throughput), ...Object.values(out.latency)]) for (const side of ["reference", "gateway"]) lgRow(t.title, side, t[side]);
+  for (const [name, o] of Object.entries(out.optIn?.throughput ?? {})) lgRow(`${out.throughput[name]?.title}, opt-in`, "gateway", o);
+  if (fl?.measured) for (const q of ["qos0", "qos1"]) for (const side of ["reference", "gateway"]) lgRow(`fleet ${q} (${fl.loadgenProcesses} load-gen processes)`, side, fl[q]?.[side]);
+  if (wk?.measured) for (const n of wk.counts) for (const side of ["reference", "gateway"]) lgRow(`\`run --workers ${n}\`: ${wk.byCount[n].throughput.title}`, side, wk.byCount[n].throughput[side]);
+  if (am?.measured) for (const mode of ["presettled", "unsettled"]) for (const side of ["reference", "gateway"]) lgRow(`AMQP ${mode}`, side === "reference" ? "RabbitMQ" : side, am[mode][side]);
+
+  const met = targets.filter((t) => t.status === "met").length;
+  const notMet = targets.filter((t) => t.status === "not met").length;
+  const m = out.machine;
+  const md = `# mq-gateway vs nats-server MQTT (\`npm run bench\`)
+
+${out.date}; ${m.cpus} × ${m.cpuModel}; Node ${m.node}; ${m.platform}. MQTT 3.1.1, 128-byte payloads,
+${out.settings.rounds} round(s) per side alternating, ${out.settings.warmupMs / 1000} s warm-up + ${out.settings.durationMs / 1000} s measured each; medians; ${fmt(out.elapsedSeconds, 0)} s in all.
+The gateway runs its default configuration; a row marked opt-in runs a second gateway stack with that one setting, in the same rotation.
+CPU is utime+stime of every server process (gateway + its nats-server; the reference nats-server; RabbitMQ's beam.smp, erl_child_setup and epmd) per delivered message.
+The AMQP reference is ${am?.reference?.measured ? am.reference.name : "RabbitMQ 3.10's AMQP 1.0 plugin (not measured in this run)"}, transient messages on a queue (\`/queue/<name>\`), guest over loopback.
+
+Targets (issue 16): ${met} met, ${notMet} not met, ${targets.length - met - notMet} not measured.
+
+| figure | reference (nats-server MQTT; RabbitMQ for AMQP) | mq-gateway + nats-server | gateway / reference | target | status |
+| --- | ---: | ---: | ---: | --- | --- |
+${rows.join("\n")}
+
+Load generators (raw sockets; the fleet's spread over several processes; rhea for AMQP): their own CPU beside the servers'.
+
+| scenario | side | server cores | load-gen cores | load-gen share of CPU | machine busy | QoS 0 lost |
+| --- | --- | ---: | ---: | ---: | ---: | ---: |
+${lg.join("\n")}
+`;
+  return { md, targets };
+}
