@@ -1,10 +1,10 @@
-import type { NatsConnection } from "@nats-io/transport-node";
+import type { MsgHdrs, NatsConnection } from "@nats-io/transport-node";
 import type { Packet } from "mqtt-packet";
 import type { WillMessage } from "../../machines/mqttConnection.js";
 import { Reason } from "../../protocol/mqttReasons.js";
-import { type InboundPublish, mqttPublishToNats, type PublishContext, type PublishProperties } from "../../protocol/mqttToNats.js";
+import { bareHeaders, type InboundPublish, mqttPublishToNats, type PublishContext, type PublishProperties } from "../../protocol/mqttToNats.js";
 import type { Bindings } from "../bindings.js";
-import { toNatsHeaders } from "../client/natsHeaders.js";
+import { fixedNatsHeaders, toNatsHeaders } from "../client/natsHeaders.js";
 import type { MessageStore } from "../messageStore.js";
 import { flushAndSettle } from "../natsBridge.js";
 import { newPublishId } from "../publishId.js";
@@ -106,6 +106,9 @@ export class InboundPublisher {
   /** The mapping's context, one per client: only `now` and `markClientId` change between messages. */
   private ctx: { -readonly [K in keyof PublishContext]: PublishContext[K] } | undefined;
 
+  /** The publish options of a bare publish, its header block encoded once; nats.js only sets their `reply` to "". */
+  private bareOptions: { headers: MsgHdrs } | undefined;
+
   /** The NATS subject, reply and headers of a publish, or undefined when it was refused (and answered). */
   private map(inbound: InboundPublish, messageId: number | undefined, isWill: boolean): { subject: string; reply: string | undefined; pairs: Array<[string, string]> | undefined } | undefined {
     const { link } = this;
@@ -122,6 +125,7 @@ export class InboundPublisher {
       maxSubjectBytes: link.settings.maxSubjectBytes,
       now: 0,
       markClientId: true,
+      bareHeaders: bareHeaders(link.clientId),
     });
     ctx.now = Date.now();
     ctx.markClientId = link.settings.clientIdHeaderAlways || link.noLocal.count > 0;
@@ -141,15 +145,16 @@ export class InboundPublisher {
     const { link } = this;
     const mapped = this.map(inbound, undefined, false);
     if (!mapped) return;
-    const { subject, reply } = mapped;
-    const headers = mapped.pairs && toNatsHeaders(mapped.pairs);
+    const { subject, reply, pairs } = mapped;
     const nc = link.lease.nc;
     if (!link.lease.connected()) {
       this.dropOnce(inbound.topic, "NATS is unreachable", "nats_unavailable");
       return;
     }
     try {
-      if (headers || reply) nc.publish(subject, inbound.payload, { ...(headers ? { headers } : {}), ...(reply ? { reply } : {}) });
+      // A bare publish's headers are the same every time: encoded once (mqttToNats.ts, bareHeaders).
+      if (pairs !== undefined && pairs === this.ctx?.bareHeaders) nc.publish(subject, inbound.payload, (this.bareOptions ??= { headers: fixedNatsHeaders(pairs) }));
+      else if (pairs || reply) nc.publish(subject, inbound.payload, { ...(pairs ? { headers: toNatsHeaders(pairs) } : {}), ...(reply ? { reply } : {}) });
       else nc.publish(subject, inbound.payload);
     } catch (e) {
       if (link.denied.publish.delete(subject)) return this.notAuthorized(inbound, undefined, subject, false);
