@@ -24,6 +24,36 @@ export function headerPairsOf(m: { readonly headers?: MsgHdrs | undefined }): Ar
 }
 
 /**
+ * `headerPairsOf` for one subscription, remembering the last plain block it read: a
+ * publisher's messages all carry the same block (a bare MQTT publish's
+ * Mqgw-Mqtt-Client-Id), so most messages cost a byte compare instead of a parse (issue
+ * 16). The answer is shared between the messages it fits: callers only read it.
+ */
+export function headerPairsReader(): (m: { readonly headers?: MsgHdrs | undefined }) => Array<[string, string]> | undefined {
+  let last: Uint8Array | undefined;
+  let lastPairs: Array<[string, string]> | undefined;
+  return (m) => {
+    const block = headerBlockOf(m);
+    if (block === null) return undefined;
+    if (block === undefined) return headerPairsOf(m);
+    if (last !== undefined && sameBytes(block, last)) return lastPairs;
+    const fast = plainHeaderPairs(block);
+    if (fast === undefined) return headerPairsOf(m);
+    // A copy: the block is a view of nats.js's read buffer, which it would keep alive.
+    last = block.slice();
+    lastPairs = fast;
+    return fast;
+  };
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  const n = a.length;
+  if (n !== b.length) return false;
+  for (let i = n - 1; i >= 0; i--) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+/**
  * A core NATS message whose headers say Mqgw-QoS 1 or 2, told from its bytes without
  * reading its headers; undefined when that cannot be told so (the caller reads them).
  */
