@@ -9,14 +9,10 @@ import type { Duplex } from "node:stream";
  */
 export function corkPerTick(socket: Duplex): void {
   const write = socket.write;
-  let corked = false;
-  const uncork = () => {
-    corked = false;
-    socket.uncork();
-  };
+  const uncork = () => socket.uncork();
   socket.write = function (this: Duplex, ...args: Parameters<Duplex["write"]>) {
-    if (!corked) {
-      corked = true;
+    // Node's own count says whether this tick corked it already.
+    if (socket.writableCorked === 0) {
       socket.cork();
       process.nextTick(uncork);
     }
