@@ -61,6 +61,23 @@ export function headerBlockOf(m: { readonly headers?: MsgHdrs | undefined }): Ui
   return hdr < 0 ? null : raw._rdata.subarray(0, hdr);
 }
 
+/**
+ * `headerBlockOf` without making the block's view, for a subscription that compares the
+ * block with the last one it read (mqtt/natsHeaders.ts): the header block's length, -1
+ * for none, undefined where `headerBlockOf` is; the block is the first that many bytes
+ * of `messageBytesOf(m)`.
+ */
+export function headerLengthOf(m: { readonly headers?: MsgHdrs | undefined }): number | undefined {
+  const raw = (m as RawMsg).msg ?? (m as RawMsg);
+  const hdr = raw._msg?.hdr;
+  return typeof hdr === "number" && raw._rdata instanceof Uint8Array ? hdr : undefined;
+}
+
+/** The message's bytes, header block first (`MsgImpl._rdata`); only where `headerLengthOf` gave a number. */
+export function messageBytesOf(m: { readonly headers?: MsgHdrs | undefined }): Uint8Array {
+  return ((m as RawMsg).msg ?? (m as RawMsg))._rdata!;
+}
+
 /** The inbox prefix a connection was made with (`NatsConnectionImpl.options.inboxPrefix`), which its permissions allow. */
 export function inboxPrefixOf(nc: NatsConnection): string | undefined {
   return (nc as { options?: { inboxPrefix?: string } }).options?.inboxPrefix;

@@ -1,7 +1,7 @@
 import type { MsgHdrs } from "@nats-io/transport-node";
 import { isStoredCopy } from "../../protocol/headers.js";
 import { plainBlockSaysQos12, plainBlockSaysStoredCopy, plainHeaderPairs } from "../../protocol/natsHeaderBlock.js";
-import { headerBlockOf } from "../../vendor/natsjs.js";
+import { headerBlockOf, headerLengthOf, messageBytesOf } from "../../vendor/natsjs.js";
 
 /**
  * The header pairs of a NATS message or JsMsg, as `keys()`/`values()` of its MsgHdrs give
@@ -33,10 +33,13 @@ export function headerPairsReader(): (m: { readonly headers?: MsgHdrs | undefine
   let last: Uint8Array | undefined;
   let lastPairs: Array<[string, string]> | undefined;
   return (m) => {
-    const block = headerBlockOf(m);
-    if (block === null) return undefined;
-    if (block === undefined) return headerPairsOf(m);
-    if (last !== undefined && sameBytes(block, last)) return lastPairs;
+    const length = headerLengthOf(m);
+    if (length === undefined) return headerPairsOf(m);
+    if (length < 0) return undefined;
+    const bytes = messageBytesOf(m);
+    // Compared in place: a view of the block per message was a tenth of what reading costs.
+    if (last !== undefined && last.length === length && samePrefix(bytes, last)) return lastPairs;
+    const block = bytes.subarray(0, length);
     const fast = plainHeaderPairs(block);
     if (fast === undefined) return headerPairsOf(m);
     // A copy: the block is a view of nats.js's read buffer, which it would keep alive.
@@ -46,10 +49,10 @@ export function headerPairsReader(): (m: { readonly headers?: MsgHdrs | undefine
   };
 }
 
-function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
-  const n = a.length;
-  if (n !== b.length) return false;
-  for (let i = n - 1; i >= 0; i--) if (a[i] !== b[i]) return false;
+/** `bytes` starts with `prefix` (compared from its end: blocks of one form differ last, in their values). */
+function samePrefix(bytes: Uint8Array, prefix: Uint8Array): boolean {
+  if (bytes.length < prefix.length) return false;
+  for (let i = prefix.length - 1; i >= 0; i--) if (bytes[i] !== prefix[i]) return false;
   return true;
 }
 
