@@ -109,14 +109,17 @@ export class InboundPublisher {
   /** The publish options of a bare publish, its header block encoded once; nats.js only sets their `reply` to "". */
   private bareOptions: { headers: MsgHdrs } | undefined;
 
+  /**
+   * The last bare publish's mapping (QoS 0, no RETAIN, no properties): a device publishes
+   * to the same topic again and again, and a bare publish's mapping depends on nothing
+   * else but the link's settings (fixed for its life) and whether it names its client
+   * (issue 16). Only a mapping that was accepted is kept.
+   */
+  private lastBare: { topic: string; mapped: Mapped } | undefined;
+
   /** The NATS subject, reply and headers of a publish, or undefined when it was refused (and answered). */
-  private map(inbound: InboundPublish, messageId: number | undefined, isWill: boolean): { subject: string; reply: string | undefined; pairs: Array<[string, string]> | undefined } | undefined {
+  private map(inbound: InboundPublish, messageId: number | undefined, isWill: boolean): Mapped | undefined {
     const { link } = this;
-    if (tooManyLevels(inbound.topic, link.settings.maxTopicLevels)) {
-      link.metrics.refused("mqtt", "too_many_levels");
-      if (!isWill) this.refuse(inbound, messageId, Reason.topicNameInvalid, `topic has more than ${link.settings.maxTopicLevels} levels`);
-      return undefined;
-    }
     const ctx = (this.ctx ??= {
       protocolVersion: link.version,
       clientId: link.clientId,
@@ -127,8 +130,20 @@ export class InboundPublisher {
       markClientId: true,
       bareHeaders: bareHeaders(link.clientId),
     });
-    ctx.now = Date.now();
     ctx.markClientId = link.settings.clientIdHeaderAlways || link.noLocal.count > 0;
+    const bare = inbound.qos === 0 && !inbound.retain && inbound.properties === undefined;
+    if (bare) {
+      const last = this.lastBare;
+      // Its pairs say whether it named its client: the bare headers, or none.
+      if (last !== undefined && last.topic === inbound.topic && last.mapped.pairs === (ctx.markClientId ? ctx.bareHeaders : undefined))
+        return last.mapped;
+    }
+    if (tooManyLevels(inbound.topic, link.settings.maxTopicLevels)) {
+      link.metrics.refused("mqtt", "too_many_levels");
+      if (!isWill) this.refuse(inbound, messageId, Reason.topicNameInvalid, `topic has more than ${link.settings.maxTopicLevels} levels`);
+      return undefined;
+    }
+    ctx.now = Date.now();
     const mapped = mqttPublishToNats(inbound, ctx);
     if (!mapped.ok) {
       link.metrics.refused("mqtt", reasonLabel(mapped.error.reasonCode));
@@ -137,7 +152,9 @@ export class InboundPublisher {
     }
     const { subject, reply } = mapped.value;
     // Header pairs, made into MsgHdrs only where needed: a stored publish encodes them itself.
-    return { subject, reply, pairs: mapped.value.headers };
+    const out: Mapped = { subject, reply, pairs: mapped.value.headers };
+    if (bare) this.lastBare = { topic: inbound.topic, mapped: out };
+    return out;
   }
 
   /** `publish` for QoS 0 without RETAIN, synchronous: nothing waits for NATS (the same steps, in the same order). */
@@ -346,6 +363,13 @@ export class InboundPublisher {
 }
 
 /** limits.max_topic_levels: a deep topic costs every subscription match on the server. */
+/** A publish as NATS gets it: shared between the bare publishes of one topic (`lastBare`), so only read. */
+interface Mapped {
+  readonly subject: string;
+  readonly reply: string | undefined;
+  readonly pairs: Array<[string, string]> | undefined;
+}
+
 export function tooManyLevels(topic: string, max: number): boolean {
   if (max <= 0) return false;
   let levels = 1;
