@@ -34,6 +34,19 @@ const sendCommand: SendCommand = function (cmd, ...payloads) {
   originalSendCommand.call(this, typeof cmd === "string" ? Buffer.from(cmd, "utf8") : cmd, ...payloads);
 };
 
+/**
+ * `h` with its `encode()` answering the bytes it gives now, every time after: nats.js's
+ * `ProtocolHandler.publish` (hashed above) encodes a publish's headers by calling it, so a
+ * block that is the same for every message of a connection is encoded once (issue 16).
+ * `h` must not change afterwards (a `set` would not reach the bytes).
+ */
+export function encodedOnce(h: MsgHdrs): MsgHdrs {
+  const impl = h as MsgHdrs & { encode(): Uint8Array };
+  const bytes = impl.encode();
+  impl.encode = () => bytes;
+  return h;
+}
+
 /** Installs `sendCommand` once, for every NATS connection of the process (the gateway's own). */
 export function installPublishPatch(): void {
   if (proto.sendCommand !== sendCommand) proto.sendCommand = sendCommand;

@@ -1,4 +1,5 @@
 import { type MsgHdrs, headers as natsHeaders } from "@nats-io/transport-node";
+import { encodedOnce } from "../../vendor/natsjs.js";
 
 /** Header pairs (the mappings' output, in order, a name repeated as often as it comes) as nats.js headers: both doors publish with these. */
 export function toNatsHeaders(pairs: Iterable<readonly [string, string]>): MsgHdrs {
@@ -15,9 +16,5 @@ export function toNatsHeaders(pairs: Iterable<readonly [string, string]>): MsgHd
  * no trace options with it, which are nats.js's only writes to a publish's headers.
  */
 export function fixedNatsHeaders(pairs: Iterable<readonly [string, string]>): MsgHdrs {
-  // `encode()` is what nats.js's publish calls (MsgHdrsImpl; storedPublish.ts leans on it too).
-  const h = toNatsHeaders(pairs) as MsgHdrs & { encode(): Uint8Array };
-  const bytes = h.encode();
-  h.encode = () => bytes;
-  return h;
+  return encodedOnce(toNatsHeaders(pairs));
 }
