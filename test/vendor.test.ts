@@ -52,6 +52,8 @@ const RECORDED: Record<string, Record<string, string>> = {
   "nats.js": {
     "@nats-io/nats-core MsgImpl": "28f832dee5935cdf",
     "@nats-io/nats-core NatsConnectionImpl": "d74d52ca379b513a",
+    "@nats-io/nats-core ProtocolHandler.sendCommand": "674ae0825cde1a19",
+    "@nats-io/nats-core ProtocolHandler.publish": "02790bbc42772438",
   },
 };
 

@@ -18,7 +18,7 @@ import { natsConnectionMachine } from "../machines/natsConnection.js";
 import { startMachine } from "./machineActor.js";
 import type { ActorRegistry } from "./registry.js";
 import type { Supervisor } from "./supervisor.js";
-import { inboxPrefixOf } from "../vendor/natsjs.js";
+import { inboxPrefixOf, installPublishPatch } from "../vendor/natsjs.js";
 import { once } from "./once.js";
 
 /** What a client presents: NATS decides what it may do, the gateway keeps no user list. */
@@ -216,6 +216,7 @@ export class NatsBridge {
         },
       });
       entry.actor = actor;
+      installPublishPatch();
       const nc = yield* Effect.tryPromise({
         try: () =>
           connect({

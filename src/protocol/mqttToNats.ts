@@ -39,6 +39,13 @@ export interface PublishContext {
   readonly markClientId?: boolean;
   /** Subject plus reply, in UTF-8 bytes, that fit a NATS protocol line (natsLimits.ts); 0 or absent: no limit. */
   readonly maxSubjectBytes?: number;
+  /**
+   * `bareHeaders(clientId)`, made once per client. Given, a bare publish (QoS 0, no RETAIN,
+   * no properties) that carries Mqgw-Mqtt-Client-Id gets this very array as its headers,
+   * so the caller can tell it by identity and reuse what it encoded of it: the block is
+   * the same for every such message of a connection (docs/performance.md, issue 16).
+   */
+  readonly bareHeaders?: Array<[string, string]>;
 }
 
 export interface NatsPublish {
@@ -111,8 +118,11 @@ export function mqttPublishToNats(p: InboundPublish, ctx: PublishContext): Resul
   const problem = publishSubjectProblem(subject, reply, ctx.maxSubjectBytes ?? 0, routed);
   if (problem) return err({ reasonCode: problem.kind === "reserved" ? Reason.notAuthorized : Reason.topicNameInvalid, reason: problem.reason });
 
-  // The common case, a QoS 0 publish with nothing to say, is a plain PUB (docs/performance.md).
-  if (p.qos === 0 && !p.retain && props === undefined && ctx.markClientId === false) return ok({ subject, headers: undefined, reply });
+  if (p.qos === 0 && !p.retain && props === undefined) {
+    // The common case, a QoS 0 publish with nothing to say, is a plain PUB (docs/performance.md).
+    if (ctx.markClientId === false) return ok({ subject, headers: undefined, reply });
+    if (ctx.bareHeaders !== undefined) return ok({ subject, headers: ctx.bareHeaders, reply });
+  }
   // Assignments, not conditional spreads: this runs per message, and spreads are several times slower.
   const meta: MessageMeta = {};
   if (p.qos > 0) meta.qos = p.qos;
@@ -127,6 +137,11 @@ export function mqttPublishToNats(p: InboundPublish, ctx: PublishContext): Resul
   if (reply !== undefined) meta.replyTo = reply;
   if (userProps?.length) meta.userProps = userProps;
   return ok({ subject, headers: metaToHeaders(meta, true), reply });
+}
+
+/** The headers of a bare publish from `clientId` (no QoS, RETAIN or properties to say): only Mqgw-Mqtt-Client-Id. */
+export function bareHeaders(clientId: string): Array<[string, string]> {
+  return metaToHeaders({ mqttClientId: clientId }, true)!;
 }
 
 /**

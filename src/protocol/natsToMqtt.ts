@@ -42,12 +42,14 @@ export function natsToMqttPublish(
   sub: SubscriptionOptions,
   rx: Receiver,
   retainedDelivery = false,
+  /** How headers become metadata: a `LastMeta`'s `read` for a receiver whose header pairs repeat. */
+  metaOf: (headers: Iterable<[string, string]>, strict: boolean) => MessageMeta = headersToMeta,
 ): OutboundPublish | Skip {
   const topic = subjectToTopic(subject);
   if (topic === undefined) return "no_topic";
   if (!deliverableTo(topic, sub.dollarGuard)) return "dollar";
   // MQTT 5 strings must be UTF-8: read strictly what becomes one (v5 properties).
-  const meta: MessageMeta = headers ? headersToMeta(headers, rx.protocolVersion === 5) : {};
+  const meta: MessageMeta = headers ? metaOf(headers, rx.protocolVersion === 5) : {};
   if (sub.noLocal && meta.mqttClientId === rx.clientId) return "no_local";
   let expiry: number | undefined;
   if (meta.expiresAt !== undefined) {
@@ -91,6 +93,28 @@ export function natsToMqttPublish(
     if (lost > 0) out.lost = lost;
   }
   return out;
+}
+
+/**
+ * `headersToMeta` remembering its last answer: a subscription's header reader hands the
+ * same pairs array for every message with the same block (mqtt/natsHeaders.ts), so a
+ * receiver of one publisher reads its metadata once (issue 16). Keyed by identity: the
+ * pairs are never changed, and the metadata is only read (natsToMqttPublish copies what
+ * it hands on).
+ */
+export class LastMeta {
+  private pairs: Iterable<[string, string]> | undefined;
+  private strictness = -1;
+  private meta: MessageMeta = {};
+
+  readonly read = (headers: Iterable<[string, string]>, strict: boolean): MessageMeta => {
+    const s = strict ? 1 : 0;
+    if (headers === this.pairs && s === this.strictness) return this.meta;
+    this.meta = headersToMeta(headers, strict);
+    this.pairs = headers;
+    this.strictness = s;
+    return this.meta;
+  };
 }
 
 /** MQTT's two-byte length prefix (MQTT 5, 1.5.4). */

@@ -50,6 +50,29 @@ describe("MQTT <-> NATS through the gateway", () => {
     await client.endAsync();
   });
 
+  it("bare QoS 0 publishes, whose header block is made once per client, name it the same around publishes that say more", async () => {
+    const sub = nc.subscribe("bare.>", { max: 4 });
+    const got: Array<[string, string | undefined, string]> = [];
+    const done = (async () => {
+      for await (const m of sub) got.push([m.string(), m.headers?.get("Mqgw-Mqtt-Client-Id"), m.headers?.keys().join(",") ?? ""]);
+    })();
+    await nc.flush();
+    const client = await connectMqtt(port, { protocolVersion: 5, clientId: "bäre 1%" });
+    await client.publishAsync("bare/a", "1", { qos: 0 });
+    await client.publishAsync("bare/a", "2", { qos: 0, properties: { contentType: "text/plain" } });
+    await client.publishAsync("bare/b", "3", { qos: 0, retain: true });
+    await client.publishAsync("bare/a", "4", { qos: 0 });
+    await done;
+    const id = "b%C3%A4re 1%25";
+    expect(got).toEqual([
+      ["1", id, "Mqgw-Mqtt-Client-Id"],
+      ["2", id, "Mqgw-Content-Type,Mqgw-Mqtt-Client-Id"],
+      ["3", id, "Mqgw-Mqtt-Retain,Mqgw-Mqtt-Client-Id"],
+      ["4", id, "Mqgw-Mqtt-Client-Id"],
+    ]);
+    await client.endAsync();
+  });
+
   it("a NATS publish reaches MQTT subscribers at QoS 0, with # matching the parent level too", async () => {
     const client = await connectMqtt(port, { protocolVersion: 5 });
     const inbox = collect(client);

@@ -17,6 +17,7 @@ import { type LinkContext, linkContext } from "./context.js";
 import { FrameGuard, SASL_HEADER } from "./frameGuard.js";
 import { guarded } from "./guarded.js";
 import { ConnectionLinks, type SpawnLink } from "./links.js";
+import { corkPerTick } from "./corkedWrites.js";
 import { Outflow } from "./outflow.js";
 import { screenInput, serverContainer } from "../../vendor/rhea.js";
 import { saslMechanisms, verifiedCertificateName } from "./sasl.js";
@@ -155,6 +156,7 @@ class AmqpClientConnection {
     c.on("session_open", (ctx: EventContext) => this.links.begun(ctx.session!));
     c.on("session_close", (ctx: EventContext) => this.links.sessionEnded(ctx.session));
     c.on("session_error", (ctx: EventContext) => this.links.sessionEnded(ctx.session));
+    corkPerTick(this.socket);
     c.accept(this.socket as Socket);
   }
 

@@ -1,7 +1,7 @@
 import type { Msg } from "@nats-io/transport-node";
 import type { Packet } from "mqtt-packet";
 import { storedDeliverable } from "../../protocol/deliveryGuard.js";
-import { natsToMqttPublish } from "../../protocol/natsToMqtt.js";
+import { LastMeta, natsToMqttPublish } from "../../protocol/natsToMqtt.js";
 import type { ClientLink } from "./link.js";
 import { headerPairsOf } from "./natsHeaders.js";
 import { OutboundFlow } from "./outbound.js";
@@ -25,6 +25,8 @@ export class Deliveries {
   /** PUBRELs owed since the last connection, sent once CONNACK is out. */
   private pubrel: number[] = [];
   private permission: ReadPermission | undefined;
+  /** The metadata of the last header pairs delivered (a publisher's messages repeat them); made at the first delivery, as an idle client needs none. */
+  private lastMeta: LastMeta | undefined;
 
   constructor(
     private readonly link: ClientLink,
@@ -64,7 +66,7 @@ export class Deliveries {
       return;
     }
     const { link } = this;
-    const out = natsToMqttPublish(subject, headers, data, reply, sub.options, { protocolVersion: link.version, clientId: link.clientId, now: Date.now() }, retained);
+    const out = natsToMqttPublish(subject, headers, data, reply, sub.options, { protocolVersion: link.version, clientId: link.clientId, now: Date.now() }, retained, (this.lastMeta ??= new LastMeta()).read);
     if (typeof out === "string") {
       if (out === "expired") link.metrics.dropped("mqtt", "expired");
       return;

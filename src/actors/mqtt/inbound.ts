@@ -1,10 +1,10 @@
-import type { NatsConnection } from "@nats-io/transport-node";
+import type { MsgHdrs, NatsConnection } from "@nats-io/transport-node";
 import type { Packet } from "mqtt-packet";
 import type { WillMessage } from "../../machines/mqttConnection.js";
 import { Reason } from "../../protocol/mqttReasons.js";
-import { type InboundPublish, mqttPublishToNats, type PublishContext, type PublishProperties } from "../../protocol/mqttToNats.js";
+import { bareHeaders, type InboundPublish, mqttPublishToNats, type PublishContext, type PublishProperties } from "../../protocol/mqttToNats.js";
 import type { Bindings } from "../bindings.js";
-import { toNatsHeaders } from "../client/natsHeaders.js";
+import { fixedNatsHeaders, toNatsHeaders } from "../client/natsHeaders.js";
 import type { MessageStore } from "../messageStore.js";
 import { flushAndSettle } from "../natsBridge.js";
 import { newPublishId } from "../publishId.js";
@@ -106,14 +106,20 @@ export class InboundPublisher {
   /** The mapping's context, one per client: only `now` and `markClientId` change between messages. */
   private ctx: { -readonly [K in keyof PublishContext]: PublishContext[K] } | undefined;
 
+  /** The publish options of a bare publish, its header block encoded once; nats.js only sets their `reply` to "". */
+  private bareOptions: { headers: MsgHdrs } | undefined;
+
+  /**
+   * The last bare publish's mapping (QoS 0, no RETAIN, no properties): a device publishes
+   * to the same topic again and again, and a bare publish's mapping depends on nothing
+   * else but the link's settings (fixed for its life) and whether it names its client
+   * (issue 16). Only a mapping that was accepted is kept.
+   */
+  private lastBare: { topic: string; mapped: Mapped } | undefined;
+
   /** The NATS subject, reply and headers of a publish, or undefined when it was refused (and answered). */
-  private map(inbound: InboundPublish, messageId: number | undefined, isWill: boolean): { subject: string; reply: string | undefined; pairs: Array<[string, string]> | undefined } | undefined {
+  private map(inbound: InboundPublish, messageId: number | undefined, isWill: boolean): Mapped | undefined {
     const { link } = this;
-    if (tooManyLevels(inbound.topic, link.settings.maxTopicLevels)) {
-      link.metrics.refused("mqtt", "too_many_levels");
-      if (!isWill) this.refuse(inbound, messageId, Reason.topicNameInvalid, `topic has more than ${link.settings.maxTopicLevels} levels`);
-      return undefined;
-    }
     const ctx = (this.ctx ??= {
       protocolVersion: link.version,
       clientId: link.clientId,
@@ -122,9 +128,22 @@ export class InboundPublisher {
       maxSubjectBytes: link.settings.maxSubjectBytes,
       now: 0,
       markClientId: true,
+      bareHeaders: bareHeaders(link.clientId),
     });
-    ctx.now = Date.now();
     ctx.markClientId = link.settings.clientIdHeaderAlways || link.noLocal.count > 0;
+    const bare = inbound.qos === 0 && !inbound.retain && inbound.properties === undefined;
+    if (bare) {
+      const last = this.lastBare;
+      // Its pairs say whether it named its client: the bare headers, or none.
+      if (last !== undefined && last.topic === inbound.topic && last.mapped.pairs === (ctx.markClientId ? ctx.bareHeaders : undefined))
+        return last.mapped;
+    }
+    if (tooManyLevels(inbound.topic, link.settings.maxTopicLevels)) {
+      link.metrics.refused("mqtt", "too_many_levels");
+      if (!isWill) this.refuse(inbound, messageId, Reason.topicNameInvalid, `topic has more than ${link.settings.maxTopicLevels} levels`);
+      return undefined;
+    }
+    ctx.now = Date.now();
     const mapped = mqttPublishToNats(inbound, ctx);
     if (!mapped.ok) {
       link.metrics.refused("mqtt", reasonLabel(mapped.error.reasonCode));
@@ -133,7 +152,9 @@ export class InboundPublisher {
     }
     const { subject, reply } = mapped.value;
     // Header pairs, made into MsgHdrs only where needed: a stored publish encodes them itself.
-    return { subject, reply, pairs: mapped.value.headers };
+    const out: Mapped = { subject, reply, pairs: mapped.value.headers };
+    if (bare) this.lastBare = { topic: inbound.topic, mapped: out };
+    return out;
   }
 
   /** `publish` for QoS 0 without RETAIN, synchronous: nothing waits for NATS (the same steps, in the same order). */
@@ -141,15 +162,16 @@ export class InboundPublisher {
     const { link } = this;
     const mapped = this.map(inbound, undefined, false);
     if (!mapped) return;
-    const { subject, reply } = mapped;
-    const headers = mapped.pairs && toNatsHeaders(mapped.pairs);
+    const { subject, reply, pairs } = mapped;
     const nc = link.lease.nc;
     if (!link.lease.connected()) {
       this.dropOnce(inbound.topic, "NATS is unreachable", "nats_unavailable");
       return;
     }
     try {
-      if (headers || reply) nc.publish(subject, inbound.payload, { ...(headers ? { headers } : {}), ...(reply ? { reply } : {}) });
+      // A bare publish's headers are the same every time: encoded once (mqttToNats.ts, bareHeaders).
+      if (pairs !== undefined && pairs === this.ctx?.bareHeaders) nc.publish(subject, inbound.payload, (this.bareOptions ??= { headers: fixedNatsHeaders(pairs) }));
+      else if (pairs || reply) nc.publish(subject, inbound.payload, { ...(pairs ? { headers: toNatsHeaders(pairs) } : {}), ...(reply ? { reply } : {}) });
       else nc.publish(subject, inbound.payload);
     } catch (e) {
       if (link.denied.publish.delete(subject)) return this.notAuthorized(inbound, undefined, subject, false);
@@ -341,6 +363,13 @@ export class InboundPublisher {
 }
 
 /** limits.max_topic_levels: a deep topic costs every subscription match on the server. */
+/** A publish as NATS gets it: shared between the bare publishes of one topic (`lastBare`), so only read. */
+interface Mapped {
+  readonly subject: string;
+  readonly reply: string | undefined;
+  readonly pairs: Array<[string, string]> | undefined;
+}
+
 export function tooManyLevels(topic: string, max: number): boolean {
   if (max <= 0) return false;
   let levels = 1;

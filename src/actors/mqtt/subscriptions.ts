@@ -8,7 +8,7 @@ import { isAdminSubject } from "../../protocol/mqttToNats.js";
 import { Reason } from "../../protocol/mqttReasons.js";
 import { tooLong } from "../../protocol/natsLimits.js";
 import { clientReply, coreDeliverable } from "../../protocol/deliveryGuard.js";
-import { headerPairsOf } from "./natsHeaders.js";
+import { headerPairsReader } from "./natsHeaders.js";
 
 /** One MQTT subscription: its filter, options and the NATS subscriptions behind it. */
 export interface ActiveSubscription {
@@ -64,6 +64,7 @@ export function openSubscription(
 ): ActiveSubscription {
   const active: ActiveSubscription = { ...plan, nats: [] };
   for (const subject of plan.subjects) {
+    const headerPairsOf = headerPairsReader();
     active.nats.push(
       nc.subscribe(subject, {
         ...(plan.queue ? { queue: plan.queue } : {}),
