@@ -1,10 +1,12 @@
 // `run --workers 2` on the embedded default, as real processes: two gateways behind one
 // set of ports, one embedded nats-server, one HTTP port that speaks for both.
 import { execFileSync, spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { basename } from "node:path";
+import type mqtt from "mqtt-packet";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import mqtt from "mqtt-packet";
 import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
-import { connectCollecting, connectMqtt, type ConnectedClient } from "../helpers/mqttClient.js";
+import { type ConnectedClient, connectCollecting, connectMqtt } from "../helpers/mqttClient.js";
 import { natsServerBinary } from "../helpers/natsServer.js";
 import { eventually } from "../helpers/poll.js";
 import { freePort } from "../helpers/ports.js";
@@ -30,9 +32,22 @@ const workerOf = async (gw: GatewayHandle, clientId: string): Promise<string | u
   };
   return page.clients[0]?.gateway;
 };
+/** Child processes of `pid` whose program is `name` (by argv[0]: Node 24 names its main thread "MainThread", so the process name will not do). */
 const children = (pid: number, name: string): number[] => {
-  const out = spawnSync("pgrep", ["-P", String(pid), name], { encoding: "utf8" }).stdout.trim();
-  return out ? out.split("\n").map(Number) : [];
+  const out = spawnSync("pgrep", ["-P", String(pid)], { encoding: "utf8" }).stdout.trim();
+  const program = (child: number) => {
+    try {
+      return basename(readFileSync(`/proc/${child}/cmdline`, "utf8").split("\0")[0] ?? "");
+    } catch {
+      return "";
+    }
+  };
+  return out
+    ? out
+        .split("\n")
+        .map(Number)
+        .filter((c) => program(c) === name)
+    : [];
 };
 const alive = (pid: number) => {
   try {
@@ -83,7 +98,9 @@ describe("run --workers 2 on the embedded nats-server", () => {
       [2, `${gw.id}-2`, "ok"],
     ]);
     const metrics = await (await get(gw, "/metrics")).text();
-    expect(metrics).toContain(`mqgw_build_info{version="0.1.0",node="${process.version}",id="${gw.id}-1",worker="1"} 1`);
+    expect(metrics).toContain(
+      `mqgw_build_info{version="0.1.0",node="${process.version}",id="${gw.id}-1",worker="1"} 1`,
+    );
     expect(metrics).toContain(`id="${gw.id}-2",worker="2"} 1`);
     // One embedded nats-server, the primary's: the workers start none.
     expect(children(gw.process.pid!, "nats-server")).toHaveLength(1);
@@ -95,9 +112,21 @@ describe("run --workers 2 on the embedded nats-server", () => {
     const { execFile } = await import("node:child_process");
     const run = promisify(execFile);
     const all = await run(process.execPath, [bin, "ctl", "info", "--data", gw.dataDir, "--json"]);
-    expect((JSON.parse(all.stdout) as Array<{ id: string }>).map((g) => g.id).sort()).toEqual([`${gw.id}-1`, `${gw.id}-2`]);
+    expect((JSON.parse(all.stdout) as Array<{ id: string }>).map((g) => g.id).sort()).toEqual([
+      `${gw.id}-1`,
+      `${gw.id}-2`,
+    ]);
     // Addressed to one worker: its own admin subject, which the embedded server lets it take.
-    const one = await run(process.execPath, [bin, "ctl", "info", "--data", gw.dataDir, "--gateway", `${gw.id}-2`, "--json"]);
+    const one = await run(process.execPath, [
+      bin,
+      "ctl",
+      "info",
+      "--data",
+      gw.dataDir,
+      "--gateway",
+      `${gw.id}-2`,
+      "--json",
+    ]);
     expect(JSON.parse(one.stdout)).toEqual([expect.objectContaining({ id: `${gw.id}-2` })]);
   });
 
@@ -113,8 +142,8 @@ describe("run --workers 2 on the embedded nats-server", () => {
     await inbox.count(1);
     expect(inbox.seen[0]!.payload.toString()).toBe("from the other worker");
     const metrics = await (await get(gw, "/metrics")).text();
-    expect(metrics).toMatch(new RegExp(`^mqgw_connections\\{protocol="mqtt",account="[^"]*",worker="1"\\} [1-9]`, "m"));
-    expect(metrics).toMatch(new RegExp(`^mqgw_connections\\{protocol="mqtt",account="[^"]*",worker="2"\\} [1-9]`, "m"));
+    expect(metrics).toMatch(/^mqgw_connections\{protocol="mqtt",account="[^"]*",worker="1"\} [1-9]/m);
+    expect(metrics).toMatch(/^mqgw_connections\{protocol="mqtt",account="[^"]*",worker="2"\} [1-9]/m);
   });
 
   it("keeps a persistent session's queued QoS 1 messages when the client comes back on the other worker", async () => {
@@ -125,7 +154,11 @@ describe("run --workers 2 on the embedded nats-server", () => {
     const home = await eventually(() => workerOf(gw, clientId), 5_000, "session in /clients");
     first.send({ cmd: "disconnect" } as mqtt.Packet);
     await first.waitClosed();
-    await eventually(async () => ((await workerOf(gw, clientId)) === undefined ? true : undefined), 5_000, "session saved");
+    await eventually(
+      async () => ((await workerOf(gw, clientId)) === undefined ? true : undefined),
+      5_000,
+      "session saved",
+    );
 
     const publisher = await connectMqtt(gw.port("mqtt"), { clientId: `queue-pub-${++unique}` });
     opened.push(publisher);
@@ -139,11 +172,15 @@ describe("run --workers 2 on the embedded nats-server", () => {
     for (let i = 0; i < 100 && !back; i++) {
       const c = await RawMqtt.connected(gw.port("mqtt"), 4, { clientId, clean: false });
       tries.push(c);
-      const at = await eventually(async () => {
-        const w = await workerOf(gw, clientId);
-        // The takeover ends the older connection; until then /clients may show both.
-        return w !== undefined && (tries.length === 1 || tries[tries.length - 2]!.closed) ? w : undefined;
-      }, 5_000, "returned session in /clients");
+      const at = await eventually(
+        async () => {
+          const w = await workerOf(gw, clientId);
+          // The takeover ends the older connection; until then /clients may show both.
+          return w !== undefined && (tries.length === 1 || tries[tries.length - 2]!.closed) ? w : undefined;
+        },
+        5_000,
+        "returned session in /clients",
+      );
       if (at !== home) back = c;
     }
     expect(back).toBeDefined();
@@ -163,11 +200,17 @@ describe("run --workers 2 on the embedded nats-server", () => {
     const victim = before[0]!;
     process.kill(victim, "SIGKILL");
     await gw.waitForLog((l) => l.msg === "worker exited; restarting" && l.signal === "SIGKILL", 10_000);
-    const after = await eventually(async () => {
-      const h = await health(gw);
-      const pids = children(gw.process.pid!, "node");
-      return h.code === 200 && h.body.workers.length === 2 && pids.length === 2 && !pids.includes(victim) ? pids : undefined;
-    }, 30_000, "two workers serving again");
+    const after = await eventually(
+      async () => {
+        const h = await health(gw);
+        const pids = children(gw.process.pid!, "node");
+        return h.code === 200 && h.body.workers.length === 2 && pids.length === 2 && !pids.includes(victim)
+          ? pids
+          : undefined;
+      },
+      30_000,
+      "two workers serving again",
+    );
     expect(after).toContain(before[1]);
     expect((await health(gw)).body.workers.map((w) => w.id)).toEqual([`${gw.id}-1`, `${gw.id}-2`]);
   });
@@ -178,7 +221,12 @@ describe("run --workers 2 on the embedded nats-server", () => {
     for (const c of opened.splice(0)) c.end(true);
     expect(await gw.stop("SIGTERM")).toBe(0);
     for (const pid of pids) expect(alive(pid)).toBe(false);
-    expect(gw.logs.filter((l) => l.msg === "mq-gateway stopped").map((l) => l.id).sort()).toEqual([gw.id, `${gw.id}-1`, `${gw.id}-2`]);
+    expect(
+      gw.logs
+        .filter((l) => l.msg === "mq-gateway stopped")
+        .map((l) => l.id)
+        .sort(),
+    ).toEqual([gw.id, `${gw.id}-1`, `${gw.id}-2`]);
   });
 });
 
@@ -201,7 +249,9 @@ describe("run --workers values", () => {
       expect(h.id).toBe(gw.id);
       expect(h.workers).toBeUndefined();
       expect(children(gw.process.pid!, "node")).toEqual([]);
-      expect(execFileSync("pgrep", ["-P", String(gw.process.pid), "nats-server"], { encoding: "utf8" }).trim()).not.toBe("");
+      expect(
+        execFileSync("pgrep", ["-P", String(gw.process.pid), "nats-server"], { encoding: "utf8" }).trim(),
+      ).not.toBe("");
     } finally {
       expect(await gw.stop()).toBe(0);
     }

@@ -9,6 +9,7 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import fc from "fast-check";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
+import { connectMqtt } from "../helpers/mqttClient.js";
 import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
 import { eventually } from "../helpers/poll.js";
 import { commands, opening, tally } from "./commands.js";
@@ -68,6 +69,24 @@ describe("MQTT sessions against the reference model", () => {
           "gateway and its admin API back on NATS",
         );
         await eventually(() => side.flush().then(() => true), 30_000, "test's NATS connection back");
+        // The clients' NATS connection is another one, and the bound stream comes back with
+        // JetStream: a stored publish through the gateway, on a topic no sequence uses,
+        // is acknowledged once both are (until then the gateway refuses it, 0x80).
+        await eventually(
+          async () => {
+            const probe = await connectMqtt(gw.port("mqtt"), { protocolVersion: 5, clean: true });
+            try {
+              await probe.publishAsync("mbs/probe/nats-back", "probe", { qos: 1 });
+              return true;
+            } catch {
+              return undefined;
+            } finally {
+              probe.end(true);
+            }
+          },
+          30_000,
+          "the clients' NATS connection and JetStream back",
+        );
       },
     };
   });
