@@ -40,7 +40,8 @@ function part(spec) {
 }
 
 /** One fleet run against one side; `qos` 0 or 1. */
-export async function fleetRun({ side, sideName, qos, durationMs, warmupMs, clients = 2000, ratePerClient = 20, log }) {
+/** `measured`, when given, wraps the measured window (the profiler's start and stop: steady state only). */
+export async function fleetRun({ side, sideName, qos, durationMs, warmupMs, clients = 2000, ratePerClient = 20, log, measured }) {
   const prefix = qos === 0 ? "fleet" : "stored/fleet";
   const tag = `${sideName}-q${qos}-${process.pid}-${nextAddress}`;
   const all = Array.from({ length: clients }, (_, i) => ({ id: `${tag}-dev${i}`, topic: `${prefix}/${i % SUBS}/dev${i}` }));
@@ -61,9 +62,11 @@ export async function fleetRun({ side, sideName, qos, durationMs, warmupMs, clie
       const marks = await Promise.all(parts.map((p) => p.ask("mark")));
       return { t: performance.now(), marks: marks.map((m) => m.mark), server: side.pids.map(cpuMicros), machine: machineTicks() };
     };
+    await measured?.start();
     const a = await snap();
     await sleep(durationMs);
     const b = await snap();
+    await measured?.stop();
     const done = (await Promise.all(parts.map((p) => p.ask("stop")))).map((m) => m.done);
     const secs = (b.t - a.t) / 1000;
     const d = (k) => b.marks.reduce((s, m, i) => s + m[k] - a.marks[i][k], 0);

@@ -6,7 +6,7 @@
 // Options: --rounds N (2)  --duration MS (5000)  --warmup MS (1000)  --only a,b,c (scenario
 //          names: qos0 fanout m2n n2m qos1 qos1m qos1n lat0 lat1 idle fleet amqp workers)
 //          --idle 1000,5000,10000 | --idle 0   --no-amqp   --no-opt-in   --out NAME (latest)
-//          --profile SCENARIO[,..] (gateway under node --cpu-prof, summaries in
+//          --profile SCENARIO[,..] (also idle, fleet0, fleet1; gateway under node --cpu-prof, summaries in
 //          bench/results/profiles/)
 import { fork } from "node:child_process";
 import { mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
@@ -367,10 +367,26 @@ async function profile(scenarios) {
     const sub = join(dir, scenario);
     rmSync(sub, { recursive: true, force: true });
     mkdirSync(sub, { recursive: true });
-    const stack = await startStack({ gatewayNodeArgs: ["--cpu-prof", "--cpu-prof-dir", sub], reference: false });
-    if (scenario === "idle") await idle(stack, "gateway", 5000);
-    else await throughput(stack, scenario, "gateway");
-    await stack.stop();
+    if (scenario === "fleet0" || scenario === "fleet1") {
+      // 2,000 connects would fill a whole-process profile: the fleet's is taken through the
+      // inspector over the measured window only.
+      const port = await freePort();
+      const stack = await startStack({ gatewayNodeArgs: [`--inspect=127.0.0.1:${port}`], reference: false });
+      const insp = await attach(port);
+      await insp.send("Profiler.enable");
+      const measured = {
+        start: () => insp.send("Profiler.start"),
+        stop: async () => writeFileSync(join(sub, "steady.cpuprofile"), JSON.stringify((await insp.send("Profiler.stop")).profile)),
+      };
+      await fleetRun({ side: stack.sides.gateway, sideName: "gateway", qos: Number(scenario.at(-1)), durationMs, warmupMs: Math.max(warmupMs, 2000), log, measured });
+      insp.close();
+      await stack.stop();
+    } else {
+      const stack = await startStack({ gatewayNodeArgs: ["--cpu-prof", "--cpu-prof-dir", sub], reference: false });
+      if (scenario === "idle") await idle(stack, "gateway", 5000);
+      else await throughput(stack, scenario, "gateway");
+      await stack.stop();
+    }
     const file = readdirSync(sub).find((f) => f.endsWith(".cpuprofile"));
     if (!file) {
       log(`no profile written for ${scenario}`);
