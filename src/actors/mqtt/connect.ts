@@ -2,9 +2,9 @@ import { randomBytes } from "node:crypto";
 import type { IAuthPacket, IConnectPacket, Packet } from "mqtt-packet";
 import type { ConnectRequest, WillMessage } from "../../machines/mqttConnection.js";
 import { ConnackV4, Reason } from "../../protocol/mqttReasons.js";
-import { bridgeCredentialsOf, type Credentials } from "../natsBridge.js";
 import { tooLong } from "../../protocol/natsLimits.js";
 import { loginCredentials } from "../../protocol/natsLogin.js";
+import { bridgeCredentialsOf, type Credentials } from "../natsBridge.js";
 import type { MqttSettings } from "./settings.js";
 
 /** What a CONNECT asks for, or the CONNACK that refuses it (then the connection closes). */
@@ -41,7 +41,8 @@ export function readConnect(p: IConnectPacket, settings: MqttSettings): ConnectO
     };
   }
   const version = p.protocolVersion;
-  const clientMaxPacket = version === 5 ? (p.properties?.maximumPacketSize ?? Number.POSITIVE_INFINITY) : Number.POSITIVE_INFINITY;
+  const clientMaxPacket =
+    version === 5 ? (p.properties?.maximumPacketSize ?? Number.POSITIVE_INFINITY) : Number.POSITIVE_INFINITY;
   const authMethod = version === 5 ? p.properties?.authenticationMethod : undefined;
   if (authMethod !== undefined) {
     // MQTT 5 section 4.12: the gateway supports no enhanced authentication method; NATS
@@ -49,7 +50,12 @@ export function readConnect(p: IConnectPacket, settings: MqttSettings): ConnectO
     const reason = `authentication method ${JSON.stringify(authMethod)} is not supported: use username and password`;
     return {
       ok: false,
-      connack: { cmd: "connack", reasonCode: Reason.badAuthenticationMethod, sessionPresent: false, properties: { reasonString: reason } } as Packet,
+      connack: {
+        cmd: "connack",
+        reasonCode: Reason.badAuthenticationMethod,
+        sessionPresent: false,
+        properties: { reasonString: reason },
+      } as Packet,
       reasonCode: Reason.badAuthenticationMethod,
       reason,
       version: 5,
@@ -78,7 +84,12 @@ export function readConnect(p: IConnectPacket, settings: MqttSettings): ConnectO
     return {
       ok: false,
       connack: (version === 5
-        ? { cmd: "connack", reasonCode: Reason.clientIdNotValid, sessionPresent: false, properties: { reasonString: `client id longer than ${settings.maxClientIdBytes} bytes` } }
+        ? {
+            cmd: "connack",
+            reasonCode: Reason.clientIdNotValid,
+            sessionPresent: false,
+            properties: { reasonString: `client id longer than ${settings.maxClientIdBytes} bytes` },
+          }
         : { cmd: "connack", returnCode: ConnackV4.identifierRejected, sessionPresent: false }) as Packet,
       reasonCode: Reason.clientIdNotValid,
       reason: `client id longer than ${settings.maxClientIdBytes} bytes (nats.max_control_line)`,
@@ -179,4 +190,3 @@ export function connackPacket(
 export function credentialsOf(request: ConnectRequest): Credentials {
   return bridgeCredentialsOf(loginCredentials(request.username, request.password));
 }
-

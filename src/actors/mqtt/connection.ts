@@ -12,26 +12,25 @@ import {
 import { parsePubackFast, parsePublishFast } from "../../protocol/mqttFastPath.js";
 import { badPublishTopic, splitFrames } from "../../protocol/mqttFrame.js";
 import { propertiesProblem } from "../../protocol/mqttPropertyBlocks.js";
-import { beforeConnect, type ParserSettings, parsePacket, settingsAfterConnect } from "../../vendor/mqttPacket.js";
 import { ConnackV4, Reason } from "../../protocol/mqttReasons.js";
-import type { PublishProperties } from "../../protocol/mqttToNats.js";
-import type { ClientHandle } from "../clients.js";
+import { beforeConnect, type ParserSettings, parsePacket, settingsAfterConnect } from "../../vendor/mqttPacket.js";
 import { acquireNatsAccess } from "../client/natsAccess.js";
+import type { ClientHandle } from "../clients.js";
 import type { NatsLease } from "../natsBridge.js";
 import { authAnswer, connackPacket, credentialsOf, readConnect } from "./connect.js";
 import { ConnectHold } from "./connectBuffers.js";
 import type { MqttDeps } from "./deps.js";
-import { onPubrec, onPubrel } from "./handshakes.js";
-import { InboundTopicAliases } from "./inboundAliases.js";
-import { InboundPublisher } from "./inbound.js";
 import { MqttClientHandle } from "./handle.js";
-import { ConnectionLink, DeniedSubjects } from "./link.js";
-import { ClientSession } from "./session.js";
-import { Outbox } from "./outbox.js";
-import { PacketWriter } from "./packetWriter.js";
+import { onPubrec, onPubrel } from "./handshakes.js";
+import { InboundPublisher } from "./inbound.js";
+import { InboundTopicAliases, takenPublish } from "./inboundAliases.js";
 import { connectDeadline, connectWheel, type KeepaliveWatched, keepaliveWheel } from "./keepaliveWheel.js";
+import { ConnectionLink, DeniedSubjects } from "./link.js";
+import { Outbox } from "./outbox.js";
+import { type PacketDrops, PacketWriter } from "./packetWriter.js";
 import { SocketReads } from "./readBatch.js";
-import { type SessionActor, startSessionActor } from "./sessionActor.js";
+import { ClientSession } from "./session.js";
+import { SessionActor, type SessionOwner } from "./sessionActor.js";
 import type { MqttSettings } from "./settings.js";
 
 type Machine = Actor<typeof mqttConnectionMachine>;
@@ -41,7 +40,7 @@ type Machine = Actor<typeof mqttConnectionMachine>;
  * class carries out its commands and routes packets to the inbound publisher and the
  * session, which do the per-message work in plain functions.
  */
-export class MqttClientConnection {
+export class MqttClientConnection implements SessionOwner, PacketDrops {
   private actor!: Machine;
   /** The packets the fast path leaves go to one shared mqtt-packet parser (mqttParse.ts). */
   private parserSettings: ParserSettings = beforeConnect;
@@ -79,14 +78,17 @@ export class MqttClientConnection {
     this.settings = deps.settings();
     this.connectHold = new ConnectHold(deps.connectBuffers);
     this.outbox = new Outbox(socket);
-    this.writer = new PacketWriter(
-      this.outbox,
-      () => deps.metrics.dropped("mqtt", "too_large_for_client"),
-      (cmd, why) => {
-        deps.metrics.dropped("mqtt", "unencodable");
-        this.log.warn({ cmd, err: why }, "MQTT packet not sent: it cannot be encoded");
-      },
-    );
+    this.writer = new PacketWriter(this.outbox, this);
+  }
+
+  // PacketDrops: a method each, not a closure each per connection (idle memory).
+  tooLarge(): void {
+    this.deps.metrics.dropped("mqtt", "too_large_for_client");
+  }
+
+  unencodable(cmd: string, why: string): void {
+    this.deps.metrics.dropped("mqtt", "unencodable");
+    this.log.warn({ cmd, err: why }, "MQTT packet not sent: it cannot be encoded");
   }
 
   /** The machine's commands (one dispatcher: a closure per command per connection adds up). */
@@ -104,7 +106,11 @@ export class MqttClientConnection {
         return this.serve();
       case "disconnect":
         if (this.version === 5)
-          this.write({ cmd: "disconnect", reasonCode: e.reasonCode, properties: e.reason ? { reasonString: e.reason } : {} } as Packet);
+          this.write({
+            cmd: "disconnect",
+            reasonCode: e.reasonCode,
+            properties: e.reason ? { reasonString: e.reason } : {},
+          } as Packet);
         return;
       case "publish_will":
         return void this.publishWill(e.will);
@@ -314,11 +320,18 @@ export class MqttClientConnection {
     this.actor.send({ type: "CONNECT", request: outcome.request });
   }
 
-  /** The client's own NATS connection, its account and the per-account limit (client/natsAccess.ts, shared with AMQP). */
+  /** The client's own NATS connection, account and per-account limit (client/natsAccess.ts). */
   private async acquireNats(request: ConnectRequest): Promise<void> {
-    const access = await acquireNatsAccess(this.deps, "mqtt", credentialsOf(request), request.username, () => this.actor.getSnapshot().status === "active");
+    const access = await acquireNatsAccess(
+      this.deps,
+      "mqtt",
+      credentialsOf(request),
+      request.username,
+      () => this.actor.getSnapshot().status === "active",
+    );
     if (access.kind === "gone") return;
-    if (access.kind === "refused") return this.actor.send({ type: "NATS_REFUSED", auth: access.auth, reason: access.reason });
+    if (access.kind === "refused")
+      return this.actor.send({ type: "NATS_REFUSED", auth: access.auth, reason: access.reason });
     const lease = access.lease;
     this.lease = lease;
     this.unlisten.push(
@@ -332,7 +345,12 @@ export class MqttClientConnection {
         if (op === "subscribe") this.session?.subscriptionRefused(subject);
       }),
       // The client's NATS user is gone (removed, revoked): so is the client (v5 0x87; 3.1.1 close).
-      lease.onGone((reason, auth) => this.protocolError(auth ? Reason.notAuthorized : Reason.unspecified, `NATS closed the client's connection: ${reason}`)),
+      lease.onGone((reason, auth) =>
+        this.protocolError(
+          auth ? Reason.notAuthorized : Reason.unspecified,
+          `NATS closed the client's connection: ${reason}`,
+        ),
+      ),
     );
     if (access.kind === "no account") {
       this.log.warn({ err: access.reason }, "account could not be told");
@@ -349,17 +367,22 @@ export class MqttClientConnection {
     this.actor.send({ type: "NATS_ACQUIRED", account: access.account, natsUp: lease.connected() });
   }
 
-  /**
-   * Registers the client (a previous connection of its client id here is taken over), and
-   * starts its session machine, which claims the client id (waiting for that previous
-   * session to be saved, and telling other gateways) before it reads the store.
-   */
+  /** Registers the client (taking over an earlier connection of its id here) and starts its session machine, which claims the id before it reads the store. */
   private openSession(): void {
     const request = this.actor.getSnapshot().context.request!;
     const { account } = this.actor.getSnapshot().context;
-    const previous = this.register(account, request);
-    previous?.takeOver(!request.cleanStart);
-    const link = new ConnectionLink(this.version, request.clientId, account, this.lease!, this.settings, this.deps.metrics, this.denied, this);
+    this.handle = new MqttClientHandle(this.cid, request.clientId, this.remote, account, this.lease!, this.actor, this);
+    this.deps.clients.add(this.handle)?.takeOver(!request.cleanStart);
+    const link = new ConnectionLink(
+      this.version,
+      request.clientId,
+      account,
+      this.lease!,
+      this.settings,
+      this.deps.metrics,
+      this.denied,
+      this,
+    );
     const deps = this.deps.session;
     // In flight to the client: its Receive Maximum, capped by mqtt.receive_maximum.
     const inFlight = Math.min(this.clientReceiveMax, this.settings.receiveMaximum);
@@ -371,7 +394,7 @@ export class MqttClientConnection {
     this.session = session;
     this.inbound = new InboundPublisher(link, deps.bindings, deps.retained, session.inbound, deps.messages);
     this.inbound.onSettled = () => this.flow();
-    this.sessionActor = startSessionActor({
+    this.sessionActor = new SessionActor({
       link,
       session,
       deps,
@@ -379,19 +402,28 @@ export class MqttClientConnection {
       directory: this.deps.directory,
       cleanStart: request.cleanStart,
       expirySec: request.sessionExpirySec,
-      announce: () => this.deps.announce(account, request.clientId, request.cleanStart),
-      remoteTakeover: (owner) => this.deps.remoteTakeover(account, request.clientId, owner, request.cleanStart),
-      onReady: (sessionPresent) => this.actor.send({ type: "SESSION_READY", sessionPresent }),
-      onRefused: (reason) => {
-        this.log.warn({ err: reason }, "session could not be opened");
-        this.actor.send({ type: "SESSION_REFUSED", reason });
-      },
+      owner: this,
     });
   }
 
-  private register(account: string, request: ConnectRequest): ClientHandle | undefined {
-    this.handle = new MqttClientHandle(this.cid, request.clientId, this.remote, account, this.lease!, this.actor, this);
-    return this.deps.clients.add(this.handle);
+  // SessionOwner: what the session tells this connection, and asks for it.
+  announceSession(): void {
+    const { account, request } = this.actor.getSnapshot().context;
+    this.deps.announce(account, request!.clientId, request!.cleanStart);
+  }
+
+  takeOverRemote(owner: string): Promise<boolean> {
+    const { account, request } = this.actor.getSnapshot().context;
+    return this.deps.remoteTakeover(account, request!.clientId, owner, request!.cleanStart);
+  }
+
+  sessionReady(sessionPresent: boolean): void {
+    this.actor.send({ type: "SESSION_READY", sessionPresent });
+  }
+
+  sessionRefused(reason: string): void {
+    this.log.warn({ err: reason }, "session could not be opened");
+    this.actor.send({ type: "SESSION_REFUSED", reason });
   }
 
   private sendConnack(returnCode: number, sessionPresent: boolean): void {
@@ -424,24 +456,13 @@ export class MqttClientConnection {
   // -- PUBLISH in -----------------------------------------------------------------
 
   private onPublish(p: IPublishPacket): void {
-    let topic = p.topic;
-    const alias = p.properties?.topicAlias;
-    if (this.version === 5 && alias !== undefined) {
-      const resolved = (this.topicAliases ??= new InboundTopicAliases(this.settings.topicAliasMaximum)).resolve(topic, alias);
-      if (!("topic" in resolved)) return this.protocolError(resolved.reasonCode, resolved.reason);
-      topic = resolved.topic;
-    }
-    this.inbound!.onPublish(
-      {
-        topic,
-        payload: typeof p.payload === "string" ? Buffer.from(p.payload) : p.payload,
-        qos: p.qos,
-        retain: p.retain,
-        properties: p.properties as PublishProperties | undefined,
-      },
-      p.messageId,
-      p.dup,
-    );
+    const alias = this.version === 5 && p.properties?.topicAlias !== undefined;
+    const aliases = alias
+      ? (this.topicAliases ??= new InboundTopicAliases(this.settings.topicAliasMaximum))
+      : undefined;
+    const taken = takenPublish(p, aliases);
+    if ("reasonCode" in taken) return this.protocolError(taken.reasonCode, taken.reason);
+    this.inbound!.onPublish(taken, p.messageId, p.dup);
   }
 
   private async publishWill(will: WillMessage): Promise<void> {

@@ -37,7 +37,13 @@ export const mqttConnectionActor = (
         return awaitDone(actor, () => {
           const { closeReason, request } = actor.getSnapshot().context;
           deps.log.info(
-            { cid, remote, client_id: request?.clientId, account: client.wasServing() ? client.account() : undefined, reason: closeReason },
+            {
+              cid,
+              remote,
+              client_id: request?.clientId,
+              account: client.wasServing() ? client.account() : undefined,
+              reason: closeReason,
+            },
             "MQTT connection closed",
           );
         });

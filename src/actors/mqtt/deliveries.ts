@@ -60,13 +60,29 @@ export class Deliveries {
     this.permission = undefined;
   }
 
-  deliver(sub: ActiveSubscription, subject: string, headers: Iterable<[string, string]> | undefined, data: Uint8Array, reply: string | undefined, retained = false): void {
+  deliver(
+    sub: ActiveSubscription,
+    subject: string,
+    headers: Iterable<[string, string]> | undefined,
+    data: Uint8Array,
+    reply: string | undefined,
+    retained = false,
+  ): void {
     if (this.held) {
       this.held.push(() => this.deliver(sub, subject, headers, data, reply, retained));
       return;
     }
     const { link } = this;
-    const out = natsToMqttPublish(subject, headers, data, reply, sub.options, { protocolVersion: link.version, clientId: link.clientId, now: Date.now() }, retained, (this.lastMeta ??= new LastMeta()).read);
+    const out = natsToMqttPublish(
+      subject,
+      headers,
+      data,
+      reply,
+      sub.options,
+      { protocolVersion: link.version, clientId: link.clientId, now: Date.now() },
+      retained,
+      (this.lastMeta ??= new LastMeta()).read,
+    );
     if (typeof out === "string") {
       if (out === "expired") link.metrics.dropped("mqtt", "expired");
       return;
@@ -82,7 +98,14 @@ export class Deliveries {
   }
 
   /** A message of the subscription's consumer; `prefix` is what its stream puts before the subject (the MQTT store's `$MQG.msgs.`). */
-  deliverStored(sub: ActiveSubscription, prefix: string, m: Msg, seq: number, d: StoredDelivery, checked = false): void {
+  deliverStored(
+    sub: ActiveSubscription,
+    prefix: string,
+    m: Msg,
+    seq: number,
+    d: StoredDelivery,
+    checked = false,
+  ): void {
     if (this.held) {
       this.held.push(() => this.deliverStored(sub, prefix, m, seq, d, checked));
       return;
@@ -95,7 +118,9 @@ export class Deliveries {
     const may = checked || this.mayRead(sub, subject);
     if (may !== true) {
       // Denied: consumed for this client, which may not read it. Unknown (NATS away): left for redelivery.
-      void may.then((yes) => (yes === true ? this.deliverStored(sub, prefix, m, seq, d, true) : yes === false ? d.ack(seq) : undefined));
+      void may.then((yes) =>
+        yes === true ? this.deliverStored(sub, prefix, m, seq, d, true) : yes === false ? d.ack(seq) : undefined,
+      );
       return;
     }
     const headers = headerPairsOf(m);
@@ -103,7 +128,11 @@ export class Deliveries {
       d.ack(seq); // without Mqgw-QoS 1/2 it reaches the client from core NATS, live only
       return;
     }
-    const out = natsToMqttPublish(subject, headers, m.data, undefined, sub.options, { protocolVersion: this.link.version, clientId: this.link.clientId, now: Date.now() });
+    const out = natsToMqttPublish(subject, headers, m.data, undefined, sub.options, {
+      protocolVersion: this.link.version,
+      clientId: this.link.clientId,
+      now: Date.now(),
+    });
     if (typeof out === "string") {
       d.ack(seq);
       return;

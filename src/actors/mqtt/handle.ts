@@ -15,7 +15,9 @@ export class MqttClientHandle implements ClientHandle {
     readonly remote: string,
     public account: string,
     private readonly lease: NatsLease,
-    private readonly actor: { send(event: { type: "KICK" | "SHUTDOWN" } | { type: "TAKEN_OVER"; resumed?: boolean | undefined }): void },
+    private readonly actor: {
+      send(event: { type: "KICK" | "SHUTDOWN" } | { type: "TAKEN_OVER"; resumed?: boolean | undefined }): void;
+    },
     private readonly owner: { subscriptionCount(): number },
   ) {}
 

@@ -12,12 +12,27 @@ import type { OutboundFlow } from "./outbound.js";
 /** PUBREC for a QoS 2 delivery: the client has it; PUBREL. */
 export function onPubrec(outbound: OutboundFlow, version: 4 | 5, messageId: number, write: (p: Packet) => void): void {
   const known = outbound.received(messageId);
-  write({ cmd: "pubrel", messageId, ...(known || version !== 5 ? {} : { reasonCode: Reason.packetIdNotFound }) } as Packet);
+  write({
+    cmd: "pubrel",
+    messageId,
+    ...(known || version !== 5 ? {} : { reasonCode: Reason.packetIdNotFound }),
+  } as Packet);
 }
 
 /** PUBREL for the client's QoS 2 publish: PUBCOMP once the session forgot the id (inbound.ts release). */
-export function onPubrel(inbound: InboundPublisher, version: 4 | 5, messageId: number, write: (p: Packet) => void): void {
-  void inbound.release(messageId).then((known) =>
-    write({ cmd: "pubcomp", messageId, ...(known || version !== 5 ? {} : { reasonCode: Reason.packetIdNotFound }) } as Packet),
-  );
+export function onPubrel(
+  inbound: InboundPublisher,
+  version: 4 | 5,
+  messageId: number,
+  write: (p: Packet) => void,
+): void {
+  void inbound
+    .release(messageId)
+    .then((known) =>
+      write({
+        cmd: "pubcomp",
+        messageId,
+        ...(known || version !== 5 ? {} : { reasonCode: Reason.packetIdNotFound }),
+      } as Packet),
+    );
 }

@@ -2,7 +2,13 @@ import type { MsgHdrs, NatsConnection } from "@nats-io/transport-node";
 import type { Packet } from "mqtt-packet";
 import type { WillMessage } from "../../machines/mqttConnection.js";
 import { Reason } from "../../protocol/mqttReasons.js";
-import { bareHeaders, type InboundPublish, mqttPublishToNats, type PublishContext, type PublishProperties } from "../../protocol/mqttToNats.js";
+import {
+  bareHeaders,
+  type InboundPublish,
+  mqttPublishToNats,
+  type PublishContext,
+  type PublishProperties,
+} from "../../protocol/mqttToNats.js";
 import type { Bindings } from "../bindings.js";
 import { fixedNatsHeaders, toNatsHeaders } from "../client/natsHeaders.js";
 import type { MessageStore } from "../messageStore.js";
@@ -10,8 +16,8 @@ import { flushAndSettle } from "../natsBridge.js";
 import { newPublishId } from "../publishId.js";
 import type { InboundState } from "./inboundState.js";
 import type { ClientLink } from "./link.js";
-import type { RetainedMessages } from "./retained.js";
 import { ReceiveQuota } from "./receiveQuota.js";
+import type { RetainedMessages } from "./retained.js";
 import { AckInboxDenied, headerBlock, StoredPublisher } from "./storedPublish.js";
 
 const STORED_ACK_TIMEOUT_MS = 5_000;
@@ -66,7 +72,11 @@ export class InboundPublisher {
       // A resend of a publish still being passed on (3.1.1 clients resend on a timer): its answer is on the way.
       return;
     }
-    if (inbound.qos > 0 && this.link.version === 5 && !this.quota.take(messageId ?? 0, this.link.settings.receiveMaximum)) {
+    if (
+      inbound.qos > 0 &&
+      this.link.version === 5 &&
+      !this.quota.take(messageId ?? 0, this.link.settings.receiveMaximum)
+    ) {
       return this.link.protocolError(Reason.receiveMaximumExceeded, "receive maximum exceeded");
     }
     if (inbound.qos > 0) this.pending++;
@@ -92,7 +102,9 @@ export class InboundPublisher {
   async release(messageId: number): Promise<boolean> {
     this.quota.complete(messageId);
     if (!this.state.qos2.delete(messageId)) return false;
-    await this.state.save().catch((e: Error) => this.link.log.warn({ err: e.message }, "could not save the session after PUBREL"));
+    await this.state
+      .save()
+      .catch((e: Error) => this.link.log.warn({ err: e.message }, "could not save the session after PUBREL"));
     return true;
   }
 
@@ -135,12 +147,22 @@ export class InboundPublisher {
     if (bare) {
       const last = this.lastBare;
       // Its pairs say whether it named its client: the bare headers, or none.
-      if (last !== undefined && last.topic === inbound.topic && last.mapped.pairs === (ctx.markClientId ? ctx.bareHeaders : undefined))
+      if (
+        last !== undefined &&
+        last.topic === inbound.topic &&
+        last.mapped.pairs === (ctx.markClientId ? ctx.bareHeaders : undefined)
+      )
         return last.mapped;
     }
     if (tooManyLevels(inbound.topic, link.settings.maxTopicLevels)) {
       link.metrics.refused("mqtt", "too_many_levels");
-      if (!isWill) this.refuse(inbound, messageId, Reason.topicNameInvalid, `topic has more than ${link.settings.maxTopicLevels} levels`);
+      if (!isWill)
+        this.refuse(
+          inbound,
+          messageId,
+          Reason.topicNameInvalid,
+          `topic has more than ${link.settings.maxTopicLevels} levels`,
+        );
       return undefined;
     }
     ctx.now = Date.now();
@@ -170,8 +192,13 @@ export class InboundPublisher {
     }
     try {
       // A bare publish's headers are the same every time: encoded once (mqttToNats.ts, bareHeaders).
-      if (pairs !== undefined && pairs === this.ctx?.bareHeaders) nc.publish(subject, inbound.payload, (this.bareOptions ??= { headers: fixedNatsHeaders(pairs) }));
-      else if (pairs || reply) nc.publish(subject, inbound.payload, { ...(pairs ? { headers: toNatsHeaders(pairs) } : {}), ...(reply ? { reply } : {}) });
+      if (pairs !== undefined && pairs === this.ctx?.bareHeaders)
+        nc.publish(subject, inbound.payload, (this.bareOptions ??= { headers: fixedNatsHeaders(pairs) }));
+      else if (pairs || reply)
+        nc.publish(subject, inbound.payload, {
+          ...(pairs ? { headers: toNatsHeaders(pairs) } : {}),
+          ...(reply ? { reply } : {}),
+        });
       else nc.publish(subject, inbound.payload);
     } catch (e) {
       if (link.denied.publish.delete(subject)) return this.notAuthorized(inbound, undefined, subject, false);
@@ -189,7 +216,12 @@ export class InboundPublisher {
    * QoS 1/2 by the client's core publish, then the gateway's copy in the MQTT store.
    * Acknowledged only after every step.
    */
-  private async publish(inbound: InboundPublish, messageId: number | undefined, dup: boolean, isWill: boolean): Promise<void> {
+  private async publish(
+    inbound: InboundPublish,
+    messageId: number | undefined,
+    dup: boolean,
+    isWill: boolean,
+  ): Promise<void> {
     const { link } = this;
     const mapped = this.map(inbound, messageId, isWill);
     if (!mapped) return;
@@ -223,11 +255,16 @@ export class InboundPublisher {
         step = "store";
         const kept = await this.store.write(link.account, subject, inbound.payload, h);
         if (kept !== "no_store") link.metrics.jsAckLatency.observe((performance.now() - started) / 1000);
-        link.metrics.messageIn("mqtt", kept === "duplicate" ? "stored_duplicate" : kept === "stored" ? "stored" : "published");
+        link.metrics.messageIn(
+          "mqtt",
+          kept === "duplicate" ? "stored_duplicate" : kept === "stored" ? "stored" : "published",
+        );
       }
     } catch (e) {
-      if (step === "client" && link.denied.publish.delete(subject)) return this.notAuthorized(inbound, messageId, subject, isWill, msgId);
-      if (e instanceof AckInboxDenied && step === "client") return this.notAuthorized(inbound, messageId, subject, isWill, msgId, e.message);
+      if (step === "client" && link.denied.publish.delete(subject))
+        return this.notAuthorized(inbound, messageId, subject, isWill, msgId);
+      if (e instanceof AckInboxDenied && step === "client")
+        return this.notAuthorized(inbound, messageId, subject, isWill, msgId, e.message);
       const reason =
         step === "store"
           ? `not kept by the MQTT store: ${(e as Error).message}`
@@ -241,17 +278,27 @@ export class InboundPublisher {
       if (!isWill) this.refuse(inbound, messageId, Reason.unspecified, reason);
       return;
     }
-    if (stream && link.denied.publish.delete(subject)) return this.notAuthorized(inbound, messageId, subject, isWill, msgId);
+    if (stream && link.denied.publish.delete(subject))
+      return this.notAuthorized(inbound, messageId, subject, isWill, msgId);
     if (inbound.retain) await this.storeRetained(subject, inbound.payload, pairs);
     if (!isWill) await this.ack(inbound.qos, messageId, msgId);
   }
 
   /** QoS 0 with RETAIN, and QoS 0 wills: a core publish, flushed when retained (the retained copy waits for NATS's verdict). */
-  private async publishCore(inbound: InboundPublish, subject: string, reply: string | undefined, pairs: Array<[string, string]> | undefined, isWill: boolean): Promise<void> {
+  private async publishCore(
+    inbound: InboundPublish,
+    subject: string,
+    reply: string | undefined,
+    pairs: Array<[string, string]> | undefined,
+    isWill: boolean,
+  ): Promise<void> {
     const { link } = this;
     const nc = link.lease.nc;
     try {
-      nc.publish(subject, inbound.payload, { ...(pairs ? { headers: toNatsHeaders(pairs) } : {}), ...(reply ? { reply } : {}) });
+      nc.publish(subject, inbound.payload, {
+        ...(pairs ? { headers: toNatsHeaders(pairs) } : {}),
+        ...(reply ? { reply } : {}),
+      });
       link.metrics.messageIn("mqtt", "published");
       if (!inbound.retain) return this.countUnflushed(nc, inbound.payload.byteLength);
       await flushAndSettle(nc);
@@ -266,7 +313,11 @@ export class InboundPublisher {
   }
 
   /** Only after NATS took the client's own publish: the gateway never stores for a client what it may not send. */
-  private async storeRetained(subject: string, payload: Uint8Array, pairs: Array<[string, string]> | undefined): Promise<void> {
+  private async storeRetained(
+    subject: string,
+    payload: Uint8Array,
+    pairs: Array<[string, string]> | undefined,
+  ): Promise<void> {
     await this.retained.store(this.link.account, subject, payload, pairs && toNatsHeaders(pairs)).catch((e: Error) => {
       this.link.log.warn({ subject, err: e.message }, "could not store a retained message");
     });
@@ -279,7 +330,8 @@ export class InboundPublisher {
    */
   private identify(messageId: number | undefined, dup: boolean): string {
     if (messageId === undefined) return newPublishId();
-    const msgId = (dup ? (this.state.unacked.get(messageId) ?? this.recent?.get(messageId)) : undefined) ?? newPublishId();
+    const msgId =
+      (dup ? (this.state.unacked.get(messageId) ?? this.recent?.get(messageId)) : undefined) ?? newPublishId();
     this.state.unacked.set(messageId, msgId);
     (this.handling ??= new Set()).add(messageId);
     return msgId;
@@ -319,7 +371,9 @@ export class InboundPublisher {
       // [MQTT-4.3.3-9] Remembered in the session before PUBREC: a resend after a reconnect, here
       // or on another gateway, is answered without being passed on again.
       this.state.qos2.set(messageId ?? 0, msgId);
-      await this.state.save().catch((e: Error) => this.link.log.warn({ err: e.message }, "could not save the session before PUBREC"));
+      await this.state
+        .save()
+        .catch((e: Error) => this.link.log.warn({ err: e.message }, "could not save the session before PUBREC"));
     }
     this.pending--;
     this.onSettled?.();
@@ -327,10 +381,18 @@ export class InboundPublisher {
     this.link.write({ cmd: qos === 1 ? "puback" : "pubrec", messageId } as Packet);
   }
 
-  private notAuthorized(inbound: InboundPublish, messageId: number | undefined, subject: string, isWill: boolean, msgId?: string, why?: string): void {
+  private notAuthorized(
+    inbound: InboundPublish,
+    messageId: number | undefined,
+    subject: string,
+    isWill: boolean,
+    msgId?: string,
+    why?: string,
+  ): void {
     this.link.metrics.refused("mqtt", "not_authorized");
     this.forget(messageId, msgId);
-    if (!isWill) this.refuse(inbound, messageId, Reason.notAuthorized, why ?? `not authorized to publish to ${subject}`);
+    if (!isWill)
+      this.refuse(inbound, messageId, Reason.notAuthorized, why ?? `not authorized to publish to ${subject}`);
   }
 
   /** The CONTRACT's error table, by QoS and protocol version. */

@@ -9,10 +9,20 @@
  * bucket for a session that outlives its connection; nothing for one that does not).
  */
 export class InboundState {
+  // Made on first use: most connections never publish at QoS 1/2, and two Maps per idle
+  // connection were about 0.5 KiB of its heap (docs/performance.md, idle memory).
+  private unackedIds: Map<number, string> | undefined;
+  private qos2Ids: Map<number, string> | undefined;
+
   /** Packet id -> Nats-Msg-Id of a QoS 1/2 publish taken and not yet acknowledged to the client. */
-  readonly unacked = new Map<number, string>();
+  get unacked(): Map<number, string> {
+    return (this.unackedIds ??= new Map());
+  }
+
   /** Packet id -> Nats-Msg-Id of a QoS 2 publish stored and PUBRECed, waiting for its PUBREL. */
-  readonly qos2 = new Map<number, string>();
+  get qos2(): Map<number, string> {
+    return (this.qos2Ids ??= new Map());
+  }
 
   constructor(private readonly persist: () => Promise<void> = async () => {}) {}
 
@@ -23,8 +33,8 @@ export class InboundState {
 
   /** The session record's form: pairs, since JSON has no Map. */
   toRecord(): InboundRecord | undefined {
-    if (this.unacked.size === 0 && this.qos2.size === 0) return undefined;
-    return { unacked: [...this.unacked], qos2: [...this.qos2] };
+    if (!this.unackedIds?.size && !this.qos2Ids?.size) return undefined;
+    return { unacked: [...(this.unackedIds ?? [])], qos2: [...(this.qos2Ids ?? [])] };
   }
 
   /** Takes what a saved session remembered (a resume, on this gateway or another). */

@@ -96,7 +96,12 @@ export const connectWheel = new KeepaliveWheel();
 
 /** Files a connection's connect deadline, from now; `connectWheel.unwatch` it at CONNECT. */
 export function connectDeadline(timeoutMs: number, expired: () => void): KeepaliveWatched {
-  const d: KeepaliveWatched = { lastActivity: Date.now(), keepaliveLimitMs: timeoutMs, keepaliveSlot: 0, keepaliveExpired: expired };
+  const d: KeepaliveWatched = {
+    lastActivity: Date.now(),
+    keepaliveLimitMs: timeoutMs,
+    keepaliveSlot: 0,
+    keepaliveExpired: expired,
+  };
   connectWheel.watch(d);
   return d;
 }

@@ -2,7 +2,13 @@ import { JetStreamApiError } from "@nats-io/jetstream";
 import { KvWatchInclude } from "@nats-io/kv";
 import { headers as natsHeaders } from "@nats-io/transport-node";
 import type { AccountServices } from "../accountServices.js";
-import { type LoadedSession, type SaveOptions, SessionMovedOn, type SessionStore, type StoredSession } from "./sessionStore.js";
+import {
+  type LoadedSession,
+  type SaveOptions,
+  SessionMovedOn,
+  type SessionStore,
+  type StoredSession,
+} from "./sessionStore.js";
 
 /** The keys of one account's sessions bucket, as far as this gateway has seen them. */
 interface KeyIndex {
@@ -72,7 +78,10 @@ export class KvSessionStore implements SessionStore {
       h.set("KV-Operation", operation);
       h.set("Nats-Rollup", "sub");
     }
-    const ttl = options.ttlSec !== undefined && this.services.sessionsTtl(account) ? `${Math.max(1, Math.ceil(options.ttlSec))}s` : undefined;
+    const ttl =
+      options.ttlSec !== undefined && this.services.sessionsTtl(account)
+        ? `${Math.max(1, Math.ceil(options.ttlSec))}s`
+        : undefined;
     try {
       const ack = await js.publish(`$KV.${this.services.sessionsBucketName()}.${sessionKey(clientId)}`, data, {
         headers: h,

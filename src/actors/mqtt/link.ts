@@ -1,8 +1,8 @@
 import type { Packet } from "mqtt-packet";
 import type { Logger } from "../../log.js";
+import { RefusalTally } from "../client/refusalTally.js";
 import type { Metrics } from "../metrics.js";
 import type { NatsLease } from "../natsBridge.js";
-import { RefusalTally } from "../client/refusalTally.js";
 import type { MqttSettings } from "./settings.js";
 
 /**

@@ -29,7 +29,9 @@ export function headerPairsOf(m: { readonly headers?: MsgHdrs | undefined }): Ar
  * Mqgw-Mqtt-Client-Id), so most messages cost a byte compare instead of a parse (issue
  * 16). The answer is shared between the messages it fits: callers only read it.
  */
-export function headerPairsReader(): (m: { readonly headers?: MsgHdrs | undefined }) => Array<[string, string]> | undefined {
+export function headerPairsReader(): (m: {
+  readonly headers?: MsgHdrs | undefined;
+}) => Array<[string, string]> | undefined {
   let last: Uint8Array | undefined;
   let lastPairs: Array<[string, string]> | undefined;
   return (m) => {

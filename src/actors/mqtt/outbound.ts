@@ -63,7 +63,14 @@ export class OutboundFlow {
   send(msg: OutboundPublish, options?: SendOptions): boolean {
     if (msg.qos === 0 && !msg.properties) {
       // Encoded straight from the NATS message's bytes (a Uint8Array is all the encoder needs).
-      return this.write({ cmd: "publish", topic: msg.topic, payload: msg.payload as Buffer, qos: 0, retain: msg.retain, dup: false });
+      return this.write({
+        cmd: "publish",
+        topic: msg.topic,
+        payload: msg.payload as Buffer,
+        qos: 0,
+        retain: msg.retain,
+        dup: false,
+      });
     }
     const packet: IPublishPacket = {
       cmd: "publish",
@@ -90,7 +97,8 @@ export class OutboundFlow {
   }
 
   private dispatch(packet: IPublishPacket, options: SendOptions | undefined): boolean {
-    const again = options?.pid !== undefined && this.reserved?.delete(options.pid) === true && !this.inflight?.has(options.pid);
+    const again =
+      options?.pid !== undefined && this.reserved?.delete(options.pid) === true && !this.inflight?.has(options.pid);
     const id = again ? options!.pid! : this.allocateId();
     packet.messageId = id;
     if (again) packet.dup = true;
@@ -98,7 +106,12 @@ export class OutboundFlow {
       options?.onStored?.();
       return false;
     }
-    (this.inflight ??= new Map()).set(id, { packet, released: false, onStored: options?.onStored, origin: options?.origin });
+    (this.inflight ??= new Map()).set(id, {
+      packet,
+      released: false,
+      onStored: options?.onStored,
+      origin: options?.origin,
+    });
     return true;
   }
 
@@ -109,7 +122,8 @@ export class OutboundFlow {
     this.inflight!.delete(id);
     if (!f.released) f.onStored?.();
     // A backlogged message too large for the client frees its slot at once: take the next.
-    for (let next = this.backlog?.shift(); next; next = this.backlog?.shift()) if (this.dispatch(next.packet, next.options)) break;
+    for (let next = this.backlog?.shift(); next; next = this.backlog?.shift())
+      if (this.dispatch(next.packet, next.options)) break;
     return true;
   }
 
@@ -137,7 +151,13 @@ export class OutboundFlow {
   restore(record: OutboundRecord | undefined): number[] {
     for (const u of record?.unacked ?? []) (this.reserved ??= new Map()).set(u.pid, { filter: u.filter, seq: u.seq });
     const pubrel = record?.pubrel ?? [];
-    for (const pid of pubrel) (this.inflight ??= new Map()).set(pid, { packet: undefined, released: true, onStored: undefined, origin: undefined });
+    for (const pid of pubrel)
+      (this.inflight ??= new Map()).set(pid, {
+        packet: undefined,
+        released: true,
+        onStored: undefined,
+        origin: undefined,
+      });
     return [...pubrel];
   }
 

@@ -40,7 +40,20 @@ export class Outbox {
     propsBytes: number,
   ): void {
     const at = this.reserve(size);
-    encodePublishInto(this.buf!, at, version, topic, topicBytes, payload, qos, retain, dup, messageId, properties, propsBytes);
+    encodePublishInto(
+      this.buf!,
+      at,
+      version,
+      topic,
+      topicBytes,
+      payload,
+      qos,
+      retain,
+      dup,
+      messageId,
+      properties,
+      propsBytes,
+    );
   }
 
   /** An encoded packet. */

@@ -8,6 +8,14 @@ import type { Outbox } from "./outbox.js";
 /** The bytes a Topic Alias property adds to a PUBLISH's property block. */
 const ALIAS_BYTES = 3;
 
+/** What becomes of a packet the writer drops (the connection: counted in mqgw_dropped_total, logged). */
+export interface PacketDrops {
+  /** Dropped because the client would not take it (its Maximum Packet Size). */
+  tooLarge(cmd: string): void;
+  /** mqtt-packet could not encode it whole. */
+  unencodable(cmd: string, why: string): void;
+}
+
 /**
  * Encodes every packet one MQTT connection sends into its outbox, within what the client
  * allows: no packet larger than its Maximum Packet Size [MQTT-3.1.2-24], measured on the
@@ -20,10 +28,7 @@ export class PacketWriter {
 
   constructor(
     private readonly outbox: Outbox,
-    /** A packet dropped because the client would not take it (counted in mqgw_dropped_total). */
-    private readonly onTooLarge: (cmd: string) => void,
-    /** A packet mqtt-packet could not encode whole (counted, logged). */
-    private readonly onUnencodable: (cmd: string, why: string) => void = () => {},
+    private readonly drops: PacketDrops,
   ) {}
 
   /** What the CONNECT said: the version, the client's Maximum Packet Size and Topic Alias Maximum. */
@@ -49,11 +54,11 @@ export class PacketWriter {
     }
     if (bytes instanceof Error) {
       // Whole or not at all: mqtt-packet's refusals and cut-short packets never reach the socket (mqttEncode.ts).
-      this.onUnencodable(p.cmd, bytes.message);
+      this.drops.unencodable(p.cmd, bytes.message);
       return false;
     }
     if (bytes.length > this.maxPacket) {
-      this.onTooLarge(p.cmd);
+      this.drops.tooLarge(p.cmd);
       return false;
     }
     this.outbox.bytes(bytes);
@@ -94,13 +99,13 @@ export class PacketWriter {
       }
       // A known alias only made it smaller. A new one made it 3 bytes larger: without it, it may fit.
       if (plan.known) {
-        this.onTooLarge("publish");
+        this.drops.tooLarge("publish");
         return false;
       }
     }
     const size = publishLength(version, topicBytes, payload.byteLength, p.qos, propsBytes);
     if (size > this.maxPacket) {
-      this.onTooLarge("publish");
+      this.drops.tooLarge("publish");
       return false;
     }
     this.outbox.publish(

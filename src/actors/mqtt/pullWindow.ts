@@ -26,7 +26,15 @@ export class PullWindow implements PullReader {
     private readonly onMessage: (m: Msg) => void,
   ) {
     // A consumer that looks gone may be JetStream restarting: the session's reader asks again.
-    this.pull = new JetStreamPull({ nc, stream, consumer, reader: this, expiresMs, minBatch: Math.ceil(window / 2), onGone: "retry" });
+    this.pull = new JetStreamPull({
+      nc,
+      stream,
+      consumer,
+      reader: this,
+      expiresMs,
+      minBatch: Math.ceil(window / 2),
+      onGone: "retry",
+    });
   }
 
   start(): void {

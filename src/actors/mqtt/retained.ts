@@ -31,13 +31,19 @@ export class RetainedMessages {
     const out: RetainedMessage[] = [];
     let iter: AsyncIterable<{ subject: string; header?: MsgHdrs; data: Uint8Array }>;
     try {
-      iter = await handles.jsm.direct.getLastMessagesFor(name, { multi_last: subjects.map((s) => `${RETAINED_PREFIX}${s}`) });
+      iter = await handles.jsm.direct.getLastMessagesFor(name, {
+        multi_last: subjects.map((s) => `${RETAINED_PREFIX}${s}`),
+      });
     } catch {
       return out;
     }
     try {
       for await (const m of iter) {
-        out.push({ subject: m.subject.slice(RETAINED_PREFIX.length), headers: m.header ? pairs(m.header) : undefined, data: m.data });
+        out.push({
+          subject: m.subject.slice(RETAINED_PREFIX.length),
+          headers: m.header ? pairs(m.header) : undefined,
+          data: m.data,
+        });
       }
     } catch {
       // No retained message matched: the batch ends with a 404 the iterator reports as an error.

@@ -3,20 +3,26 @@ import type { ISubscribePacket, IUnsubscribePacket, Packet } from "mqtt-packet";
 import { Reason, SubackFailureV4 } from "../../protocol/mqttReasons.js";
 import type { AccountServices } from "../accountServices.js";
 import type { Bindings } from "../bindings.js";
-import { type MessageStore, MSGS_PREFIX } from "../messageStore.js";
 import { missingPermission } from "../client/missingPermission.js";
+import { type MessageStore, MSGS_PREFIX } from "../messageStore.js";
 import { flushAndSettle } from "../natsBridge.js";
+import { Deliveries } from "./deliveries.js";
 import { tooManyLevels } from "./inbound.js";
 import { InboundState } from "./inboundState.js";
 import type { ClientLink } from "./link.js";
-import { Deliveries } from "./deliveries.js";
 import type { OutboundFlow } from "./outbound.js";
 import type { RetainedMessages } from "./retained.js";
 import type { LoadedSession, OutboundRecord, SessionStore, StoredSession, StoredSubscription } from "./sessionStore.js";
 import { SessionWriter } from "./sessionWriter.js";
 import { StoredDelivery } from "./storedDelivery.js";
 import { consumerDelivers, type StoredSource, storedSourceOf } from "./storedSource.js";
-import { type ActiveSubscription, closeSubscription, dropSubject, openSubscription, planSubscription } from "./subscriptions.js";
+import {
+  type ActiveSubscription,
+  closeSubscription,
+  dropSubject,
+  openSubscription,
+  planSubscription,
+} from "./subscriptions.js";
 
 interface Entry {
   readonly sub: ActiveSubscription;
@@ -108,7 +114,12 @@ export class ClientSession {
     for (const s of stored.subscriptions) {
       const plan = planSubscription(s.subscription, s.subscriptionId, this.link.settings.maxSubjectBytes);
       if (!plan.ok) continue;
-      const recorded = s.stream ? { stream: s.stream, consumer: StoredDelivery.recordedConsumer(s, this.link.account, this.link.clientId, stored.epoch) } : undefined;
+      const recorded = s.stream
+        ? {
+            stream: s.stream,
+            consumer: StoredDelivery.recordedConsumer(s, this.link.account, this.link.clientId, stored.epoch),
+          }
+        : undefined;
       const entry = this.open(plan.value, false, recorded);
       if (recorded && entry.consumer === recorded.consumer) resumed.add(entry);
       opened.push(entry);
@@ -120,7 +131,12 @@ export class ClientSession {
       const [main, ...parents] = e.sub.subjects;
       for (const p of parents) if (this.link.denied.subscribe.delete(p)) dropSubject(e.sub, p);
       if (main !== undefined && this.link.denied.subscribe.delete(main)) this.close(e.sub.filter, true);
-      else if ((await this.startStored(e, resumed.has(e) ? (acked.get(e.sub.filter) ?? { floor: 0, above: [] }) : undefined)) !== undefined) {
+      else if (
+        (await this.startStored(
+          e,
+          resumed.has(e) ? (acked.get(e.sub.filter) ?? { floor: 0, above: [] }) : undefined,
+        )) !== undefined
+      ) {
         // Nobody to tell now (no SUBACK on resume): the subscription goes on live, QoS 1/2 copies included.
         this.close(e.sub.filter, false);
         this.open(e.sub, true);
@@ -134,7 +150,14 @@ export class ClientSession {
     await Promise.all(
       loaded.session.subscriptions
         .filter((s) => s.stream)
-        .map((s) => StoredDelivery.remove(this.deps.services, account, s.stream!, StoredDelivery.recordedConsumer(s, account, clientId, loaded.session.epoch))),
+        .map((s) =>
+          StoredDelivery.remove(
+            this.deps.services,
+            account,
+            s.stream!,
+            StoredDelivery.recordedConsumer(s, account, clientId, loaded.session.epoch),
+          ),
+        ),
     );
     await this.deps.store.remove(account, clientId);
   }
@@ -183,12 +206,19 @@ export class ClientSession {
       if (failed === undefined) continue;
       // QoS 1/2 on a stored subject is the stream's to deliver: without it, not granted (the SUBACK says why).
       this.close(f.entry.sub.filter, false);
-      granted[f.index] = link.version === 5 ? (failed.permission ? Reason.notAuthorized : Reason.unspecified) : SubackFailureV4;
+      granted[f.index] =
+        link.version === 5 ? (failed.permission ? Reason.notAuthorized : Reason.unspecified) : SubackFailureV4;
       unstored.push(`${f.entry.sub.filter}: ${failed.reason}`);
       link.metrics.refused("mqtt", "stored_delivery_unavailable");
     }
-    const reasonString = link.version === 5 && unstored.length > 0 ? `stored delivery unavailable for ${unstored.join("; ")}` : undefined;
-    link.write({ cmd: "suback", messageId: p.messageId, granted, ...(reasonString ? { properties: { reasonString } } : {}) } as Packet);
+    const reasonString =
+      link.version === 5 && unstored.length > 0 ? `stored delivery unavailable for ${unstored.join("; ")}` : undefined;
+    link.write({
+      cmd: "suback",
+      messageId: p.messageId,
+      granted,
+      ...(reasonString ? { properties: { reasonString } } : {}),
+    } as Packet);
     for (const f of fresh) {
       if (granted[f.index] !== p.subscriptions[f.index]?.qos) continue;
       const rh = f.entry.sub.retainHandling;
@@ -199,8 +229,14 @@ export class ClientSession {
   }
 
   async unsubscribe(p: IUnsubscribePacket): Promise<void> {
-    const codes = p.unsubscriptions.map((filter) => (this.close(filter, true) ? Reason.success : Reason.noSubscriptionExisted));
-    this.link.write({ cmd: "unsuback", messageId: p.messageId, ...(this.link.version === 5 ? { granted: codes } : {}) } as Packet);
+    const codes = p.unsubscriptions.map((filter) =>
+      this.close(filter, true) ? Reason.success : Reason.noSubscriptionExisted,
+    );
+    this.link.write({
+      cmd: "unsuback",
+      messageId: p.messageId,
+      ...(this.link.version === 5 ? { granted: codes } : {}),
+    } as Packet);
     if (this.persistent) await this.saveConnected();
   }
 
@@ -245,10 +281,12 @@ export class ClientSession {
 
   /** The session's record while the client is connected (at CONNACK, on SUBSCRIBE, for QoS 2 state). */
   saveConnected(): Promise<void> {
-    return this.writer.write(() => ({ session: this.record(true, this.expirySec) })).catch((e: Error) => {
-      this.link.metrics.jetstreamError("mqtt", "kv");
-      this.link.log.warn({ err: e.message }, "could not save the MQTT session");
-    });
+    return this.writer
+      .write(() => ({ session: this.record(true, this.expirySec) }))
+      .catch((e: Error) => {
+        this.link.metrics.jetstreamError("mqtt", "kv");
+        this.link.log.warn({ err: e.message }, "could not save the MQTT session");
+      });
   }
 
   /** The connection ended and the session outlives it for `expirySec`; the store drops it then. */
@@ -299,9 +337,16 @@ export class ClientSession {
   }
 
   /** `recorded`: a resumed subscription, with the stream and consumer its record names. */
-  private open(plan: Omit<ActiveSubscription, "nats">, liveOnly = false, recorded?: { stream: string; consumer: string }): Entry {
+  private open(
+    plan: Omit<ActiveSubscription, "nats">,
+    liveOnly = false,
+    recorded?: { stream: string; consumer: string },
+  ): Entry {
     const { link } = this;
-    const source = liveOnly || !this.persistent ? undefined : storedSourceOf(plan, this.link.account, this.deps.bindings, this.deps.messages);
+    const source =
+      liveOnly || !this.persistent
+        ? undefined
+        : storedSourceOf(plan, this.link.account, this.deps.bindings, this.deps.messages);
     const stream = source?.stream;
     if (plan.options.noLocal) link.noLocal.count++;
     const sub = openSubscription(
@@ -340,7 +385,8 @@ export class ClientSession {
     const prefix = source.kind === "store" ? MSGS_PREFIX : "";
     try {
       // The MQTT store is made on first use, by a subscriber as well as a publisher.
-      if (source.kind === "store" && (await this.deps.messages.ensure(link.account)) === undefined) throw new Error("no MQTT store in this account");
+      if (source.kind === "store" && (await this.deps.messages.ensure(link.account)) === undefined)
+        throw new Error("no MQTT store in this account");
       const stored = await StoredDelivery.open({
         services: this.deps.services,
         account: link.account,
@@ -366,7 +412,10 @@ export class ClientSession {
       const message = (e as Error).message;
       const missing = missingPermission(e);
       const reason = missing ? `the gateway user may not ${missing.operation} ${missing.subject}` : message;
-      link.log.warn({ filter: sub.filter, stream, err: message, ...(missing ? { missing_permission: missing } : {}) }, `stored delivery unavailable: ${reason}`);
+      link.log.warn(
+        { filter: sub.filter, stream, err: message, ...(missing ? { missing_permission: missing } : {}) },
+        `stored delivery unavailable: ${reason}`,
+      );
       return { reason, permission: missing !== undefined };
     }
   }
@@ -378,7 +427,8 @@ export class ClientSession {
     if (e.sub.options.noLocal) this.link.noLocal.count--;
     e.stored?.stop();
     this.entries.delete(filter);
-    if (removeConsumer && e.source && e.consumer) void StoredDelivery.remove(this.deps.services, this.link.account, e.source.stream, e.consumer);
+    if (removeConsumer && e.source && e.consumer)
+      void StoredDelivery.remove(this.deps.services, this.link.account, e.source.stream, e.consumer);
     return true;
   }
 }

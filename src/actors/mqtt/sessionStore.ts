@@ -21,7 +21,11 @@ export interface StoredSubscription {
 export interface OutboundRecord {
   readonly unacked?: ReadonlyArray<{ readonly filter: string; readonly seq: number; readonly pid: number }>;
   readonly pubrel?: readonly number[];
-  readonly acked?: ReadonlyArray<{ readonly filter: string; readonly floor: number; readonly above: readonly number[] }>;
+  readonly acked?: ReadonlyArray<{
+    readonly filter: string;
+    readonly floor: number;
+    readonly above: readonly number[];
+  }>;
 }
 
 /** What survives a disconnect of a client with a session expiry. */

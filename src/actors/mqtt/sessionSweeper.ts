@@ -65,7 +65,12 @@ export class SessionSweeper {
           const gone = owner === this.gatewayId ? !this.directory.holds(account, clientId) : !(await isAlive(owner));
           if (!gone) continue;
           const expirySec = session.expirySec ?? Math.max(0, Math.round((session.expiresAt - now) / 1000));
-          await this.store.save(account, clientId, { ...session, connected: false, expiresAt: now + expirySec * 1000 }, { revision, ttlSec: expirySec });
+          await this.store.save(
+            account,
+            clientId,
+            { ...session, connected: false, expiresAt: now + expirySec * 1000 },
+            { revision, ttlSec: expirySec },
+          );
           settled++;
         } else if (session.expiresAt <= now && !this.services.sessionsTtl(account)) {
           await this.store.remove(account, clientId, revision);

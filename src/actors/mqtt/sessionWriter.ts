@@ -58,7 +58,10 @@ export class SessionWriter {
         return this.revision ?? 0;
       }),
     );
-    this.tail = done.then(() => {}, () => {});
+    this.tail = done.then(
+      () => {},
+      () => {},
+    );
     return done;
   }
 

@@ -28,7 +28,6 @@ import type { StoredSubscription } from "./sessionStore.js";
 // Pull requests of a few seconds: an idle consumer asks again this often.
 const PULL_EXPIRES_MS = 3_000;
 
-
 export interface OpenOptions {
   readonly services: AccountServices;
   readonly account: string;
@@ -81,7 +80,10 @@ export class StoredDelivery {
    * session's names its own (a session saved before epochs existed has none).
    */
   static consumerName(account: string, clientId: string, filter: string, epoch: string | undefined): string {
-    const key = epoch === undefined ? `${account}\u0000${clientId}\u0000${filter}` : `${account}\u0000${clientId}\u0000${filter}\u0000${epoch}`;
+    const key =
+      epoch === undefined
+        ? `${account}\u0000${clientId}\u0000${filter}`
+        : `${account}\u0000${clientId}\u0000${filter}\u0000${epoch}`;
     const base = `mqgw-${createHash("sha256").update(key).digest("hex").slice(0, 24)}`;
     return epoch === undefined ? base : `${base}-${randomBytes(4).toString("hex")}`;
   }
@@ -116,13 +118,28 @@ export class StoredDelivery {
           opt_start_seq: floor + 1,
         });
         if (previous) await jsm.consumers.delete(options.stream, options.name).catch(() => false);
-      } else await jsm.consumers.add(options.stream, { ...config, durable_name: name, deliver_policy: DeliverPolicy.New });
+      } else
+        await jsm.consumers.add(options.stream, { ...config, durable_name: name, deliver_policy: DeliverPolicy.New });
     } else {
       await jsm.consumers.add(options.stream, { ...config, durable_name: name, deliver_policy: DeliverPolicy.New });
     }
-    const delivery = new StoredDelivery(lease.nc, name, options.maxAckPending, options.onMessage, floor, options.resume?.above ?? []);
+    const delivery = new StoredDelivery(
+      lease.nc,
+      name,
+      options.maxAckPending,
+      options.onMessage,
+      floor,
+      options.resume?.above ?? [],
+    );
     // Pulled with overlapping requests (pullWindow.ts) rather than `consume()`.
-    const window = new PullWindow(lease.nc, options.stream, name, Math.min(options.maxAckPending, 256), PULL_EXPIRES_MS, (m) => delivery.received(m));
+    const window = new PullWindow(
+      lease.nc,
+      options.stream,
+      name,
+      Math.min(options.maxAckPending, 256),
+      PULL_EXPIRES_MS,
+      (m) => delivery.received(m),
+    );
     delivery.window = window;
     window.start();
     return delivery;

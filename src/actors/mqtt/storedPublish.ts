@@ -1,4 +1,3 @@
-import { inboxOf } from "../natsBridge.js";
 import {
   type Msg,
   type MsgHdrs,
@@ -9,6 +8,7 @@ import {
 } from "@nats-io/transport-node";
 import { encodeHeaderBlock } from "../../protocol/natsHeaderBlock.js";
 import { readPubAck } from "../../protocol/pubAck.js";
+import { inboxOf } from "../natsBridge.js";
 
 /** `p`, or a timeout error after `ms` (a flush while NATS is away waits for its return). */
 function within(p: Promise<void>, ms: number): Promise<void> {

@@ -29,7 +29,8 @@ export function storedSourceOf(
   const coverage = plan.subjects.map((subject) => bindings.coverage(account, subject));
   const streams = new Set(coverage.flatMap((c) => (c.kind === "stored" ? [c.stream.stream] : [])));
   const [stream] = streams;
-  if (stream !== undefined && streams.size === 1 && coverage.every((c) => c.kind === "stored")) return { kind: "bound", stream };
+  if (stream !== undefined && streams.size === 1 && coverage.every((c) => c.kind === "stored"))
+    return { kind: "bound", stream };
   if (!messages.enabled()) return undefined;
   return { kind: "store", stream: messages.streamName(), partial: coverage.some((c) => c.kind !== "unstored") };
 }

@@ -1,13 +1,13 @@
 import type { Msg, NatsConnection, Subscription } from "@nats-io/transport-node";
 import type { ISubscription } from "mqtt-packet";
+import { clientReply, coreDeliverable } from "../../protocol/deliveryGuard.js";
+import { Reason } from "../../protocol/mqttReasons.js";
+import { isAdminSubject } from "../../protocol/mqttToNats.js";
+import { tooLong } from "../../protocol/natsLimits.js";
 import type { SubscriptionOptions } from "../../protocol/natsToMqtt.js";
-import { filterToSubscription } from "../../protocol/topic.js";
 import type { Result } from "../../protocol/result.js";
 import { err, ok } from "../../protocol/result.js";
-import { isAdminSubject } from "../../protocol/mqttToNats.js";
-import { Reason } from "../../protocol/mqttReasons.js";
-import { tooLong } from "../../protocol/natsLimits.js";
-import { clientReply, coreDeliverable } from "../../protocol/deliveryGuard.js";
+import { filterToSubscription } from "../../protocol/topic.js";
 import { headerPairsReader } from "./natsHeaders.js";
 
 /** One MQTT subscription: its filter, options and the NATS subscriptions behind it. */
@@ -20,7 +20,13 @@ export interface ActiveSubscription {
   nats: Subscription[];
 }
 
-export type OnMessage = (sub: ActiveSubscription, subject: string, headers: Iterable<[string, string]> | undefined, data: Uint8Array, reply: string | undefined) => void;
+export type OnMessage = (
+  sub: ActiveSubscription,
+  subject: string,
+  headers: Iterable<[string, string]> | undefined,
+  data: Uint8Array,
+  reply: string | undefined,
+) => void;
 
 /** A subscription request checked against the mapping and the gateway's own rules. */
 export function planSubscription(
@@ -33,7 +39,10 @@ export function planSubscription(
   if (!mapped.ok) return err({ reasonCode: Reason.topicFilterInvalid, reason: mapped.error });
   // Checked before the SUB goes out: nats-server closes a connection whose line is too long, and SUBACK would have said granted.
   if (mapped.value.subjects.some((subject) => tooLong(subject, mapped.value.queue, maxSubjectBytes))) {
-    return err({ reasonCode: Reason.topicFilterInvalid, reason: `filter longer than ${maxSubjectBytes} bytes as a NATS subject (nats.max_control_line)` });
+    return err({
+      reasonCode: Reason.topicFilterInvalid,
+      reason: `filter longer than ${maxSubjectBytes} bytes as a NATS subject (nats.max_control_line)`,
+    });
   }
   // `#` and `+/...` never reach $MQG: the $ rule keeps wildcard-first filters off $ topics.
   if (mapped.value.subjects.some(isAdminSubject)) {

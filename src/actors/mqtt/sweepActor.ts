@@ -6,11 +6,13 @@ import type { SessionSweeper } from "./sessionSweeper.js";
  * came back with a new id settles what its earlier life left), then one per interval.
  * A failed pass is logged by the sweeper and tried again at the next tick.
  */
-export const sweepActor = (sweeper: SessionSweeper, intervalMs: number, accounts: () => Iterable<string>): Effect.Effect<void> =>
+export const sweepActor = (
+  sweeper: SessionSweeper,
+  intervalMs: number,
+  accounts: () => Iterable<string>,
+): Effect.Effect<void> =>
   Effect.sleep(Math.min(intervalMs, 10_000)).pipe(
     Effect.andThen(
-      Effect.forever(
-        Effect.promise(() => sweeper.sweep(accounts())).pipe(Effect.andThen(Effect.sleep(intervalMs))),
-      ),
+      Effect.forever(Effect.promise(() => sweeper.sweep(accounts())).pipe(Effect.andThen(Effect.sleep(intervalMs)))),
     ),
   );
