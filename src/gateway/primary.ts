@@ -3,31 +3,21 @@
 // the HTTP port for all, forks N workers (each a whole gateway, id `<id>-<k>`, sharing the
 // client ports) and passes signals on; it stops when every worker has.
 import cluster from "node:cluster";
-import { Cause, Effect, Exit, type Scope } from "effect";
+import { Effect, Exit, type Scope } from "effect";
 import { serveHttp } from "../actors/http.js";
 import { ActorRegistry } from "../actors/registry.js";
 import { workerPool } from "../actors/workerPool.js";
 import type { GatewayConfig } from "../config/schema.js";
 import { createLogger, type Logger } from "../log.js";
 import { startEmbedded } from "./embeddedStart.js";
-import { listenFailure, startFailure } from "./startupErrors.js";
-import { VERSION } from "./version.js";
+import { runToExit } from "./runToExit.js";
+import { listenFailure } from "./startupErrors.js";
 import { workerEnv, workerId, type WorkerMessage } from "./workerChannel.js";
 import { WorkerQuestions, workersRoutes } from "./workersHttp.js";
 
-export async function runPrimary(config: GatewayConfig, count: number): Promise<number> {
+export function runPrimary(config: GatewayConfig, count: number): Promise<number> {
   const log = createLogger(config.log);
-  log.info({ id: config.id, generated: config.source.id_generated, version: VERSION, workers: count }, "mq-gateway starting");
-  const exit = await Effect.runPromiseExit(Effect.scoped(primary(config, count, log)));
-  if (Exit.isSuccess(exit)) {
-    log.info({ id: config.id, exit_code: exit.value }, "mq-gateway stopped");
-    return exit.value;
-  }
-  const failure = startFailure(exit.cause);
-  if (failure.bug) log.error({ cause: Cause.pretty(exit.cause) }, "mq-gateway could not start (a bug: please report it)");
-  log.flush();
-  process.stderr.write(`mq-gateway: ${failure.line}\n`);
-  return 2;
+  return runToExit(config, log, { workers: count }, primary(config, count, log));
 }
 
 const primary = (config: GatewayConfig, count: number, log: Logger): Effect.Effect<number, unknown, Scope.Scope> =>

@@ -36,6 +36,7 @@ import { machines } from "../machines/index.js";
 import { EXPOSED_WARNING, exposedListeners } from "./exposure.js";
 import { mqttSettingsOf } from "./mqttSettings.js";
 import { type ListenerName, listenFailure, natsUnreachable, startFailure } from "./startupErrors.js";
+import { runToExit } from "./runToExit.js";
 import { VERSION } from "./version.js";
 import { joinEmbedded, startEmbedded } from "./embeddedStart.js";
 import { gatewayViews, viewRoutes } from "./views.js";
@@ -43,20 +44,9 @@ import { answerPrimary, tellPrimaryServing, type WorkerRole } from "./workerChan
 import { serveHttp } from "../actors/http.js";
 
 /** Runs the gateway until it stops; resolves to the process exit code (CONTRACT). */
-export async function runGateway(config: GatewayConfig, role?: WorkerRole): Promise<number> {
+export function runGateway(config: GatewayConfig, role?: WorkerRole): Promise<number> {
   const log = createLogger(config.log);
-  log.info({ id: config.id, generated: config.source.id_generated, version: VERSION, ...(role ? { worker: role.index } : {}) }, "mq-gateway starting");
-  const exit = await Effect.runPromiseExit(Effect.scoped(gateway(config, log, role)));
-  if (Exit.isSuccess(exit)) {
-    log.info({ id: config.id, exit_code: exit.value }, "mq-gateway stopped");
-    return exit.value;
-  }
-  // One plain line on stderr, like a config problem: the operator reads it, not a log parser.
-  const failure = startFailure(exit.cause);
-  if (failure.bug) log.error({ cause: Cause.pretty(exit.cause) }, "mq-gateway could not start (a bug: please report it)");
-  log.flush();
-  process.stderr.write(`mq-gateway: ${failure.line}\n`);
-  return 2;
+  return runToExit(config, log, role ? { worker: role.index } : {}, gateway(config, log, role));
 }
 
 const gateway = (initial: GatewayConfig, log: Logger, role: WorkerRole | undefined): Effect.Effect<number, unknown, Scope.Scope> =>
