@@ -1,4 +1,4 @@
-import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
+import { type JetStreamManager, jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import type mqttPacket from "mqtt-packet";
@@ -8,6 +8,7 @@ import { collect, connectCollecting, connectMqtt } from "../helpers/mqttClient.j
 import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
 import { eventually } from "../helpers/poll.js";
 import { RawMqtt } from "../helpers/rawMqtt.js";
+import { storeConsumers } from "../helpers/storeConsumers.js";
 
 /** Lets wall-clock time pass: a session expiry is a duration, not an event to wait on. */
 const letTimePass = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -33,11 +34,7 @@ describe("MQTT session lifecycle on the embedded default: one client id, one ses
   let jsm: JetStreamManager;
   const keys = () => sessionKeys(nc);
   /** The sessions' consumers on the MQTT store (no binding here: every topic is kept there). */
-  const consumers = async () => {
-    const names: string[] = [];
-    for await (const c of jsm.consumers.list("MQGW_MSGS")) names.push(c.name);
-    return names;
-  };
+  const consumers = () => storeConsumers(jsm);
 
   beforeAll(async () => {
     gw = await startEmbeddedGateway();
@@ -157,8 +154,16 @@ describe("MQTT session lifecycle on the embedded default: one client id, one ses
 
   it("[MQTT-4.4.0-1] what a client left unacknowledged comes again within 1 s of its reconnect (QoS 1 and 2, DUP set)", async () => {
     // A client that takes both and acknowledges neither (no PUBACK, no PUBREC).
-    const holder = await RawMqtt.connected(gw.port("mqtt"), 5, { clientId: "prompt", clean: false, properties: { sessionExpiryInterval: 600 } });
-    holder.send({ cmd: "subscribe", messageId: 1, subscriptions: [{ topic: "prompt/+", qos: 2 }] } as mqttPacket.Packet);
+    const holder = await RawMqtt.connected(gw.port("mqtt"), 5, {
+      clientId: "prompt",
+      clean: false,
+      properties: { sessionExpiryInterval: 600 },
+    });
+    holder.send({
+      cmd: "subscribe",
+      messageId: 1,
+      subscriptions: [{ topic: "prompt/+", qos: 2 }],
+    } as mqttPacket.Packet);
     await holder.next("suback");
     const pub = await connectMqtt(gw.port("mqtt"), { protocolVersion: 5 });
     await pub.publishAsync("prompt/one", "q1", { qos: 1 });
@@ -166,13 +171,19 @@ describe("MQTT session lifecycle on the embedded default: one client id, one ses
     await holder.next("publish");
     await holder.next("publish");
     holder.socket.destroy();
-    const { client: back, inbox } = await connectCollecting(gw.port("mqtt"), { ...v5session("prompt", 600), resubscribe: false });
+    const { client: back, inbox } = await connectCollecting(gw.port("mqtt"), {
+      ...v5session("prompt", 600),
+      resubscribe: false,
+    });
     const again = await inbox.count(2, 1_000);
     expect(again.map((m) => [m.payload.toString(), m.packet.dup])).toEqual([
       ["q1", true],
       ["q2", true],
     ]);
-    await Promise.all([pub.endAsync(), back.endAsync(false, { reasonCode: 0, properties: { sessionExpiryInterval: 0 } })]);
+    await Promise.all([
+      pub.endAsync(),
+      back.endAsync(false, { reasonCode: 0, properties: { sessionExpiryInterval: 0 } }),
+    ]);
   });
 
   it("a resumed session gets its messages at once while a # subscriber (interest in every inbox) is connected", async () => {

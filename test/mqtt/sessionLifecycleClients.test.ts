@@ -10,6 +10,7 @@ import { type GatewayHandle, startEmbeddedGateway } from "../helpers/gateway.js"
 import { collect, connectCollecting, connectMqtt } from "../helpers/mqttClient.js";
 import { eventually } from "../helpers/poll.js";
 import { runPython } from "../helpers/python.js";
+import { storeConsumers } from "../helpers/storeConsumers.js";
 
 const v5session = (clientId: string, expiry: number) => ({
   protocolVersion: 5 as const,
@@ -22,15 +23,7 @@ describe("MQTT session lifecycle with third-party clients (embedded default)", (
   let gw: GatewayHandle & { natsUrl: string };
   let nc: NatsConnection;
   let jsm: JetStreamManager;
-  /** Consumers on the MQTT store reading a subject under `filterSubject` (names carry no client id: found by filter). */
-  const storeConsumers = async (filterSubject: string) => {
-    const names: string[] = [];
-    for await (const c of jsm.consumers.list("MQGW_MSGS")) {
-      const filters = c.config.filter_subjects ?? (c.config.filter_subject ? [c.config.filter_subject] : []);
-      if (filters.some((f) => f.includes(filterSubject))) names.push(c.name);
-    }
-    return names;
-  };
+  const storeConsumersUnder = (under: string) => storeConsumers(jsm, under);
 
   beforeAll(async () => {
     gw = await startEmbeddedGateway();
@@ -70,7 +63,7 @@ describe("MQTT session lifecycle with third-party clients (embedded default)", (
     await last.subscribeAsync("flaky/#", { qos: 1 });
     await last.endAsync();
     await eventually(
-      async () => ((await storeConsumers("flaky.>")).length === 1 ? true : undefined),
+      async () => ((await storeConsumersUnder("flaky.>")).length === 1 ? true : undefined),
       10_000,
       "one consumer for the one session",
     );
@@ -87,7 +80,7 @@ describe("MQTT session lifecycle with third-party clients (embedded default)", (
       back.endAsync(false, { reasonCode: 0, properties: { sessionExpiryInterval: 0 } }),
     ]);
     await eventually(
-      async () => ((await storeConsumers("flaky.>")).length === 0 ? true : undefined),
+      async () => ((await storeConsumersUnder("flaky.>")).length === 0 ? true : undefined),
       10_000,
       "no consumer once the session ended",
     );
@@ -155,11 +148,11 @@ describe("MQTT session lifecycle with third-party clients (embedded default)", (
       await c.subscribeAsync(`expiring/${i}/#`, { qos: 1 });
       await c.endAsync();
     }
-    expect((await storeConsumers("expiring.")).length).toBe(3);
+    expect((await storeConsumersUnder("expiring.")).length).toBe(3);
     // nats-server removes a consumer nobody pulls after its inactive threshold: the session
     // expiry, but at least a minute (docs/decisions/mqtt-sessions.md, "Stored delivery").
     await eventually(
-      async () => ((await storeConsumers("expiring.")).length === 0 ? true : undefined),
+      async () => ((await storeConsumersUnder("expiring.")).length === 0 ? true : undefined),
       120_000,
       "expired sessions' consumers gone",
     );
