@@ -46,6 +46,8 @@ const RECORDED: Record<string, Record<string, string>> = {
     "lib/link.js Receiver": "15cedf1247442f4d",
     "lib/connection.js Connection.prototype.input": "caeea0e2e5425f15",
     "lib/endpoint.js EndpointState": "a0c47a4063a675ac",
+    "lib/frames.js transfer": "541aa6f83289d6bd",
+    "lib/frames.js write_frame": "adbebbf3c6b19678",
   },
   xstate: { "xstate Actor": "6e552b5ae1d29dae" },
   "mqtt-packet": { "mqtt-packet parser.js Parser": "762ac65e88dac06a" },
