@@ -185,6 +185,24 @@ describe("NATS message -> AMQP", () => {
     expect((m.absolute_expiry_time as Date).getTime()).toBe(99);
   });
 
+  it("a message with only a subject and a payload is what rhea writes for it, any subject and size", () => {
+    fc.assert(
+      fc.property(
+        fc.string({ unit: "grapheme", maxLength: 300 }),
+        fc.uint8Array({ maxLength: 700 }),
+        fc.constantFrom(undefined, [["Mqgw-Amqp-Container-Id", "c1"]] as Array<[string, string]>),
+        (subject, data, headers) => {
+          const ours = Buffer.from(natsToAmqp(subject, headers, data, undefined));
+          const theirs = Buffer.from(
+            rhea.message.encode({ to: subject, body: rhea.message.data_section(Buffer.from(data)) } as never),
+          );
+          expect(decode(ours)).toEqual(decode(theirs));
+        },
+      ),
+      { numRuns: 1000 },
+    );
+  });
+
   it("a redelivery sets delivery-count and first-acquirer, keeping the rest of the sender's header", () => {
     const head = Buffer.from(rhea.message.encode({ durable: true, priority: 7, to: "x" } as never));
     const m = decode(

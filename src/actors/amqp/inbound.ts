@@ -8,7 +8,9 @@ import { classifyTarget, validateRelayTo } from "../../protocol/amqpAddress.js";
 import {
   bodyToPayload,
   headApplicationProperties,
+  type MessageSections,
   headSection,
+  plainDataPayload,
   Section,
   splitMessage,
 } from "../../protocol/amqpBody.js";
@@ -77,7 +79,9 @@ const refusal = (condition: string, description: string, reason: string): Refusa
 });
 
 export function amqpToNats(encoded: Uint8Array, ctx: InboundContext): Result<NatsMessage, Refusal> {
-  const parts = splitMessage(encoded);
+  // One data section and nothing else said: no sections to parse (amqpBody.ts plainDataPayload).
+  const plain = plainDataPayload(encoded);
+  const parts = plain ? ok<MessageSections>({ body: encoded }) : splitMessage(encoded);
   if (!parts.ok) return err(refusal("amqp:decode-error", parts.error, "decode_error"));
   const { head, body, footer } = parts.value;
   const properties = head ? headSection(head, Section.properties) : undefined;
@@ -123,7 +127,7 @@ export function amqpToNats(encoded: Uint8Array, ctx: InboundContext): Result<Nat
     }
   }
 
-  const body_ = bodyToPayload(body);
+  const body_ = plain ? ok({ payload: plain, sections: false }) : bodyToPayload(body);
   if (!body_.ok) return err(refusal("amqp:decode-error", body_.error, "decode_error"));
 
   const replyTo = text(field(properties, P.replyTo));
