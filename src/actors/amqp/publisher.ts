@@ -58,6 +58,7 @@ export class Publisher {
 
   /** A core publish; settles once NATS has taken it or refused it. */
   publish(m: NatsMessage): Promise<Settlement> {
+    this.scheduleFlush();
     try {
       this.lease.nc.publish(m.subject, m.payload, {
         ...(m.headers ? { headers: this.headersOf(m.headers) } : {}),
@@ -111,6 +112,7 @@ export class Publisher {
    */
   async keep(m: NatsMessage, msgId: string): Promise<Settlement> {
     const h = headerBlock(m.headers ?? [], msgId);
+    this.scheduleFlush();
     try {
       this.lease.nc.publish(m.subject, m.payload, { headers: h, ...(m.reply ? { reply: m.reply } : {}) });
     } catch (e) {
@@ -156,13 +158,22 @@ export class Publisher {
   private confirm(subject: string): Promise<Settlement> {
     return new Promise((resolve) => {
       this.waiting.push({ subject, resolve });
-      if (this.flushScheduled) return;
-      this.flushScheduled = true;
-      // Everything published in this turn rides on one PING, sent in a microtask so it takes
-      // the transport the publishes took (natsBridge.ts flushAndSettle: a later macrotask let
-      // a reconnect in between acknowledge a publish lost with the old server).
-      queueMicrotask(() => this.flush());
+      this.scheduleFlush();
     });
+  }
+
+  /**
+   * Everything published in this turn rides on one PING, sent in a microtask so it takes
+   * the transport the publishes took (natsBridge.ts flushAndSettle: a later macrotask let
+   * a reconnect in between acknowledge a publish lost with the old server). Scheduled
+   * before the turn's first publish, that microtask runs before the one nats.js queues to
+   * write the publishes, so the PING leaves in the same write as they do, not in a write
+   * of its own (issue 16). A publish a later microtask makes waits for the next PING.
+   */
+  private scheduleFlush(): void {
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    queueMicrotask(() => this.flush());
   }
 
   private flush(): void {
