@@ -21,13 +21,18 @@ const frames = req("rhea/lib/frames.js") as {
 const rheaTransfer = upstreamFrames["lib/frames.js transfer"] as typeof frames.transfer;
 const rheaWrite = upstreamFrames["lib/frames.js write_frame"] as typeof frames.write_frame;
 
-const FIELDS = ["handle", "delivery_id", "delivery_tag", "message_format", "settled", "more", "aborted", "state"] as const;
+const rheaRead = upstreamFrames["lib/frames.js read_frame"] as typeof frames.read_frame;
+
+const FIELDS = ["handle", "delivery_id", "delivery_tag", "message_format", "settled", "more", "rcv_settle_mode", "state", "resume", "aborted", "batchable"] as const;
 const seen = (f: Frame) => ({
   channel: f.channel,
+  type: f.type,
   name: String(f.performative?.constructor),
   ...Object.fromEntries(FIELDS.map((k) => [k, f.performative?.[k] ?? null])),
   payload: f.payload ? Buffer.from(f.payload).toString("hex") : "",
 });
+/** Exactly what rhea's getters give, null and undefined told apart. */
+const exact = (f: Frame) => FIELDS.map((k) => (f.performative?.[k] === undefined ? "undefined" : f.performative[k]));
 
 const uint = fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 255 }), fc.integer({ min: 256, max: 0xffffffff }));
 const transferFields = fc.record(
@@ -60,6 +65,44 @@ describe("rhea's transfer frame, written by hand", () => {
       ),
       { numRuns: 2000 },
     );
+  });
+
+  it("a transfer reads as rhea's reader reads it, whoever wrote it and whatever it holds", () => {
+    const more = fc.record(
+      {
+        rcv_settle_mode: fc.constantFrom(0, 1),
+        resume: fc.boolean(),
+        aborted: fc.boolean(),
+        batchable: fc.boolean(),
+      },
+      { requiredKeys: [] },
+    );
+    fc.assert(
+      fc.property(
+        transferFields,
+        more,
+        fc.integer({ min: 0, max: 0xffff }),
+        fc.option(fc.uint8Array({ maxLength: 600 }).map((a) => Buffer.from(a)), { nil: undefined }),
+        fc.boolean(),
+        (fields, extra, channel, payload, handWritten) => {
+          const all = { ...fields, ...extra };
+          const bytes = handWritten
+            ? frames.write_frame({ channel, type: frames.TYPE_AMQP, performative: frames.transfer(all), payload })
+            : rheaWrite({ channel, type: frames.TYPE_AMQP, performative: rheaTransfer(all), payload });
+          const ours = frames.read_frame(bytes);
+          const theirs = rheaRead(bytes);
+          expect(seen(ours)).toEqual(seen(theirs));
+          expect(exact(ours)).toEqual(exact(theirs));
+        },
+      ),
+      { numRuns: 2000 },
+    );
+  });
+
+  it("a plain transfer is read by hand, not through rhea's composite", () => {
+    const bytes = rheaWrite({ channel: 1, type: frames.TYPE_AMQP, performative: rheaTransfer({ handle: 0, delivery_id: 9, delivery_tag: Buffer.from("1"), message_format: 0, settled: true }), payload: Buffer.from("m") });
+    expect(Object.hasOwn(frames.read_frame(bytes).performative!, "value")).toBe(false);
+    expect(Object.hasOwn(rheaRead(bytes).performative!, "value")).toBe(true);
   });
 
   it("a transfer with a field the hand writer does not know is rhea's", () => {

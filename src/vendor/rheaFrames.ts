@@ -15,6 +15,7 @@ const req = createRequire(import.meta.url);
 
 interface FramesModule {
   transfer(fields: Record<string, unknown>): unknown;
+  read_frame(buffer: Buffer): unknown;
   write_frame(frame: { channel: number; type: number; performative?: unknown; payload?: Buffer }): Buffer;
   TYPE_AMQP: number;
 }
@@ -22,11 +23,13 @@ const frames = req("rhea/lib/frames.js") as FramesModule;
 
 const originalTransfer = frames.transfer;
 const originalWriteFrame = frames.write_frame;
+const originalReadFrame = frames.read_frame;
 
 /** The upstream functions replaced here, as rhea has them (test/vendor.test.ts hashes them). */
 export const upstreamFrames: Readonly<Record<string, unknown>> = {
   "lib/frames.js transfer": originalTransfer,
   "lib/frames.js write_frame": originalWriteFrame,
+  "lib/frames.js read_frame": originalReadFrame,
 };
 
 /** A transfer as lib/session.js Outgoing.process makes it: what rhea's composite held, unwrapped. */
@@ -138,9 +141,127 @@ function writeFrame(frame: { channel: number; type: number; performative?: unkno
   return originalWriteFrame(frame);
 }
 
-/** Installs both, once, process-wide (a client's transfers in the same process are written the same way). */
+// -- reading -------------------------------------------------------------------------------
+
+/**
+ * A client's transfer as lib/session.js reads it (Session.on_transfer, Incoming.on_transfer,
+ * the gateway's onTransfer): the fields rhea's composite getters would give, null where the
+ * list holds a null and undefined past its end, as they do; `dispatch` as the composite's.
+ */
+class IncomingTransfer {
+  handle: unknown;
+  delivery_id: unknown;
+  delivery_tag: unknown;
+  message_format: unknown;
+  settled: unknown;
+  more: unknown;
+  rcv_settle_mode: unknown;
+  state: unknown;
+  resume: unknown;
+  aborted: unknown;
+  batchable: unknown;
+  dispatch(target: { on_transfer(frame: unknown): void }, frame: unknown): void {
+    target.on_transfer(frame);
+  }
+  static toString(): string {
+    return "transfer#14";
+  }
+}
+
+const TRANSFER_FIELDS = [
+  "handle",
+  "delivery_id",
+  "delivery_tag",
+  "message_format",
+  "settled",
+  "more",
+  "rcv_settle_mode",
+  "state",
+  "resume",
+  "aborted",
+  "batchable",
+] as const;
+
+/** Marks a value this reader does not know (a delivery state, a wider type): rhea's reader takes the frame. */
+const UNKNOWN = Symbol("unknown");
+
+/** One list element at `at`: its value and where the next starts, or UNKNOWN. */
+function readItem(b: Buffer, at: number, end: number): [unknown, number] | typeof UNKNOWN {
+  if (at >= end) return UNKNOWN;
+  switch (b[at]) {
+    case 0x40:
+      return [null, at + 1];
+    case 0x41:
+      return [true, at + 1];
+    case 0x42:
+      return [false, at + 1];
+    case 0x56:
+      return at + 2 <= end && b[at + 1]! <= 1 ? [b[at + 1] === 1, at + 2] : UNKNOWN;
+    case 0x43:
+      return [0, at + 1];
+    case 0x50:
+    case 0x52:
+      return at + 2 <= end ? [b[at + 1], at + 2] : UNKNOWN;
+    case 0x70:
+      return at + 5 <= end ? [b.readUInt32BE(at + 1), at + 5] : UNKNOWN;
+    case 0xa0: {
+      const n = at + 2 <= end ? b[at + 1]! : -1;
+      return n >= 0 && at + 2 + n <= end ? [b.subarray(at + 2, at + 2 + n), at + 2 + n] : UNKNOWN;
+    }
+    default:
+      return UNKNOWN;
+  }
+}
+
+/** A transfer frame's fields and payload read by hand; undefined for anything else, or anything unusual in one. */
+function readTransferFrame(b: Buffer): unknown {
+  if (b.length < 12) return undefined;
+  const size = b.readUInt32BE(0);
+  const doff = b[4]!;
+  if (size !== b.length || doff < 2 || b[5] !== frames.TYPE_AMQP) return undefined;
+  let at = doff * 4;
+  if (b[at] !== 0x00 || b[at + 1] !== 0x53 || b[at + 2] !== 0x14) return undefined;
+  at += 3;
+  let count: number;
+  let end: number;
+  if (b[at] === 0xc0 && at + 3 <= b.length) {
+    end = at + 2 + b[at + 1]!;
+    count = b[at + 2]!;
+    at += 3;
+  } else if (b[at] === 0xd0 && at + 9 <= b.length) {
+    // rhea writes every list as list32.
+    end = at + 5 + b.readUInt32BE(at + 1);
+    count = b.readUInt32BE(at + 5);
+    at += 9;
+  } else return undefined; // list0 too: a transfer needs its handle, as rhea's reader says
+  if (end > b.length || count > TRANSFER_FIELDS.length) return undefined;
+  const t = new IncomingTransfer();
+  for (let i = 0; i < count; i++) {
+    const item = readItem(b, at, end);
+    if (item === UNKNOWN) return undefined;
+    t[TRANSFER_FIELDS[i]!] = item[0];
+    at = item[1];
+  }
+  if (at !== end) return undefined;
+  const frame: { size: number; type: number; channel: number; performative: IncomingTransfer; payload?: Buffer } = {
+    size,
+    type: frames.TYPE_AMQP,
+    channel: b.readUInt16BE(6),
+    performative: t,
+  };
+  if (end < b.length) frame.payload = b.subarray(end);
+  return frame;
+}
+
+/** Wraps lib/frames.js `read_frame`: a plain transfer is read above, every other frame by rhea. */
+function readFrame(buffer: Buffer): unknown {
+  return readTransferFrame(buffer) ?? originalReadFrame(buffer);
+}
+
+/** Installs these, once, process-wide (a client's transfers in the same process are written the same way). */
 export function installFramePatches(): void {
   if (frames.write_frame === writeFrame) return;
   frames.transfer = transfer;
   frames.write_frame = writeFrame;
+  frames.read_frame = readFrame;
 }
