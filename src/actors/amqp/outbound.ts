@@ -25,8 +25,10 @@ export function natsToAmqp(
   reply: string | undefined,
   /** JetStream redeliveries so far: the header's delivery-count (part 3, 3.2.1). */
   deliveryCount = 0,
+  /** How headers become metadata: a receiving link's LastMeta, whose feed hands repeated pairs as one array. */
+  readMeta: (headers: HeaderEntries) => MessageMeta = headersToMeta,
 ): Uint8Array {
-  const meta = headers ? headersToMeta(headers) : {};
+  const meta = headers ? readMeta(headers) : {};
   if (meta.amqpHead !== undefined || meta.amqpBody !== undefined || meta.amqpFooter !== undefined) {
     const head = deliveryCount > 0 ? withDeliveryCount(meta.amqpHead, deliveryCount) : meta.amqpHead;
     return joinMessage({ head, body: payloadToBody(data, meta.amqpBody === "sections"), footer: meta.amqpFooter });
@@ -46,7 +48,7 @@ const onlyTo = (meta: MessageMeta): boolean =>
   (meta.userProps === undefined || meta.userProps.length === 0);
 
 /** The properties section of the subject last encoded: the subjects of a link's messages repeat. */
-let lastTo: { subject: string; section: Buffer } = { subject: "", section: Buffer.alloc(0) };
+let lastTo: { subject: string; section: Buffer } | undefined;
 
 /**
  * What rhea.message.encode writes for `{ to: subject, body: data_section(data) }`, the
@@ -55,7 +57,7 @@ let lastTo: { subject: string; section: Buffer } = { subject: "", section: Buffe
  * test/amqp/pure.test.ts holds it to rhea's encoding.
  */
 function toAndData(subject: string, data: Uint8Array): Uint8Array {
-  if (lastTo.subject !== subject) lastTo = { subject, section: propertiesWithTo(subject) };
+  if (lastTo?.subject !== subject) lastTo = { subject, section: propertiesWithTo(subject) };
   const props = lastTo.section;
   const long = data.length > 255;
   const out = Buffer.allocUnsafe(props.length + 3 + (long ? 5 : 2) + data.length);
