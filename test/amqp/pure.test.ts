@@ -149,6 +149,25 @@ describe("AMQP message -> NATS", () => {
     });
   });
 
+  it("a plain data-section message's headers say its own link's settle mode and container, link after link", () => {
+    const plain = encode({ body: rhea.message.data_section(Buffer.from("p")) });
+    const seen = [
+      ctx({ settled: true, containerId: "a" }),
+      ctx({ settled: false, containerId: "a" }),
+      ctx({ settled: false, containerId: "b" }),
+      ctx({ settled: true, containerId: "a" }),
+    ].map((c) => {
+      const r = amqpToNats(plain, c);
+      return r.ok ? { headers: r.value.headers, payload: Buffer.from(r.value.payload).toString() } : r;
+    });
+    expect(seen).toEqual([
+      { headers: [["Mqgw-Amqp-Container-Id", "a"]], payload: "p" },
+      { headers: [["Mqgw-QoS", "1"], ["Mqgw-Amqp-Container-Id", "a"]], payload: "p" },
+      { headers: [["Mqgw-QoS", "1"], ["Mqgw-Amqp-Container-Id", "b"]], payload: "p" },
+      { headers: [["Mqgw-Amqp-Container-Id", "a"]], payload: "p" },
+    ]);
+  });
+
   it("a reply-to that is not a subject is not passed on as one", () => {
     const r = amqpToNats(encode({ body: "x", reply_to: "not a subject" }), ctx());
     expect(r).toMatchObject({ ok: true, value: { reply: undefined } });

@@ -165,5 +165,18 @@ export function amqpToNats(encoded: Uint8Array, ctx: InboundContext): Result<Nat
     ...(body_.value.sections ? { amqpBody: "sections" as const } : {}),
     ...(footer ? { amqpFooter: footer } : {}),
   };
-  return ok({ subject, payload: body_.value.payload, headers: metaToHeaders(meta), reply, messageId });
+  // A plain message's metadata is only what the link says (Mqgw-QoS, the container): its headers repeat.
+  const headers = plain ? plainHeaders(ctx.settled, ctx.containerId, meta) : metaToHeaders(meta);
+  return ok({ subject, payload: body_.value.payload, headers, reply, messageId });
+}
+
+/** The header pairs of the last plain message's link settings (shared: the pairs are only read). */
+let lastPlain: { settled: boolean; containerId: string; headers: NatsMessage["headers"] } | undefined;
+
+function plainHeaders(settled: boolean, containerId: string, meta: MessageMeta): NatsMessage["headers"] {
+  const last = lastPlain;
+  if (last && last.settled === settled && last.containerId === containerId) return last.headers;
+  const headers = metaToHeaders(meta);
+  lastPlain = { settled, containerId, headers };
+  return headers;
 }
