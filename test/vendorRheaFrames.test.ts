@@ -23,7 +23,19 @@ const rheaWrite = upstreamFrames["lib/frames.js write_frame"] as typeof frames.w
 
 const rheaRead = upstreamFrames["lib/frames.js read_frame"] as typeof frames.read_frame;
 
-const FIELDS = ["handle", "delivery_id", "delivery_tag", "message_format", "settled", "more", "rcv_settle_mode", "state", "resume", "aborted", "batchable"] as const;
+const FIELDS = [
+  "handle",
+  "delivery_id",
+  "delivery_tag",
+  "message_format",
+  "settled",
+  "more",
+  "rcv_settle_mode",
+  "state",
+  "resume",
+  "aborted",
+  "batchable",
+] as const;
 const seen = (f: Frame) => ({
   channel: f.channel,
   type: f.type,
@@ -55,9 +67,17 @@ describe("rhea's transfer frame, written by hand", () => {
       fc.property(
         transferFields,
         fc.integer({ min: 0, max: 0xffff }),
-        fc.option(fc.uint8Array({ maxLength: 600 }).map((a) => Buffer.from(a)), { nil: undefined }),
+        fc.option(
+          fc.uint8Array({ maxLength: 600 }).map((a) => Buffer.from(a)),
+          { nil: undefined },
+        ),
         (fields, channel, payload) => {
-          const ours = frames.write_frame({ channel, type: frames.TYPE_AMQP, performative: frames.transfer(fields), payload });
+          const ours = frames.write_frame({
+            channel,
+            type: frames.TYPE_AMQP,
+            performative: frames.transfer(fields),
+            payload,
+          });
           const theirs = rheaWrite({ channel, type: frames.TYPE_AMQP, performative: rheaTransfer(fields), payload });
           expect(ours.readUInt32BE(0)).toBe(ours.length);
           expect(seen(frames.read_frame(ours))).toEqual(seen(frames.read_frame(theirs)));
@@ -82,7 +102,10 @@ describe("rhea's transfer frame, written by hand", () => {
         transferFields,
         more,
         fc.integer({ min: 0, max: 0xffff }),
-        fc.option(fc.uint8Array({ maxLength: 600 }).map((a) => Buffer.from(a)), { nil: undefined }),
+        fc.option(
+          fc.uint8Array({ maxLength: 600 }).map((a) => Buffer.from(a)),
+          { nil: undefined },
+        ),
         fc.boolean(),
         (fields, extra, channel, payload, handWritten) => {
           const all = { ...fields, ...extra };
@@ -100,14 +123,27 @@ describe("rhea's transfer frame, written by hand", () => {
   });
 
   it("a plain transfer is read by hand, not through rhea's composite", () => {
-    const bytes = rheaWrite({ channel: 1, type: frames.TYPE_AMQP, performative: rheaTransfer({ handle: 0, delivery_id: 9, delivery_tag: Buffer.from("1"), message_format: 0, settled: true }), payload: Buffer.from("m") });
+    const bytes = rheaWrite({
+      channel: 1,
+      type: frames.TYPE_AMQP,
+      performative: rheaTransfer({
+        handle: 0,
+        delivery_id: 9,
+        delivery_tag: Buffer.from("1"),
+        message_format: 0,
+        settled: true,
+      }),
+      payload: Buffer.from("m"),
+    });
     expect(Object.hasOwn(frames.read_frame(bytes).performative!, "value")).toBe(false);
     expect(Object.hasOwn(rheaRead(bytes).performative!, "value")).toBe(true);
   });
 
   it("a transfer with a field the hand writer does not know is rhea's", () => {
     const fields = { handle: 1, delivery_id: 2, delivery_tag: Buffer.from("t"), aborted: true };
-    const f = frames.read_frame(frames.write_frame({ channel: 0, type: frames.TYPE_AMQP, performative: frames.transfer(fields) }));
+    const f = frames.read_frame(
+      frames.write_frame({ channel: 0, type: frames.TYPE_AMQP, performative: frames.transfer(fields) }),
+    );
     expect(f.performative?.aborted).toBe(true);
     expect(f.performative?.delivery_id).toBe(2);
   });

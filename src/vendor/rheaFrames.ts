@@ -45,7 +45,14 @@ class OutgoingTransfer {
   ) {}
 }
 
-const KNOWN: ReadonlySet<string> = new Set(["handle", "delivery_id", "delivery_tag", "message_format", "settled", "more"]);
+const KNOWN: ReadonlySet<string> = new Set([
+  "handle",
+  "delivery_id",
+  "delivery_tag",
+  "message_format",
+  "settled",
+  "more",
+]);
 const onlyKnown = (fields: Record<string, unknown>) => {
   for (const k in fields) if (!KNOWN.has(k)) return false;
   return true;
@@ -95,7 +102,8 @@ function writeUint(b: Buffer, at: number, n: number | undefined): number {
 /** A transfer frame: frame header, the described list (list8 or list32), the payload. */
 function writeTransferFrame(channel: number, t: OutgoingTransfer, payload: Buffer | undefined): Buffer {
   // The list's elements: handle, delivery-id, delivery-tag (vbin8), message-format, settled, more.
-  const items = uintSize(t.handle) + uintSize(t.delivery_id) + 2 + t.delivery_tag.length + uintSize(t.message_format) + 2;
+  const items =
+    uintSize(t.handle) + uintSize(t.delivery_id) + 2 + t.delivery_tag.length + uintSize(t.message_format) + 2;
   // list8 counts its size byte's followers (count + items) in one byte; else list32.
   const small = items + 1 <= 255;
   const listHeader = small ? 3 : 9;
