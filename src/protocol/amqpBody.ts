@@ -144,6 +144,33 @@ export interface MessageSections {
   readonly footer?: Uint8Array | undefined;
 }
 
+/**
+ * The payload of a message that is one data section, after an empty header and
+ * properties section (list0) or none: what rhea writes for `{ body: data_section(b) }`,
+ * and most senders' messages. Read from the bytes without the Reader (issue 16); undefined
+ * for any other message, which splitMessage and bodyToPayload take as before.
+ */
+export function plainDataPayload(encoded: Uint8Array): Uint8Array | undefined {
+  const b = encoded;
+  let at = 0;
+  // 00 53 70 45: an empty header; 00 53 73 45: empty properties (in that order, as a message has them).
+  if (b.length >= at + 4 && b[at] === 0x00 && b[at + 1] === 0x53 && b[at + 2] === Section.header && b[at + 3] === 0x45) at += 4;
+  if (b.length >= at + 4 && b[at] === 0x00 && b[at + 1] === 0x53 && b[at + 2] === Section.properties && b[at + 3] === 0x45)
+    at += 4;
+  if (b.length < at + 5 || b[at] !== 0x00 || b[at + 1] !== 0x53 || b[at + 2] !== Section.data) return undefined;
+  at += 3;
+  let size: number;
+  if (b[at] === 0xa0) {
+    size = b[at + 1]!;
+    at += 2;
+  } else if (b[at] === 0xb0 && b.length >= at + 5) {
+    size = ((b[at + 1]! << 24) >>> 0) + (b[at + 2]! << 16) + (b[at + 3]! << 8) + b[at + 4]!;
+    at += 5;
+  } else return undefined;
+  // The data section ends the message: a footer or a second section is for splitMessage.
+  return at + size === b.length ? view(b).subarray(at) : undefined;
+}
+
 /** An encoded message (a transfer's payload) -> its parts. Delivery annotations are dropped. */
 export function splitMessage(encoded: Uint8Array): Result<MessageSections, string> {
   const parsed = parseSections(encoded);

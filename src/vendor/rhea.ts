@@ -15,6 +15,7 @@ import rhea, {
   type Sender,
   type Session,
 } from "rhea";
+import { installFramePatches, upstreamFrames } from "./rheaFrames.js";
 
 /** rhea's endpoint state (lib/endpoint.js). */
 interface EndpointState {
@@ -77,6 +78,7 @@ export const upstream: Readonly<Record<string, unknown>> = {
   "lib/link.js Receiver": linkModule.Receiver,
   "lib/connection.js Connection.prototype.input": connectionModule.prototype.input,
   "lib/endpoint.js EndpointState": endpointModule,
+  ...upstreamFrames,
 };
 
 // -- messages as bytes ---------------------------------------------------------------
@@ -151,6 +153,7 @@ const SASL_AUTH = 1;
  *   hands the partial message on as a whole one. See `onAbortedTransfer`.
  * - rhea answers a SASL mechanism it was not given by itself and tells nobody. See
  *   `patchSaslInit`.
+ * - rhea writes each transfer through its general composite encoder. See rheaFrames.ts.
  *
  * Fine in the gateway, which never uses rhea as a client.
  */
@@ -161,6 +164,7 @@ export function installServerPatches(): void {
   sessionModule.prototype.on_attach = onAttach;
   patchSaslInit();
   sessionModule.prototype.on_transfer = onTransfer;
+  installFramePatches();
 }
 
 /** Replaces lib/message.js `decode`: the message stays its bytes (rawOf). */

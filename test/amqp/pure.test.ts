@@ -149,6 +149,25 @@ describe("AMQP message -> NATS", () => {
     });
   });
 
+  it("a plain data-section message's headers say its own link's settle mode and container, link after link", () => {
+    const plain = encode({ body: rhea.message.data_section(Buffer.from("p")) });
+    const seen = [
+      ctx({ settled: true, containerId: "a" }),
+      ctx({ settled: false, containerId: "a" }),
+      ctx({ settled: false, containerId: "b" }),
+      ctx({ settled: true, containerId: "a" }),
+    ].map((c) => {
+      const r = amqpToNats(plain, c);
+      return r.ok ? { headers: r.value.headers, payload: Buffer.from(r.value.payload).toString() } : r;
+    });
+    expect(seen).toEqual([
+      { headers: [["Mqgw-Amqp-Container-Id", "a"]], payload: "p" },
+      { headers: [["Mqgw-QoS", "1"], ["Mqgw-Amqp-Container-Id", "a"]], payload: "p" },
+      { headers: [["Mqgw-QoS", "1"], ["Mqgw-Amqp-Container-Id", "b"]], payload: "p" },
+      { headers: [["Mqgw-Amqp-Container-Id", "a"]], payload: "p" },
+    ]);
+  });
+
   it("a reply-to that is not a subject is not passed on as one", () => {
     const r = amqpToNats(encode({ body: "x", reply_to: "not a subject" }), ctx());
     expect(r).toMatchObject({ ok: true, value: { reply: undefined } });
@@ -183,6 +202,24 @@ describe("NATS message -> AMQP", () => {
     expect(m).toMatchObject({ to: "a.b", reply_to: "r.s", content_type: "text/plain" });
     expect(Buffer.isBuffer(m.correlation_id)).toBe(true);
     expect((m.absolute_expiry_time as Date).getTime()).toBe(99);
+  });
+
+  it("a message with only a subject and a payload is what rhea writes for it, any subject and size", () => {
+    fc.assert(
+      fc.property(
+        fc.oneof(fc.constant(""), fc.string({ unit: "grapheme", maxLength: 300 })),
+        fc.uint8Array({ maxLength: 700 }),
+        fc.constantFrom(undefined, [["Mqgw-Amqp-Container-Id", "c1"]] as Array<[string, string]>),
+        (subject, data, headers) => {
+          const ours = Buffer.from(natsToAmqp(subject, headers, data, undefined));
+          const theirs = Buffer.from(
+            rhea.message.encode({ to: subject, body: rhea.message.data_section(Buffer.from(data)) } as never),
+          );
+          expect(decode(ours)).toEqual(decode(theirs));
+        },
+      ),
+      { numRuns: 1000 },
+    );
   });
 
   it("a redelivery sets delivery-count and first-acquirer, keeping the rest of the sender's header", () => {

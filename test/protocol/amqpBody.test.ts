@@ -7,6 +7,7 @@ import {
   headSection,
   joinMessage,
   payloadToBody,
+  plainDataPayload,
   rheaBodyToSections,
   Section,
   splitMessage,
@@ -327,5 +328,48 @@ describe("properties", () => {
       ),
       RUNS,
     );
+  });
+});
+
+describe("plainDataPayload: the one-data-section message read from its bytes", () => {
+  const described = (code: number, v: unknown) => types.described!(types.wrap_ulong!(code), v);
+  const section = fc.oneof(
+    fc.constant(described(Section.header, types.wrap_list!([]))),
+    fc.constant(described(Section.properties, types.wrap_list!([]))),
+    fc.string().map((to) => described(Section.properties, types.wrap_list!([types.Null!(), types.Null!(), types.wrap_string!(to)]))),
+    fc.uint8Array({ maxLength: 400 }).map((b) => described(Section.data, types.wrap_binary!(Buffer.from(b)))),
+    fc.string().map((v) => described(Section.amqpValue, types.wrap_string!(v))),
+    fc.constant(described(Section.footer, types.wrap_map!({ k: "v" }))),
+  );
+  const encodeAll = (sections: unknown[]) => {
+    const w = new types.Writer();
+    for (const s of sections) w.write(s);
+    return new Uint8Array(w.toBuffer());
+  };
+
+  it("is the payload splitMessage and bodyToPayload find, or leaves the message to them", () => {
+    fc.assert(
+      fc.property(fc.array(section, { maxLength: 4 }), (sections) => {
+        const bytes = encodeAll(sections);
+        const plain = plainDataPayload(bytes);
+        if (plain === undefined) return;
+        const parts = splitMessage(bytes);
+        expect(parts.ok).toBe(true);
+        if (!parts.ok) return;
+        expect(parts.value.head).toBeUndefined();
+        expect(parts.value.footer).toBeUndefined();
+        const body = bodyToPayload(parts.value.body);
+        expect(body).toEqual({ ok: true, value: { payload: plain, sections: false } });
+      }),
+      RUNS,
+    );
+  });
+
+  it("reads what rhea writes for a data-section body, short or long", () => {
+    for (const n of [0, 1, 255, 256, 70_000]) {
+      const data = Buffer.alloc(n, 7);
+      const bytes = rhea.message.encode({ body: rhea.message.data_section(data) } as never);
+      expect(Buffer.from(plainDataPayload(bytes)!)).toEqual(data);
+    }
   });
 });

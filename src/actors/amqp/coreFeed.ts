@@ -1,5 +1,6 @@
 import type { NatsConnection, Subscription } from "@nats-io/transport-node";
 import { clientReply, coreDeliverable } from "../../protocol/deliveryGuard.js";
+import { headerPairsReader } from "../mqtt/natsHeaders.js";
 import type { Feed, FeedSink } from "./feed.js";
 
 /**
@@ -7,6 +8,8 @@ import type { Feed, FeedSink } from "./feed.js";
  * what the client has no credit for waits in the link's bounded queue.
  */
 export function coreFeed(nc: NatsConnection, subject: string, sink: FeedSink): Feed {
+  // The pairs from the bytes, one array for a run of equal blocks (so the link reads their metadata once).
+  const pairsOf = headerPairsReader();
   let sub: Subscription | undefined = nc.subscribe(subject, {
     callback: (e, m) => {
       if (e) {
@@ -19,7 +22,7 @@ export function coreFeed(nc: NatsConnection, subject: string, sink: FeedSink): F
       const reply = m.reply || undefined;
       // Never the gateway's own subjects, nor a JetStream delivery routed to an inbox this matches (deliveryGuard.ts).
       if (!coreDeliverable(subject, m.subject, reply)) return;
-      sink.offer({ subject: m.subject, headers: m.headers, data: m.data, reply: clientReply(reply) });
+      sink.offer({ subject: m.subject, headers: pairsOf(m), data: m.data, reply: clientReply(reply) });
     },
   });
   return {

@@ -8,7 +8,9 @@ import { classifyTarget, validateRelayTo } from "../../protocol/amqpAddress.js";
 import {
   bodyToPayload,
   headApplicationProperties,
+  type MessageSections,
   headSection,
+  plainDataPayload,
   Section,
   splitMessage,
 } from "../../protocol/amqpBody.js";
@@ -77,7 +79,9 @@ const refusal = (condition: string, description: string, reason: string): Refusa
 });
 
 export function amqpToNats(encoded: Uint8Array, ctx: InboundContext): Result<NatsMessage, Refusal> {
-  const parts = splitMessage(encoded);
+  // One data section and nothing else said: no sections to parse (amqpBody.ts plainDataPayload).
+  const plain = plainDataPayload(encoded);
+  const parts = plain ? ok<MessageSections>({ body: encoded }) : splitMessage(encoded);
   if (!parts.ok) return err(refusal("amqp:decode-error", parts.error, "decode_error"));
   const { head, body, footer } = parts.value;
   const properties = head ? headSection(head, Section.properties) : undefined;
@@ -123,7 +127,7 @@ export function amqpToNats(encoded: Uint8Array, ctx: InboundContext): Result<Nat
     }
   }
 
-  const body_ = bodyToPayload(body);
+  const body_ = plain ? ok({ payload: plain, sections: false }) : bodyToPayload(body);
   if (!body_.ok) return err(refusal("amqp:decode-error", body_.error, "decode_error"));
 
   const replyTo = text(field(properties, P.replyTo));
@@ -161,5 +165,18 @@ export function amqpToNats(encoded: Uint8Array, ctx: InboundContext): Result<Nat
     ...(body_.value.sections ? { amqpBody: "sections" as const } : {}),
     ...(footer ? { amqpFooter: footer } : {}),
   };
-  return ok({ subject, payload: body_.value.payload, headers: metaToHeaders(meta), reply, messageId });
+  // A plain message's metadata is only what the link says (Mqgw-QoS, the container): its headers repeat.
+  const headers = plain ? plainHeaders(ctx.settled, ctx.containerId, meta) : metaToHeaders(meta);
+  return ok({ subject, payload: body_.value.payload, headers, reply, messageId });
+}
+
+/** The header pairs of the last plain message's link settings (shared: the pairs are only read). */
+let lastPlain: { settled: boolean; containerId: string; headers: NatsMessage["headers"] } | undefined;
+
+function plainHeaders(settled: boolean, containerId: string, meta: MessageMeta): NatsMessage["headers"] {
+  const last = lastPlain;
+  if (last && last.settled === settled && last.containerId === containerId) return last.headers;
+  const headers = metaToHeaders(meta);
+  lastPlain = { settled, containerId, headers };
+  return headers;
 }

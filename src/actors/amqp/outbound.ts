@@ -25,13 +25,95 @@ export function natsToAmqp(
   reply: string | undefined,
   /** JetStream redeliveries so far: the header's delivery-count (part 3, 3.2.1). */
   deliveryCount = 0,
+  /** How headers become metadata: a receiving link's LastMeta, whose feed hands repeated pairs as one array. */
+  readMeta: (headers: HeaderEntries) => MessageMeta = headersToMeta,
 ): Uint8Array {
-  const meta = headers ? headersToMeta(headers) : {};
+  const meta = headers ? readMeta(headers) : {};
   if (meta.amqpHead !== undefined || meta.amqpBody !== undefined || meta.amqpFooter !== undefined) {
     const head = deliveryCount > 0 ? withDeliveryCount(meta.amqpHead, deliveryCount) : meta.amqpHead;
     return joinMessage({ head, body: payloadToBody(data, meta.amqpBody === "sections"), footer: meta.amqpFooter });
   }
+  const replyTo = meta.replyTo ?? answerableReply(meta, reply);
+  if (replyTo === undefined && deliveryCount === 0 && onlyTo(meta)) return toAndData(subject, data);
   return rhea.message.encode(fromNats(subject, meta, data, reply, deliveryCount) as never);
+}
+
+/** Nothing but the subject goes into the message's properties (no reply-to either). */
+const onlyTo = (meta: MessageMeta): boolean =>
+  meta.correlationId === undefined &&
+  meta.contentType === undefined &&
+  meta.expiresAt === undefined &&
+  meta.amqpMessageId === undefined &&
+  meta.amqpSubject === undefined &&
+  (meta.userProps === undefined || meta.userProps.length === 0);
+
+/** The properties section of the subject last encoded: the subjects of a link's messages repeat. */
+let lastTo: { subject: string; section: Buffer } | undefined;
+
+/**
+ * What rhea.message.encode writes for `{ to: subject, body: data_section(data) }`, the
+ * message of most NATS deliveries, without its typed wrappers and its 1 KiB Writer per
+ * message (issue 16): a properties list [null, null, to] (part 3, 3.2.4) and one data section.
+ * test/amqp/pure.test.ts holds it to rhea's encoding.
+ */
+function toAndData(subject: string, data: Uint8Array): Uint8Array {
+  if (lastTo?.subject !== subject) lastTo = { subject, section: propertiesWithTo(subject) };
+  const props = lastTo.section;
+  const long = data.length > 255;
+  const out = Buffer.allocUnsafe(props.length + 3 + (long ? 5 : 2) + data.length);
+  props.copy(out, 0);
+  let at = props.length;
+  out[at++] = 0x00;
+  out[at++] = 0x53;
+  out[at++] = 0x75; // data
+  if (long) {
+    out[at] = 0xb0; // vbin32
+    out.writeUInt32BE(data.length, at + 1);
+    at += 5;
+  } else {
+    out[at] = 0xa0; // vbin8
+    out[at + 1] = data.length;
+    at += 2;
+  }
+  out.set(data, at);
+  return out;
+}
+
+function propertiesWithTo(subject: string): Buffer {
+  const to = Buffer.from(subject, "utf8");
+  // message-id and user-id null, then `to` as str8 or str32.
+  const str = to.length > 255 ? 5 + to.length : 2 + to.length;
+  const items = 2 + str;
+  const small = items + 1 <= 255;
+  const b = Buffer.allocUnsafe(3 + (small ? 3 : 9) + items);
+  b[0] = 0x00;
+  b[1] = 0x53;
+  b[2] = 0x73; // properties
+  let at = 3;
+  if (small) {
+    b[at] = 0xc0;
+    b[at + 1] = items + 1;
+    b[at + 2] = 3;
+    at += 3;
+  } else {
+    b[at] = 0xd0;
+    b.writeUInt32BE(items + 4, at + 1);
+    b.writeUInt32BE(3, at + 5);
+    at += 9;
+  }
+  b[at++] = 0x40;
+  b[at++] = 0x40;
+  if (to.length > 255) {
+    b[at] = 0xb1;
+    b.writeUInt32BE(to.length, at + 1);
+    at += 5;
+  } else {
+    b[at] = 0xa1;
+    b[at + 1] = to.length;
+    at += 2;
+  }
+  to.copy(b, at);
+  return b;
 }
 
 const ascii = (s: string) => /^[\x20-\x7e]*$/.test(s);

@@ -1,5 +1,6 @@
 import { PermissionViolationError } from "@nats-io/transport-node";
-import { toNatsHeaders } from "../client/natsHeaders.js";
+import type { MsgHdrs } from "@nats-io/transport-node";
+import { fixedNatsHeaders } from "../client/natsHeaders.js";
 import { RefusalTally } from "../client/refusalTally.js";
 import type { MessageStore } from "../messageStore.js";
 import type { Metrics } from "../metrics.js";
@@ -40,6 +41,8 @@ export class Publisher {
   private waiting: Waiting[] = [];
   private flushScheduled = false;
   private readonly unlisten: () => void;
+  /** The last header pairs published and their nats.js headers, encoded once: a link's messages mostly carry the same few. */
+  private lastHeaders: { readonly pairs: ReadonlyArray<readonly [string, string]>; readonly h: MsgHdrs } | undefined;
 
   constructor(
     private readonly lease: NatsLease,
@@ -55,9 +58,10 @@ export class Publisher {
 
   /** A core publish; settles once NATS has taken it or refused it. */
   publish(m: NatsMessage): Promise<Settlement> {
+    this.scheduleFlush();
     try {
       this.lease.nc.publish(m.subject, m.payload, {
-        ...(m.headers ? { headers: toNatsHeaders(m.headers) } : {}),
+        ...(m.headers ? { headers: this.headersOf(m.headers) } : {}),
         ...(m.reply ? { reply: m.reply } : {}),
       });
     } catch (e) {
@@ -108,6 +112,7 @@ export class Publisher {
    */
   async keep(m: NatsMessage, msgId: string): Promise<Settlement> {
     const h = headerBlock(m.headers ?? [], msgId);
+    this.scheduleFlush();
     try {
       this.lease.nc.publish(m.subject, m.payload, { headers: h, ...(m.reply ? { reply: m.reply } : {}) });
     } catch (e) {
@@ -130,6 +135,20 @@ export class Publisher {
     }
   }
 
+  /**
+   * Headers for a core publish: the same pairs as the last publish's reuse its encoded
+   * block (nats.js encodes a publish's headers on every publish; issue 16). Safe to share:
+   * nats.js does not change the headers of a publish without trace options, and the block
+   * is the same bytes toNatsHeaders would give.
+   */
+  private headersOf(pairs: ReadonlyArray<readonly [string, string]>): MsgHdrs {
+    const last = this.lastHeaders;
+    if (last && samePairs(last.pairs, pairs)) return last.h;
+    const h = fixedNatsHeaders(pairs);
+    this.lastHeaders = { pairs, h };
+    return h;
+  }
+
   close(): void {
     this.unlisten();
     for (const w of this.waiting.splice(0))
@@ -139,13 +158,22 @@ export class Publisher {
   private confirm(subject: string): Promise<Settlement> {
     return new Promise((resolve) => {
       this.waiting.push({ subject, resolve });
-      if (this.flushScheduled) return;
-      this.flushScheduled = true;
-      // Everything published in this turn rides on one PING, sent in a microtask so it takes
-      // the transport the publishes took (natsBridge.ts flushAndSettle: a later macrotask let
-      // a reconnect in between acknowledge a publish lost with the old server).
-      queueMicrotask(() => this.flush());
+      this.scheduleFlush();
     });
+  }
+
+  /**
+   * Everything published in this turn rides on one PING, sent in a microtask so it takes
+   * the transport the publishes took (natsBridge.ts flushAndSettle: a later macrotask let
+   * a reconnect in between acknowledge a publish lost with the old server). Scheduled
+   * before the turn's first publish, that microtask runs before the one nats.js queues to
+   * write the publishes, so the PING leaves in the same write as they do, not in a write
+   * of its own (issue 16). A publish a later microtask makes waits for the next PING.
+   */
+  private scheduleFlush(): void {
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    queueMicrotask(() => this.flush());
   }
 
   private flush(): void {
@@ -178,6 +206,12 @@ export class Publisher {
       w.resolve(denied(w.subject));
     }
   }
+}
+
+function samePairs(a: ReadonlyArray<readonly [string, string]>, b: ReadonlyArray<readonly [string, string]>): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i]![0] !== b[i]![0] || a[i]![1] !== b[i]![1]) return false;
+  return true;
 }
 
 const isTooLarge = (e: unknown) => /max.?payload/i.test(String((e as Error)?.message ?? e));

@@ -14,6 +14,8 @@ import { jetStreamFeed } from "./jsFeed.js";
 import type { LinkEdge } from "./linkActor.js";
 import { detachedByClient, failLink, sendIfActive } from "./linkActor.js";
 import { natsToAmqp } from "./outbound.js";
+import type { HeaderEntries, MessageMeta } from "../../protocol/headers.js";
+import { LastMeta } from "../../protocol/natsToMqtt.js";
 import type { OutflowLink } from "./outflow.js";
 import { completeDrain, closedByClient, creditOf, linkNameOf, nextPendingDeliveryOf, sendableCount, setLocalAttach, unsentTransfers } from "../../vendor/rhea.js";
 import {
@@ -71,6 +73,9 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
   /** The durable subscription this link reads: kept unless the client detaches with closed=true. */
   private durable: { stream: string; name: string } | undefined;
   private readonly unlisten: Array<() => void> = [];
+  /** headersToMeta, once per run of messages with the same header pairs (coreFeed hands them as one array). */
+  private readonly lastMeta = new LastMeta();
+  private readonly readMeta = (h: HeaderEntries): MessageMeta => this.lastMeta.read(h as Iterable<[string, string]>, false);
 
   constructor(
     private readonly link: Sender,
@@ -344,7 +349,7 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
     while (room > 0 && this.queue.length > 0 && bytesRoom > 0) {
       const m = this.queue.shift()!;
       this.queuedBytes -= m.data.length;
-      const bytes = natsToAmqp(m.subject, m.headers, m.data, m.reply, m.ack?.redeliveries ?? 0);
+      const bytes = natsToAmqp(m.subject, m.headers, m.data, m.reply, m.ack?.redeliveries ?? 0, this.readMeta);
       if (bytes.length > limit) {
         // The client said it cannot take this one; a stored copy is not offered to it again.
         this.feed?.settle(m, "undeliverable");
