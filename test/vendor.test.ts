@@ -45,6 +45,7 @@ const RECORDED: Record<string, Record<string, string>> = {
     "lib/link.js Sender": "3dcda80e92b8775c",
     "lib/link.js Receiver": "15cedf1247442f4d",
     "lib/connection.js Connection.prototype.input": "caeea0e2e5425f15",
+    "lib/connection.js Connection.prototype.output": "c7546fe3024dc489",
     "lib/endpoint.js EndpointState": "a0c47a4063a675ac",
     "lib/frames.js transfer": "541aa6f83289d6bd",
     "lib/frames.js write_frame": "adbebbf3c6b19678",

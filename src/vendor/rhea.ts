@@ -59,7 +59,7 @@ const req = createRequire(import.meta.url);
 const sessionModule = req("rhea/lib/session.js") as { prototype: SessionPrototype & { _write_flow: unknown } };
 const saslModule = req("rhea/lib/sasl.js") as { Server: { prototype: SaslServerForInit } };
 const linkModule = req("rhea/lib/link.js") as { Sender: { prototype: object }; Receiver: { prototype: object } };
-const connectionModule = req("rhea/lib/connection.js") as { prototype: { input: unknown } };
+const connectionModule = req("rhea/lib/connection.js") as { prototype: { input: unknown; output: ConnectionOutput } };
 const endpointModule = req("rhea/lib/endpoint.js") as { prototype: object };
 
 /**
@@ -77,6 +77,7 @@ export const upstream: Readonly<Record<string, unknown>> = {
   "lib/link.js Sender": linkModule.Sender,
   "lib/link.js Receiver": linkModule.Receiver,
   "lib/connection.js Connection.prototype.input": connectionModule.prototype.input,
+  "lib/connection.js Connection.prototype.output": connectionModule.prototype.output,
   "lib/endpoint.js EndpointState": endpointModule,
   ...upstreamFrames,
 };
@@ -154,6 +155,8 @@ const SASL_AUTH = 1;
  * - rhea answers a SASL mechanism it was not given by itself and tells nobody. See
  *   `patchSaslInit`.
  * - rhea writes each transfer through its general composite encoder. See rheaFrames.ts.
+ * - rhea arms its heartbeat timers on output to a socket that is already gone. See
+ *   `outputWhileOpen`.
  *
  * Fine in the gateway, which never uses rhea as a client.
  */
@@ -164,8 +167,24 @@ export function installServerPatches(): void {
   sessionModule.prototype.on_attach = onAttach;
   patchSaslInit();
   sessionModule.prototype.on_transfer = onTransfer;
+  connectionModule.prototype.output = outputWhileOpen;
   installFramePatches();
 }
+
+type ConnectionOutput = (this: { socket?: { destroyed: boolean; writableEnded: boolean } }) => void;
+const originalOutput = connectionModule.prototype.output;
+/**
+ * Wraps lib/connection.js `Connection.prototype.output`: nothing is written, and no
+ * heartbeat armed, once the socket is destroyed or ended. rhea clears its heartbeat
+ * timers when the socket goes, but output after that (a credit the gateway grants when a
+ * NATS flush answers for a client that left) armed them again: a 2 x idle-timeout timer
+ * that held the connection, and kept a stopped gateway's process from exiting.
+ */
+const outputWhileOpen: ConnectionOutput = function () {
+  const socket = this.socket;
+  if (socket && (socket.destroyed || socket.writableEnded)) return;
+  originalOutput.call(this);
+};
 
 /** Replaces lib/message.js `decode`: the message stays its bytes (rawOf). */
 const decodeKeepingBytes = (buffer: Buffer) => ({ [RAW]: buffer });
