@@ -5,7 +5,6 @@
  */
 import { AckPolicy, type ConsumerInfo, DeliverPolicy, type JetStreamManager } from "@nats-io/jetstream";
 import { nanos } from "@nats-io/transport-node";
-import type { Sender } from "rhea";
 import type { LinkError } from "../../machines/amqpLink.js";
 import { consumerLookupError } from "./sources.js";
 
