@@ -1,21 +1,16 @@
-import type { MsgHdrs, NatsConnection } from "@nats-io/transport-node";
+import type { NatsConnection } from "@nats-io/transport-node";
 import type { Packet } from "mqtt-packet";
 import type { WillMessage } from "../../machines/mqttConnection.js";
 import { Reason } from "../../protocol/mqttReasons.js";
-import {
-  bareHeaders,
-  type InboundPublish,
-  mqttPublishToNats,
-  type PublishContext,
-  type PublishProperties,
-} from "../../protocol/mqttToNats.js";
+import type { InboundPublish, PublishProperties } from "../../protocol/mqttToNats.js";
 import type { Bindings } from "../bindings.js";
-import { fixedNatsHeaders, toNatsHeaders } from "../client/natsHeaders.js";
+import { toNatsHeaders } from "../client/natsHeaders.js";
 import type { MessageStore } from "../messageStore.js";
 import { flushAndSettle } from "../natsBridge.js";
-import { newPublishId } from "../publishId.js";
 import type { InboundState } from "./inboundState.js";
 import type { ClientLink } from "./link.js";
+import { PublishIdentities } from "./publishIdentities.js";
+import { type Mapped, PublishMapping } from "./publishMapping.js";
 import { ReceiveQuota } from "./receiveQuota.js";
 import type { RetainedMessages } from "./retained.js";
 import { AckInboxDenied, headerBlock, StoredPublisher } from "./storedPublish.js";
@@ -24,8 +19,6 @@ const STORED_ACK_TIMEOUT_MS = 5_000;
 /** QoS 0 bytes a client may publish before the gateway waits for NATS to take them (docs/decisions/backpressure.md). */
 const QOS0_FLUSH_BYTES = 1024 * 1024;
 const NONE: ReadonlyArray<readonly [string, string]> = [];
-/** Acknowledged publishes whose ids a connection keeps for a resend that crossed its PUBACK. */
-const RECENT = 64;
 
 /**
  * PUBLISH from the client to NATS: QoS 0 by core publish; QoS 1/2 into the bound stream
@@ -36,16 +29,10 @@ export class InboundPublisher {
   private pending = 0;
   /** MQTT 5: QoS 1/2 packet ids not yet completed (PUBACK, PUBREL, or a refusal) [MQTT-3.3.4-9]. */
   private readonly quota = new ReceiveQuota();
-  // Made on first use: an idle client needs none of them (docs/performance.md).
+  // Made on first use: an idle client needs none (docs/performance.md).
   private droppedLogged: Set<string> | undefined;
-  /** Packet ids of QoS 1/2 publishes this connection is passing on now (a resend of one waits for its answer). */
-  private handling: Set<number> | undefined;
-  /**
-   * The ids of the last publishes this connection acknowledged, by packet id (at most
-   * RECENT): a 3.1.1 client that resends on a timer while the PUBACK is on its way sends
-   * DUP=1 for a packet id the session no longer holds; it is the same message.
-   */
-  private recent: Map<number, string> | undefined;
+  private readonly ids: PublishIdentities;
+  private readonly mapping: PublishMapping;
   /** QoS 0 bytes handed to NATS since the last flush, and whether a flush is under way. */
   private unflushed = 0;
   private flushing = false;
@@ -60,7 +47,10 @@ export class InboundPublisher {
     readonly state: InboundState,
     /** The MQTT store: where QoS 1/2 publishes to unbound subjects are kept for sessions that are away. */
     private readonly store: MessageStore,
-  ) {}
+  ) {
+    this.ids = new PublishIdentities(state);
+    this.mapping = new PublishMapping(link);
+  }
 
   onPublish(inbound: InboundPublish, messageId: number | undefined, dup: boolean): void {
     if (inbound.qos === 2 && messageId !== undefined && this.state.qos2.has(messageId)) {
@@ -68,7 +58,7 @@ export class InboundPublisher {
       this.link.write({ cmd: "pubrec", messageId } as Packet);
       return;
     }
-    if (inbound.qos > 0 && dup && messageId !== undefined && this.handling?.has(messageId)) {
+    if (inbound.qos > 0 && dup && messageId !== undefined && this.ids.inFlight(messageId)) {
       // A resend of a publish still being passed on (3.1.1 clients resend on a timer): its answer is on the way.
       return;
     }
@@ -115,68 +105,12 @@ export class InboundPublisher {
     return this.publish({ topic, payload: Buffer.from(will.payload), qos, retain, properties }, undefined, false, true);
   }
 
-  /** The mapping's context, one per client: only `now` and `markClientId` change between messages. */
-  private ctx: { -readonly [K in keyof PublishContext]: PublishContext[K] } | undefined;
-
-  /** The publish options of a bare publish, its header block encoded once; nats.js only sets their `reply` to "". */
-  private bareOptions: { headers: MsgHdrs } | undefined;
-
-  /**
-   * The last bare publish's mapping (QoS 0, no RETAIN, no properties): a device publishes
-   * to the same topic again and again, and a bare publish's mapping depends on nothing
-   * else but the link's settings (fixed for its life) and whether it names its client
-   * (issue 16). Only a mapping that was accepted is kept.
-   */
-  private lastBare: { topic: string; mapped: Mapped } | undefined;
-
-  /** The NATS subject, reply and headers of a publish, or undefined when it was refused (and answered). */
+  /** The NATS subject, reply and headers of a publish, or undefined when it was refused (and answered, unless a will). */
   private map(inbound: InboundPublish, messageId: number | undefined, isWill: boolean): Mapped | undefined {
-    const { link } = this;
-    const ctx = (this.ctx ??= {
-      protocolVersion: link.version,
-      clientId: link.clientId,
-      routes: link.settings.routes,
-      routeList: link.settings.routeList,
-      maxSubjectBytes: link.settings.maxSubjectBytes,
-      now: 0,
-      markClientId: true,
-      bareHeaders: bareHeaders(link.clientId),
-    });
-    ctx.markClientId = link.settings.clientIdHeaderAlways || link.noLocal.count > 0;
-    const bare = inbound.qos === 0 && !inbound.retain && inbound.properties === undefined;
-    if (bare) {
-      const last = this.lastBare;
-      // Its pairs say whether it named its client: the bare headers, or none.
-      if (
-        last !== undefined &&
-        last.topic === inbound.topic &&
-        last.mapped.pairs === (ctx.markClientId ? ctx.bareHeaders : undefined)
-      )
-        return last.mapped;
-    }
-    if (tooManyLevels(inbound.topic, link.settings.maxTopicLevels)) {
-      link.metrics.refused("mqtt", "too_many_levels");
-      if (!isWill)
-        this.refuse(
-          inbound,
-          messageId,
-          Reason.topicNameInvalid,
-          `topic has more than ${link.settings.maxTopicLevels} levels`,
-        );
-      return undefined;
-    }
-    ctx.now = Date.now();
-    const mapped = mqttPublishToNats(inbound, ctx);
-    if (!mapped.ok) {
-      link.metrics.refused("mqtt", reasonLabel(mapped.error.reasonCode));
-      if (!isWill) this.refuse(inbound, messageId, mapped.error.reasonCode, mapped.error.reason);
-      return undefined;
-    }
-    const { subject, reply } = mapped.value;
-    // Header pairs, made into MsgHdrs only where needed: a stored publish encodes them itself.
-    const out: Mapped = { subject, reply, pairs: mapped.value.headers };
-    if (bare) this.lastBare = { topic: inbound.topic, mapped: out };
-    return out;
+    const mapped = this.mapping.map(inbound);
+    if (!("reasonCode" in mapped)) return mapped;
+    if (!isWill) this.refuse(inbound, messageId, mapped.reasonCode, mapped.reason);
+    return undefined;
   }
 
   /** `publish` for QoS 0 without RETAIN, synchronous: nothing waits for NATS (the same steps, in the same order). */
@@ -192,8 +126,8 @@ export class InboundPublisher {
     }
     try {
       // A bare publish's headers are the same every time: encoded once (mqttToNats.ts, bareHeaders).
-      if (pairs !== undefined && pairs === this.ctx?.bareHeaders)
-        nc.publish(subject, inbound.payload, (this.bareOptions ??= { headers: fixedNatsHeaders(pairs) }));
+      const bareOptions = this.mapping.bareOptionsFor(pairs);
+      if (bareOptions) nc.publish(subject, inbound.payload, bareOptions);
       else if (pairs || reply)
         nc.publish(subject, inbound.payload, {
           ...(pairs ? { headers: toNatsHeaders(pairs) } : {}),
@@ -235,7 +169,7 @@ export class InboundPublisher {
       }
       return this.publishCore(inbound, subject, reply, pairs, isWill);
     }
-    const msgId = this.identify(messageId, dup);
+    const msgId = this.ids.identify(messageId, dup);
     const stream = this.bindings.storedIn(link.account, subject);
     // One header block, Nats-Msg-Id included, for the client's publish and the store's copy.
     const h = headerBlock(pairs ?? NONE, msgId);
@@ -274,7 +208,7 @@ export class InboundPublisher {
       link.metrics.refused("mqtt", stream || step === "store" ? "jetstream_no_ack" : "nats_error");
       if (stream || step === "store") link.metrics.jetstreamError("mqtt", "publish");
       // It may be stored all the same: a resend after a reconnect keeps its id (and is stored once).
-      this.handling?.delete(messageId ?? -1);
+      this.ids.unsettled(messageId);
       if (!isWill) this.refuse(inbound, messageId, Reason.unspecified, reason);
       return;
     }
@@ -323,27 +257,6 @@ export class InboundPublisher {
     });
   }
 
-  /**
-   * The Nats-Msg-Id of a QoS 1/2 publish (docs/decisions/publish-identity.md): a resend
-   * (DUP) of a packet id the session still holds unacknowledged gets the id its first copy
-   * had, so a stream keeps it once; anything else is a new message with a new id.
-   */
-  private identify(messageId: number | undefined, dup: boolean): string {
-    if (messageId === undefined) return newPublishId();
-    const msgId =
-      (dup ? (this.state.unacked.get(messageId) ?? this.recent?.get(messageId)) : undefined) ?? newPublishId();
-    this.state.unacked.set(messageId, msgId);
-    (this.handling ??= new Set()).add(messageId);
-    return msgId;
-  }
-
-  /** The exchange of this packet id is over: a later publish with it is a new message. */
-  private forget(messageId: number | undefined, msgId: string | undefined): void {
-    if (messageId === undefined) return;
-    this.handling?.delete(messageId);
-    if (msgId !== undefined && this.state.unacked.get(messageId) === msgId) this.state.unacked.delete(messageId);
-  }
-
   /** Every megabyte of QoS 0, wait for NATS to have taken it before reading more (backpressure). */
   private countUnflushed(nc: NatsConnection, bytes: number): void {
     this.unflushed += bytes;
@@ -360,13 +273,7 @@ export class InboundPublisher {
   }
 
   private async ack(qos: 1 | 2, messageId: number | undefined, msgId: string): Promise<void> {
-    this.forget(messageId, msgId);
-    if (messageId !== undefined) {
-      const recent = (this.recent ??= new Map());
-      recent.delete(messageId);
-      recent.set(messageId, msgId);
-      if (recent.size > RECENT) recent.delete(recent.keys().next().value!);
-    }
+    this.ids.acknowledged(messageId, msgId);
     if (qos === 2) {
       // [MQTT-4.3.3-9] Remembered in the session before PUBREC: a resend after a reconnect, here
       // or on another gateway, is answered without being passed on again.
@@ -390,7 +297,7 @@ export class InboundPublisher {
     why?: string,
   ): void {
     this.link.metrics.refused("mqtt", "not_authorized");
-    this.forget(messageId, msgId);
+    this.ids.forget(messageId, msgId);
     if (!isWill)
       this.refuse(inbound, messageId, Reason.notAuthorized, why ?? `not authorized to publish to ${subject}`);
   }
@@ -421,36 +328,5 @@ export class InboundPublisher {
       logged.add(topic);
       this.link.log.info({ client_id: this.link.clientId, topic, reason }, "QoS 0 publish dropped");
     }
-  }
-}
-
-/** limits.max_topic_levels: a deep topic costs every subscription match on the server. */
-/** A publish as NATS gets it: shared between the bare publishes of one topic (`lastBare`), so only read. */
-interface Mapped {
-  readonly subject: string;
-  readonly reply: string | undefined;
-  readonly pairs: Array<[string, string]> | undefined;
-}
-
-export function tooManyLevels(topic: string, max: number): boolean {
-  if (max <= 0) return false;
-  let levels = 1;
-  for (let i = 0; i < topic.length; i++) if (topic.charCodeAt(i) === 47 && ++levels > max) return true;
-  return false;
-}
-
-export function reasonLabel(code: number): string {
-  switch (code) {
-    case Reason.topicNameInvalid:
-    case Reason.topicFilterInvalid:
-      return "bad_topic";
-    case Reason.notAuthorized:
-      return "not_authorized";
-    case Reason.implementationSpecific:
-      return "route_property_missing";
-    case Reason.payloadFormatInvalid:
-      return "payload_format_invalid";
-    default:
-      return `reason_0x${code.toString(16)}`;
   }
 }
