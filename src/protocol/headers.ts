@@ -305,7 +305,8 @@ export function metaToHeaders(meta: MessageMeta, propsOrder = false): Array<[str
   const props = meta.userProps;
   if (props && props.length > 0) {
     for (const [k, v] of props) out.push([HEADER.propPrefix + encodeHeaderKey(k), encodeHeaderValue(v)]);
-    if (propsOrder && hasSeveralKeys(props)) out.push([HEADER.mqttPropsOrder, props.map(([k]) => encodeHeaderKey(k)).join(",")]);
+    if (propsOrder && hasSeveralKeys(props))
+      out.push([HEADER.mqttPropsOrder, props.map(([k]) => encodeHeaderKey(k)).join(",")]);
   }
   return out.length > 0 ? out : undefined;
 }
@@ -390,4 +391,26 @@ function applyOrder(props: Array<[string, string]>, order: string): Array<[strin
   }
   for (const [k, q] of queues) for (const v of q) out.push([k, v]);
   return out;
+}
+
+/**
+ * `headersToMeta` remembering its last answer: a subscription's header reader hands the
+ * same pairs array for every message with the same block (actors/client/headerPairs.ts), so a
+ * receiver of one publisher reads its metadata once (issue 16). Keyed by identity: the
+ * pairs are never changed, and the metadata is only read (natsToMqttPublish copies what
+ * it hands on).
+ */
+export class LastMeta {
+  private pairs: Iterable<[string, string]> | undefined;
+  private strictness = -1;
+  private meta: MessageMeta = {};
+
+  readonly read = (headers: Iterable<[string, string]>, strict: boolean): MessageMeta => {
+    const s = strict ? 1 : 0;
+    if (headers === this.pairs && s === this.strictness) return this.meta;
+    this.meta = headersToMeta(headers, strict);
+    this.pairs = headers;
+    this.strictness = s;
+    return this.meta;
+  };
 }

@@ -95,28 +95,6 @@ export function natsToMqttPublish(
   return out;
 }
 
-/**
- * `headersToMeta` remembering its last answer: a subscription's header reader hands the
- * same pairs array for every message with the same block (mqtt/natsHeaders.ts), so a
- * receiver of one publisher reads its metadata once (issue 16). Keyed by identity: the
- * pairs are never changed, and the metadata is only read (natsToMqttPublish copies what
- * it hands on).
- */
-export class LastMeta {
-  private pairs: Iterable<[string, string]> | undefined;
-  private strictness = -1;
-  private meta: MessageMeta = {};
-
-  readonly read = (headers: Iterable<[string, string]>, strict: boolean): MessageMeta => {
-    const s = strict ? 1 : 0;
-    if (headers === this.pairs && s === this.strictness) return this.meta;
-    this.meta = headersToMeta(headers, strict);
-    this.pairs = headers;
-    this.strictness = s;
-    return this.meta;
-  };
-}
-
 /** MQTT's two-byte length prefix (MQTT 5, 1.5.4). */
 const MAX_MQTT_STRING = 65_535;
 

@@ -4,7 +4,7 @@ import { MsgHdrsImpl } from "@nats-io/nats-core/internal";
 import type { MsgHdrs } from "@nats-io/transport-node";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { headerPairsOf, headerPairsReader } from "../../src/actors/mqtt/natsHeaders.js";
+import { headerPairsOf, headerPairsReader } from "../../src/actors/client/headerPairs.js";
 
 /** One read buffer for every message, as a reused socket buffer would be: a reader that kept a view of it would answer stale pairs. */
 const shared = new Uint8Array(4096);

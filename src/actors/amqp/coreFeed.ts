@@ -1,6 +1,6 @@
 import type { NatsConnection, Subscription } from "@nats-io/transport-node";
 import { clientReply, coreDeliverable } from "../../protocol/deliveryGuard.js";
-import { headerPairsReader } from "../mqtt/natsHeaders.js";
+import { headerPairsReader } from "../client/headerPairs.js";
 import type { Feed, FeedSink } from "./feed.js";
 
 /**

@@ -5,7 +5,19 @@ import type { Delivery, EventContext, Sender } from "rhea";
 import type { Actor } from "xstate";
 import type { amqpReceiverLinkMachine, LinkError } from "../../machines/amqpLink.js";
 import { addressTooLong, classifySource, tooManyTokens } from "../../protocol/amqpAddress.js";
+import type { HeaderEntries, MessageMeta } from "../../protocol/headers.js";
+import { LastMeta } from "../../protocol/headers.js";
 import { tooLong } from "../../protocol/natsLimits.js";
+import {
+  closedByClient,
+  completeDrain,
+  creditOf,
+  linkNameOf,
+  nextPendingDeliveryOf,
+  sendableCount,
+  setLocalAttach,
+  unsentTransfers,
+} from "../../vendor/rhea.js";
 import type { LinkContext } from "./context.js";
 import { coreFeed } from "./coreFeed.js";
 import { findDurable, openDurable } from "./durable.js";
@@ -14,10 +26,7 @@ import { jetStreamFeed } from "./jsFeed.js";
 import type { LinkEdge } from "./linkActor.js";
 import { detachedByClient, failLink, sendIfActive } from "./linkActor.js";
 import { natsToAmqp } from "./outbound.js";
-import type { HeaderEntries, MessageMeta } from "../../protocol/headers.js";
-import { LastMeta } from "../../protocol/natsToMqtt.js";
 import type { OutflowLink } from "./outflow.js";
-import { completeDrain, closedByClient, creditOf, linkNameOf, nextPendingDeliveryOf, sendableCount, setLocalAttach, unsentTransfers } from "../../vendor/rhea.js";
 import {
   consumerLookupError,
   durableConsumerName,
@@ -75,7 +84,8 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
   private readonly unlisten: Array<() => void> = [];
   /** headersToMeta, once per run of messages with the same header pairs (coreFeed hands them as one array). */
   private readonly lastMeta = new LastMeta();
-  private readonly readMeta = (h: HeaderEntries): MessageMeta => this.lastMeta.read(h as Iterable<[string, string]>, false);
+  private readonly readMeta = (h: HeaderEntries): MessageMeta =>
+    this.lastMeta.read(h as Iterable<[string, string]>, false);
 
   constructor(
     private readonly link: Sender,
@@ -290,7 +300,10 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
       rcvSettleMode: 0,
     });
     this.link.open();
-    this.ctx.log.debug({ source: address, plan: this.plan?.kind, settled: this.sndSettleMode === 1 }, "AMQP receiver attached");
+    this.ctx.log.debug(
+      { source: address, plan: this.plan?.kind, settled: this.sndSettleMode === 1 },
+      "AMQP receiver attached",
+    );
   }
 
   private refuse(error: LinkError): void {

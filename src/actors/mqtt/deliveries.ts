@@ -1,9 +1,10 @@
 import type { Msg } from "@nats-io/transport-node";
 import type { Packet } from "mqtt-packet";
 import { storedDeliverable } from "../../protocol/deliveryGuard.js";
-import { LastMeta, natsToMqttPublish } from "../../protocol/natsToMqtt.js";
+import { LastMeta } from "../../protocol/headers.js";
+import { natsToMqttPublish } from "../../protocol/natsToMqtt.js";
+import { headerPairsOf } from "../client/headerPairs.js";
 import type { ClientLink } from "./link.js";
-import { headerPairsOf } from "./natsHeaders.js";
 import { OutboundFlow } from "./outbound.js";
 import { ReadPermission } from "./readPermission.js";
 import type { RetainedMessages } from "./retained.js";

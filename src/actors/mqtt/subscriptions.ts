@@ -8,7 +8,7 @@ import type { SubscriptionOptions } from "../../protocol/natsToMqtt.js";
 import type { Result } from "../../protocol/result.js";
 import { err, ok } from "../../protocol/result.js";
 import { filterToSubscription } from "../../protocol/topic.js";
-import { headerPairsReader } from "./natsHeaders.js";
+import { headerPairsReader } from "../client/headerPairs.js";
 
 /** One MQTT subscription: its filter, options and the NATS subscriptions behind it. */
 export interface ActiveSubscription {
