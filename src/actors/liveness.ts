@@ -1,5 +1,6 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "../log.js";
+import { claimsOf } from "./claimAnnouncer.js";
 import type { ClientRegistry } from "./clients.js";
 import type { SessionDirectory } from "./mqtt/sessionDirectory.js";
 
@@ -18,14 +19,6 @@ const TAKEOVER_TIMEOUT_MS = RELEASE_WAIT_MS + 2_000;
 interface AliveRequest {
   /** `clean_start`: whether the connection that asks resumes the session or starts clean (its will depends on it). */
   readonly takeover?: { readonly account?: string; readonly client_id?: string; readonly clean_start?: boolean };
-}
-
-interface Claim {
-  readonly account?: string;
-  readonly client_id?: string;
-  /** Unix ms of the connection that claims: an older connection gives way to it, a newer one does not. */
-  readonly at?: number;
-  readonly clean_start?: boolean;
 }
 
 export interface LivenessOptions {
@@ -83,18 +76,23 @@ export function answerLiveness(options: LivenessOptions): { unsubscribe(): void 
   const claims = nc.subscribe(claimSubject("*"), {
     callback: (e, m) => {
       if (e || m.subject === claimSubject(id)) return;
-      let claim: Claim;
+      let message: unknown;
       try {
-        claim = m.json() as Claim;
+        message = m.json();
       } catch {
         return;
       }
-      if (typeof claim.client_id !== "string" || typeof claim.at !== "number") return;
-      const account = accountOf(claim.account);
-      for (const c of clients.byClient(account, claim.client_id)) {
-        if (c.protocol === "mqtt" && c.since.getTime() <= claim.at) {
-          log.info({ client_id: claim.client_id, account, by: m.subject.slice(claimSubject("").length) }, "client id connected on another gateway");
-          c.takeOver(resumedBy(claim.clean_start));
+      const batch = claimsOf(message);
+      const account = accountOf(batch.account);
+      for (const claim of batch.claims) {
+        for (const c of clients.byClient(account, claim.client_id)) {
+          if (c.protocol === "mqtt" && c.since.getTime() <= claim.at) {
+            log.info(
+              { client_id: claim.client_id, account, by: m.subject.slice(claimSubject("").length) },
+              "client id connected on another gateway",
+            );
+            c.takeOver(resumedBy(claim.clean_start));
+          }
         }
       }
     },
@@ -112,10 +110,10 @@ function resumedBy(cleanStart: boolean | undefined): boolean | undefined {
   return cleanStart === undefined ? undefined : !cleanStart;
 }
 
-/** Tells the other gateways of the account that `clientId` connected here now. */
-export function announceClaim(nc: NatsConnection, id: string, account: string, clientId: string, cleanStart: boolean): void {
+/** Sends a message of claims (claimAnnouncer.ts) to the other gateways of the account. */
+export function announceClaims(nc: NatsConnection, id: string, payload: string): void {
   try {
-    nc.publish(claimSubject(id), JSON.stringify({ account, client_id: clientId, at: Date.now(), clean_start: cleanStart }));
+    nc.publish(claimSubject(id), payload);
   } catch {
     // The gateway's connection is closing: the session's store check still applies.
   }
@@ -127,14 +125,24 @@ export function announceClaim(nc: NatsConnection, id: string, account: string, c
  * alive but slow to release is let be after TAKEOVER_TIMEOUT_MS: the conditional writes of
  * the sessions bucket keep its late writes from overwriting the new connection's.
  */
-export async function requestTakeover(nc: NatsConnection, owner: string, account: string, clientId: string, cleanStart: boolean): Promise<boolean> {
+export async function requestTakeover(
+  nc: NatsConnection,
+  owner: string,
+  account: string,
+  clientId: string,
+  cleanStart: boolean,
+): Promise<boolean> {
   try {
     await nc.request(aliveSubject(owner), "", { timeout: PING_TIMEOUT_MS });
   } catch {
     return false;
   }
   try {
-    await nc.request(aliveSubject(owner), JSON.stringify({ takeover: { account, client_id: clientId, clean_start: cleanStart } }), { timeout: TAKEOVER_TIMEOUT_MS });
+    await nc.request(
+      aliveSubject(owner),
+      JSON.stringify({ takeover: { account, client_id: clientId, clean_start: cleanStart } }),
+      { timeout: TAKEOVER_TIMEOUT_MS },
+    );
   } catch {
     // Alive a moment ago: treat it as released.
   }

@@ -17,7 +17,8 @@ import { AccountServices } from "../actors/accountServices.js";
 import { MessageStore } from "../actors/messageStore.js";
 import { bridgeCredentials } from "../actors/gatewayCredentials.js";
 import { Bindings } from "../actors/bindings.js";
-import { announceClaim, answerLiveness, requestTakeover } from "../actors/liveness.js";
+import { ClaimAnnouncer } from "../actors/claimAnnouncer.js";
+import { announceClaims, answerLiveness, requestTakeover } from "../actors/liveness.js";
 import { SessionDirectory } from "../actors/mqtt/sessionDirectory.js";
 import { lameDuckActor } from "../actors/admin/lameDuck.js";
 import { startAdmin } from "../actors/admin/start.js";
@@ -115,6 +116,12 @@ const gateway = (initial: GatewayConfig, log: Logger, role: WorkerRole | undefin
       const liveness = answerLiveness({ nc: core.nc, id: config.id, clients, directory, log });
       yield* Effect.addFinalizer(() => Effect.sync(() => liveness.unsubscribe()));
     }
+    const claims = new ClaimAnnouncer((account, payload) =>
+      void services.jetstream(account).then(
+        ({ lease }) => announceClaims(lease.nc, config.id, payload),
+        () => {},
+      ),
+    );
     const sessionStore = new KvSessionStore(services);
     const sweepEvery = config.mqtt.session_sweep_interval;
     if (sweepEvery > 0) {
@@ -148,11 +155,7 @@ const gateway = (initial: GatewayConfig, log: Logger, role: WorkerRole | undefin
       maxConnectionsPerAccount: () => config.limits.max_connections_per_account,
       connectBuffers: new ConnectBuffers(() => config.limits.max_connect_buffer),
       directory,
-      announce: (account, clientId, cleanStart) =>
-        void services.jetstream(account).then(
-          ({ lease }) => announceClaim(lease.nc, config.id, account, clientId, cleanStart),
-          () => {},
-        ),
+      announce: (account, clientId, cleanStart) => claims.announce(account, clientId, cleanStart),
       remoteTakeover: async (account, clientId, owner, cleanStart) =>
         requestTakeover((await services.jetstream(account)).lease.nc, owner, account, clientId, cleanStart),
     };

@@ -287,6 +287,45 @@ describe("MQTT sessions across gateways sharing the sessions bucket (a binding o
     await young.endAsync();
   });
 
+  it("a burst of 40 connects on one gateway closes every older connection of those ids on the other; the claims share messages", async () => {
+    const claims = nc.subscribe(`$MQG.claim.${other.id}`);
+    const heard: Array<{ client_id?: string; claims?: Array<{ client_id: string }> }> = [];
+    void (async () => {
+      for await (const m of claims) heard.push(m.json());
+    })();
+    const ids = [...Array(40).keys()].map((i) => `burst-${i}`);
+    const older = [];
+    for (const clientId of ids) older.push(await RawMqtt.connected(gw.port("mqtt"), 5, { clientId, clean: true }));
+    // As a fleet reconnects after a move: all at once, 3.1.1 and 5.
+    const younger = await Promise.all(
+      ids.map((clientId, i) => connectMqtt(other.port("mqtt"), { protocolVersion: i % 2 ? 4 : 5, clientId, clean: true })),
+    );
+    for (const c of older) expect(((await c.next("disconnect")) as mqttPacket.IDisconnectPacket).reasonCode).toBe(0x8e);
+    const claimed = () => heard.flatMap((m) => m.claims?.map((c) => c.client_id) ?? (m.client_id ? [m.client_id] : []));
+    await eventually(() => (claimed().length >= ids.length ? true : undefined), 5_000, "every claim heard");
+    expect(claimed().sort()).toEqual([...ids].sort());
+    expect(heard.length).toBeLessThan(ids.length);
+    claims.unsubscribe();
+    await Promise.all(younger.map((c) => c.endAsync()));
+  });
+
+  it("a claim in the one-claim shape, as a gateway of an earlier version sends it, still takes over", async () => {
+    // The account as the gateways name it: what one of them says in its own claim.
+    const probe = nc.subscribe(`$MQG.claim.${other.id}`, { max: 1 });
+    const announced = (async () => {
+      for await (const m of probe) return (m.json() as { account: string }).account;
+    })();
+    const probing = await connectMqtt(other.port("mqtt"), { protocolVersion: 5, clientId: "probe", clean: true });
+    const account = await announced;
+    await probing.endAsync();
+    const held = await RawMqtt.connected(gw.port("mqtt"), 5, { clientId: "from-old-gateway", clean: true });
+    nc.publish(
+      "$MQG.claim.an-older-gateway",
+      JSON.stringify({ account, client_id: "from-old-gateway", at: Date.now(), clean_start: true }),
+    );
+    expect(((await held.next("disconnect")) as mqttPacket.IDisconnectPacket).reasonCode).toBe(0x8e);
+  });
+
   it("a connection's cleanup never deletes what a newer connection of the id uses: 10 of 10 after a move", async () => {
     // Session Expiry 0 on gateway 1, then a persistent session of the same id on gateway 2.
     const brief = await RawMqtt.connected(gw.port("mqtt"), 5, { clientId: "shared-id", clean: true });
