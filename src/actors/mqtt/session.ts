@@ -1,4 +1,3 @@
-import { randomBytes } from "node:crypto";
 import type { ISubscribePacket, IUnsubscribePacket, Packet } from "mqtt-packet";
 import { Reason, SubackFailureV4 } from "../../protocol/mqttReasons.js";
 import type { AccountServices } from "../accountServices.js";
@@ -6,6 +5,7 @@ import type { Bindings } from "../bindings.js";
 import { missingPermission } from "../client/missingPermission.js";
 import { type MessageStore, MSGS_PREFIX } from "../messageStore.js";
 import { flushAndSettle } from "../natsBridge.js";
+import { newUniqueId } from "../publishId.js";
 import { Deliveries } from "./deliveries.js";
 import { InboundState } from "./inboundState.js";
 import type { ClientLink } from "./link.js";
@@ -84,7 +84,7 @@ export class ClientSession {
 
   /** A session with nothing to resume: its consumers get names of their own. */
   startFresh(): void {
-    this.epoch = randomBytes(8).toString("hex");
+    this.epoch = newUniqueId();
   }
 
   /** The QoS 1/2 deliveries in flight to the client (its PUBACK, PUBREC and PUBCOMP complete them). */
