@@ -10,9 +10,13 @@ import {
   type StoredSession,
 } from "./sessionStore.js";
 
-/** The keys of one account's sessions bucket, as far as this gateway has seen them. */
+/**
+ * The client ids with a key in one account's sessions bucket, as far as this gateway has
+ * seen them. Kept as client ids, decoded once per write seen, rather than as keys: every
+ * connect asks, and encoding its client id was most of the question's cost.
+ */
 interface KeyIndex {
-  readonly keys: Set<string>;
+  readonly clientIds: Set<string>;
   /** Listed the bucket, and follows its writes: an absent key is known to be absent. */
   synced: boolean;
   /** A failed index is tried again only after this (Unix ms). */
@@ -52,7 +56,7 @@ export class KvSessionStore implements SessionStore {
 
   async save(account: string, clientId: string, session: StoredSession, options: SaveOptions = {}): Promise<number> {
     // Known at once here, before the bucket's echo comes back through the watch.
-    this.indexes.get(account)?.keys.add(sessionKey(clientId));
+    this.indexes.get(account)?.clientIds.add(clientId);
     return this.write(account, clientId, encoder.encode(JSON.stringify(session)), options, undefined);
   }
 
@@ -115,16 +119,16 @@ export class KvSessionStore implements SessionStore {
       if (idx.retryAt > 0 && Date.now() >= idx.retryAt) void this.follow(account);
       return true;
     }
-    return idx.keys.has(sessionKey(clientId));
+    return idx.clientIds.has(clientId);
   }
 
   /** Watches the bucket's writes first, then lists its keys, so no write falls between the two. */
   private async follow(account: string): Promise<void> {
-    const idx: KeyIndex = { keys: new Set(), synced: false, retryAt: 0 };
+    const idx: KeyIndex = { clientIds: new Set(), synced: false, retryAt: 0 };
     this.indexes.set(account, idx);
     const failed = () => {
       idx.synced = false;
-      idx.keys.clear();
+      idx.clientIds.clear();
       idx.retryAt = Date.now() + RETRY_MS;
     };
     try {
@@ -133,8 +137,8 @@ export class KvSessionStore implements SessionStore {
       void (async () => {
         try {
           for await (const e of writes) {
-            if (e.operation === "PUT") idx.keys.add(e.key);
-            else idx.keys.delete(e.key);
+            if (e.operation === "PUT") idx.clientIds.add(clientIdOf(e.key));
+            else idx.clientIds.delete(clientIdOf(e.key));
           }
         } catch {
           // ended below
@@ -143,7 +147,7 @@ export class KvSessionStore implements SessionStore {
         if (this.indexes.get(account) === idx) failed();
       })();
       // A key listed after its delete came through stays: a needless read, never a missed session.
-      for await (const k of await kv.keys()) idx.keys.add(k);
+      for await (const k of await kv.keys()) idx.clientIds.add(clientIdOf(k));
       if (this.indexes.get(account) === idx && idx.retryAt === 0) idx.synced = true;
     } catch {
       if (this.indexes.get(account) === idx) failed();
@@ -154,4 +158,9 @@ export class KvSessionStore implements SessionStore {
 /** KV keys allow `[-/_=.a-zA-Z0-9]`; a client id may hold anything, so it is base64url. */
 export function sessionKey(clientId: string): string {
   return Buffer.from(clientId, "utf8").toString("base64url") || "_";
+}
+
+/** The client id a session key stands for (a key that is not one decodes to a client id no client has: a needless read at most). */
+function clientIdOf(key: string): string {
+  return key === "_" ? "" : Buffer.from(key, "base64url").toString("utf8");
 }
