@@ -26,15 +26,20 @@ export class RecentTransitions {
   constructor(readonly capacity: number) {}
 
   push(t: Transition): void {
+    this.add(t.at, t.event, t.from, t.to);
+  }
+
+  /** The same from its parts: the registry records every transition of every actor, without an object for each. */
+  add(at: number, event: string, from: string, to: string): void {
     let i = this.slots.length;
     if (i >= this.capacity * FIELDS) {
       i = this.next * FIELDS;
       this.next = (this.next + 1) % this.capacity;
     }
-    this.slots[i] = t.at - EPOCH;
-    this.slots[i + 1] = t.event;
-    this.slots[i + 2] = t.from;
-    this.slots[i + 3] = t.to;
+    this.slots[i] = at - EPOCH;
+    this.slots[i + 1] = event;
+    this.slots[i + 2] = from;
+    this.slots[i + 3] = to;
   }
 
   /** When the newest transition happened (ms since the epoch). */
@@ -51,7 +56,12 @@ export class RecentTransitions {
     for (let k = 0; k < n; k++) {
       const i = ((this.next + k) % n) * FIELDS;
       const s = this.slots;
-      out.push({ at: (s[i] as number) + EPOCH, event: s[i + 1] as string, from: s[i + 2] as string, to: s[i + 3] as string });
+      out.push({
+        at: (s[i] as number) + EPOCH,
+        event: s[i + 1] as string,
+        from: s[i + 2] as string,
+        to: s[i + 3] as string,
+      });
     }
     return out;
   }

@@ -120,15 +120,17 @@ export class ActorRegistry {
 
   /** @internal (Entry's) */
   record(entry: Entry, event: string, to: string): void {
-    const t: Transition = { at: Date.now(), event, from: entry.state, to: intern(to) };
+    const at = Date.now();
+    const from = entry.state;
+    to = intern(to);
     let counts = this.entries.get(entry.machine);
     if (!counts) this.entries.set(entry.machine, (counts = new Map()));
-    for (const path of enteredPaths(t.from, t.to)) counts.set(path, (counts.get(path) ?? 0) + 1);
-    entry.state = t.to;
+    for (const path of enteredPaths(from, to)) counts.set(path, (counts.get(path) ?? 0) + 1);
+    entry.state = to;
     // Most actors make a handful of transitions: the ring grows as they come, up to RECENT.
-    (entry.recent ??= new RecentTransitions(RECENT)).push(t);
+    (entry.recent ??= new RecentTransitions(RECENT)).add(at, event, from, to);
     if (this.listeners.size === 0) return;
-    const change: ActorTransition = { ...t, machine: entry.machine, actor: entry.actor };
+    const change: ActorTransition = { at, event, from, to, machine: entry.machine, actor: entry.actor };
     for (const l of this.listeners) l(change);
   }
 }
@@ -179,10 +181,11 @@ export class WatchedActor extends SnapshotHookedActor {
 }
 
 /** The states a transition enters: in `to` and not in `from`, parents included. Cached: configurations are few. */
-const entering = new Map<string, readonly string[]>();
+const entering = new Map<string, Map<string, readonly string[]>>();
+let enteringSize = 0;
 function enteredPaths(from: string, to: string): readonly string[] {
-  const key = `${from}\u0000${to}`;
-  const known = entering.get(key);
+  let fromHere = entering.get(from);
+  const known = fromHere?.get(to);
   if (known) return known;
   const withParents = (config: string) => {
     const paths = new Set<string>();
@@ -195,7 +198,11 @@ function enteredPaths(from: string, to: string): readonly string[] {
   };
   const before = withParents(from);
   const paths = [...withParents(to)].filter((p) => !before.has(p));
-  if (entering.size < 4096) entering.set(key, paths);
+  if (enteringSize < 4096) {
+    if (!fromHere) entering.set(from, (fromHere = new Map()));
+    fromHere.set(to, paths);
+    enteringSize++;
+  }
   return paths;
 }
 
@@ -211,14 +218,17 @@ function intern(name: string): string {
 /** `{ serving: { nats: "online", keepalive: "waiting" } }` -> `serving.nats.online | serving.keepalive.waiting`. */
 export function configuration(snapshot: { status: string; value?: unknown }): string {
   if (snapshot.status !== "active" && snapshot.status !== "done") return snapshot.status;
+  // A machine in a top-level atomic state (most snapshots of most machines) names it itself.
+  if (typeof snapshot.value === "string") return snapshot.value;
   const paths: string[] = [];
-  const walk = (value: unknown, prefix: string) => {
-    if (value && typeof value === "object") {
-      for (const [key, child] of Object.entries(value)) walk(child, `${prefix}${key}.`);
-    } else paths.push(`${prefix}${String(value)}`);
-  };
-  walk(snapshot.value, "");
+  walkConfiguration(snapshot.value, "", paths);
   return paths.join(" | ");
+}
+
+function walkConfiguration(value: unknown, prefix: string, paths: string[]): void {
+  if (value && typeof value === "object") {
+    for (const key in value) walkConfiguration((value as Record<string, unknown>)[key], `${prefix}${key}.`, paths);
+  } else paths.push(`${prefix}${String(value)}`);
 }
 
 /** `{ serving: "idle" }` -> `serving.idle`: one flat name per leaf state. */
