@@ -92,6 +92,13 @@ export const mqttConnectionMachine = setup({
     emitted: {} as MqttConnectionEmitted,
     input: {} as { connectTimeoutMs: number; maxKeepaliveSec: number },
   },
+  actions: {
+    connackAccepted: emit(({ event }) => ({
+      type: "connack" as const,
+      returnCode: 0,
+      sessionPresent: event.type === "SESSION_READY" && event.sessionPresent,
+    })),
+  },
   delays: {
     willGrace: 5_000,
     // [MQTT-3.1.3-9] MQTT 5 3.1.3.2.2: the will goes at the end of its delay or of the
@@ -178,10 +185,11 @@ export const mqttConnectionMachine = setup({
         opening: {
           entry: emit({ type: "open_session" }),
           on: {
-            SESSION_READY: {
-              target: "serving",
-              actions: emit(({ event }) => ({ type: "connack" as const, returnCode: 0, sessionPresent: event.sessionPresent })),
-            },
+            // Straight into the NATS region's state as it is now: one microstep fewer per connect than a transient state.
+            SESSION_READY: [
+              { guard: "natsIsDown", target: "serving.nats.natsDown", actions: "connackAccepted" },
+              { target: "serving", actions: "connackAccepted" },
+            ],
             SESSION_REFUSED: {
               target: "#mqttConnection.closed",
               actions: [
@@ -204,9 +212,8 @@ export const mqttConnectionMachine = setup({
           type: "parallel",
           states: {
             nats: {
-              initial: "checking",
+              initial: "online",
               states: {
-                checking: { always: [{ guard: "natsIsDown", target: "natsDown" }, { target: "online" }] },
                 online: { on: { NATS_DOWN: { target: "natsDown", actions: assign({ natsUp: false }) } } },
                 // Publishes wait (TCP backpressure: the edge stops reading) rather than being acknowledged unsent.
                 natsDown: { tags: ["natsDown"], on: { NATS_UP: { target: "online", actions: assign({ natsUp: true }) } } },
