@@ -2,9 +2,12 @@
 // library, each naming the upstream functions it relies on. This fails when the source of
 // one of them changes (a dependency upgraded): read the change, adapt the vendor module,
 // then record the new hash here. docs/decisions/vendor-patches.md says which could go upstream.
+import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
+import { upstream as debug } from "../src/vendor/debug.js";
 import { upstream as mqttPacket } from "../src/vendor/mqttPacket.js";
 import { upstream as natsjs } from "../src/vendor/natsjs.js";
 import { upstream as rhea } from "../src/vendor/rhea.js";
@@ -33,7 +36,7 @@ function sourceOf(v: unknown): string {
 
 const hash = (v: unknown) => createHash("sha256").update(sourceOf(v)).digest("hex").slice(0, 16);
 
-/** Recorded with rhea 3.0.5, xstate 5.33.3, mqtt-packet 9.0.2, nats.js 3.4.0. */
+/** Recorded with rhea 3.0.5, xstate 5.33.3, mqtt-packet 9.0.2, nats.js 3.4.0, debug 4.4.3. */
 const RECORDED: Record<string, Record<string, string>> = {
   rhea: {
     "lib/message.js decode": "cc318fd63b1006d3",
@@ -53,6 +56,7 @@ const RECORDED: Record<string, Record<string, string>> = {
   },
   xstate: { "xstate Actor": "6e552b5ae1d29dae" },
   "mqtt-packet": { "mqtt-packet parser.js Parser": "762ac65e88dac06a" },
+  debug: { "debug src/common.js setup": "8a5aaef99c2468bb" },
   "nats.js": {
     "@nats-io/nats-core MsgImpl": "28f832dee5935cdf",
     "@nats-io/nats-core NatsConnectionImpl": "d74d52ca379b513a",
@@ -61,6 +65,7 @@ const RECORDED: Record<string, Record<string, string>> = {
   },
 };
 
+const root = fileURLToPath(new URL("..", import.meta.url));
 const pinned = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")).dependencies as Record<
   string,
   string
@@ -72,6 +77,7 @@ describe("third-party internals are behind src/vendor, pinned, and checked", () 
     ["xstate", xstate],
     ["mqtt-packet", mqttPacket],
     ["nats.js", natsjs],
+    ["debug", debug],
   ] as const)(
     "%s: every upstream function a patch or reader relies on is the one it was written against",
     (library, functions) => {
@@ -84,6 +90,31 @@ describe("third-party internals are behind src/vendor, pinned, and checked", () 
     const before = new Function("frame", "return frame.performative.name;");
     const after = new Function("frame", "return frame.performative.name ;");
     expect(hash(after)).not.toBe(hash(before));
+  });
+
+  it("rhea and mqtt-packet log nothing and gather nothing unless DEBUG is set; with it set, `debug` is the real one", () => {
+    // In a process of its own, as the gateway's: the quiet `debug` must be in place before they load.
+    const probe = [
+      'await import("./dist/vendor/quietDebug.js");',
+      'const { createRequire } = await import("node:module");',
+      'const here = createRequire(process.cwd() + "/package.json");',
+      "const out = {};",
+      'for (const user of ["rhea", "mqtt-packet"]) {',
+      '  const debug = createRequire(here.resolve(user))("debug");',
+      '  debug.enable("*");',
+      '  out[user] = debug("x").enabled;',
+      "}",
+      'await import("rhea");',
+      "console.log(JSON.stringify(out));",
+    ].join("\n");
+    const run = (env: Record<string, string>) => {
+      const { DEBUG: _, ...rest } = process.env;
+      const r = spawnSync(process.execPath, ["--input-type=module", "-e", probe], { cwd: root, env: { ...rest, ...env }, encoding: "utf8" });
+      expect(r.status, r.stderr).toBe(0);
+      return JSON.parse(r.stdout.trim());
+    };
+    expect(run({})).toEqual({ rhea: false, "mqtt-packet": false });
+    expect(run({ DEBUG: "nothing-of-ours" })).toEqual({ rhea: true, "mqtt-packet": true });
   });
 
   it("those libraries are pinned to exact versions", () => {

@@ -1,6 +1,8 @@
 // The mq-gateway command line (CONTRACT "Processes and commands"). main() returns the exit
 // code instead of exiting, so bin/ sets it and tests can call main() directly.
 // Exit codes: 0 ok, 1 bad config or usage; `run` passes on the gateway's own code (2: could not start).
+// First: rhea and mqtt-packet must find the quiet `debug` when they load (vendor/debug.ts).
+import "../vendor/quietDebug.js";
 import { readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { Command, CommanderError, Option } from "commander";
