@@ -185,9 +185,9 @@ export const mqttConnectionMachine = setup({
         opening: {
           entry: emit({ type: "open_session" }),
           on: {
-            // Straight into the NATS region's state as it is now: one microstep fewer per connect than a transient state.
+            // Straight into NATS's state as it is now: one microstep fewer per connect than a transient state.
             SESSION_READY: [
-              { guard: "natsIsDown", target: "serving.nats.natsDown", actions: "connackAccepted" },
+              { guard: "natsIsDown", target: "serving.natsDown", actions: "connackAccepted" },
               { target: "serving", actions: "connackAccepted" },
             ],
             SESSION_REFUSED: {
@@ -209,27 +209,20 @@ export const mqttConnectionMachine = setup({
           entry: emit({ type: "serve" }),
           // Packets are read and handled only here (the edge reads the tag).
           tags: ["serving"],
-          type: "parallel",
+          // NATS as it is now: publishes wait while it is away (TCP backpressure: the edge stops
+          // reading) rather than being acknowledged unsent.
+          initial: "online",
           states: {
-            nats: {
-              initial: "online",
-              states: {
-                online: { on: { NATS_DOWN: { target: "natsDown", actions: assign({ natsUp: false }) } } },
-                // Publishes wait (TCP backpressure: the edge stops reading) rather than being acknowledged unsent.
-                natsDown: { tags: ["natsDown"], on: { NATS_UP: { target: "online", actions: assign({ natsUp: true }) } } },
-              },
-            },
-            // [MQTT-3.1.2-24] no packet for one and a half times the keep alive (`effectiveKeepalive`;
-            // 0: never). The edge's shared clock tells (actors/mqtt/keepaliveWheel.ts): a timer per
-            // connection, rescheduled on activity, cost every idle connection a Timeout.
-            keepalive: {
-              initial: "waiting",
-              states: {
-                waiting: { on: { KEEPALIVE_EXPIRED: { target: "#mqttConnection.keepaliveExpired" } } },
-              },
-            },
+            online: { on: { NATS_DOWN: { target: "natsDown", actions: assign({ natsUp: false }) } } },
+            natsDown: { tags: ["natsDown"], on: { NATS_UP: { target: "online", actions: assign({ natsUp: true }) } } },
           },
           on: {
+            // [MQTT-3.1.2-24] no packet for one and a half times the keep alive (`effectiveKeepalive`;
+            // 0: never). The edge's shared clock tells (actors/mqtt/keepaliveWheel.ts): a timer per
+            // connection, rescheduled on activity, cost every idle connection a Timeout. An event of
+            // serving, not a region: a region of one state was two state nodes more in every
+            // snapshot of every connection.
+            KEEPALIVE_EXPIRED: { target: "#mqttConnection.keepaliveExpired" },
             DISCONNECT: [
               {
                 guard: "raisesExpiryFromZero",

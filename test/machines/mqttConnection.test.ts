@@ -124,7 +124,7 @@ describe("mqttConnection machine", () => {
 
   it("keep alive expiry (told by the edge's clock, keepaliveWheel.ts) disconnects with 0x8d and serves once", () => {
     const d = serving({ keepaliveSec: 10 });
-    expect(d.actor.getSnapshot().matches({ session: { serving: { keepalive: "waiting" } } })).toBe(true);
+    expect(d.actor.getSnapshot().matches({ session: { serving: "online" } })).toBe(true);
     d.actor.send({ type: "KEEPALIVE_EXPIRED" });
     expect(d.emitted.find((e) => e.type === "disconnect")?.reasonCode).toBe(0x8d);
     expect(d.actor.getSnapshot().context.closeReason).toBe("keep alive expired");
