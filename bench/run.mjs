@@ -154,6 +154,9 @@ async function throughput(stack, scenario, side) {
 
 /** N idle clients on one side: connects/s, then RSS growth of its server processes per connection. */
 let nextAddress = 2;
+// A block of loopback addresses of this run's own: a run right after another reused its
+// addresses, whose ports were still in TIME_WAIT, and connects/s fell to a quarter.
+const ADDRESS_BLOCK = 2 + (process.pid % 250);
 const WARM_CLIENTS = 300;
 async function idle(stack, side, count) {
   const s = stack.sides[side];
@@ -162,7 +165,7 @@ async function idle(stack, side, count) {
   // compiled ahead of time). They stay connected until the end: closed, the memory they
   // freed would be reused by the measured clients and hide part of their growth. Same on
   // both sides.
-  const warm = fork(join(here, "idle.mjs"), [JSON.stringify({ port: s.mqttPort, count: WARM_CLIENTS, concurrency: 16, localAddress: "127.0.0.1", prefix: `warm-${side}` })], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
+  const warm = fork(join(here, "idle.mjs"), [JSON.stringify({ port: s.mqttPort, count: WARM_CLIENTS, concurrency: 16, localAddress: `127.${ADDRESS_BLOCK}.1.${nextAddress++}`, prefix: `warm-${side}` })], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
   await new Promise((res) => warm.on("message", (m) => (m.opened || m.error ? res(m) : undefined)));
   await sleep(1500);
   const baseByPid = s.pids.map(rssKiB);
@@ -172,7 +175,7 @@ async function idle(stack, side, count) {
   const kids = [];
   for (let i = 0; i < nProcs; i++) {
     const n = Math.min(perProcess, count - i * perProcess);
-    const spec = { port: s.mqttPort, count: n, concurrency: Math.ceil(128 / nProcs), localAddress: `127.0.0.${nextAddress++}`, prefix: `idle-${side}-${count}-${i}` };
+    const spec = { port: s.mqttPort, count: n, concurrency: Math.ceil(128 / nProcs), localAddress: `127.${ADDRESS_BLOCK}.0.${nextAddress++}`, prefix: `idle-${side}-${count}-${i}` };
     const p = fork(join(here, "idle.mjs"), [JSON.stringify(spec)], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
     kids.push({ p, opened: new Promise((res) => p.on("message", (m) => m.opened || m.error ? res(m) : undefined)) });
   }
