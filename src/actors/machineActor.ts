@@ -8,7 +8,7 @@ import {
   fromCallback,
   type InputFrom,
 } from "xstate";
-import { emitTo, stopChild } from "../vendor/xstate.js";
+import { emitTo, hasParent, stopChild } from "../vendor/xstate.js";
 import { type ActorRegistry, WatchedActor } from "./registry.js";
 
 type EmitHandlers<M extends AnyStateMachine> = {
@@ -117,13 +117,32 @@ export const startMachine = <M extends AnyStateMachine>(
 export const awaitDone = (actor: Actor<AnyStateMachine>, onDone?: () => void): Effect.Effect<void> =>
   Effect.callback<void>((resume) => {
     const done = () => resume(onDone ? Effect.sync(onDone) : Effect.void);
-    const sub = actor.subscribe({
-      complete: done,
-      error: (e) => resume(Effect.die(e)),
-    });
-    if (actor.getSnapshot().status !== "active") done();
-    return Effect.sync(() => sub.unsubscribe());
+    const unwatch = whenEnded(actor, (e) => (e === undefined ? done() : resume(Effect.die(e))));
+    return Effect.sync(unwatch);
   });
+
+/**
+ * Calls `f` once when the actor ends: done or stopped (no argument), or failed (its error);
+ * at once when it already has. An actor made here under a shared host tells its one owner
+ * directly (registry.ts `WatchedActor.onEnd`); any other, or a second owner, through `subscribe`.
+ * Returns what stops the watch.
+ */
+export function whenEnded(actor: AnyActorRef, f: (error?: unknown) => void): () => void {
+  const status = actor.getSnapshot().status;
+  if (status !== "active") {
+    f(status === "error" ? (actor.getSnapshot() as { error?: unknown }).error : undefined);
+    return () => {};
+  }
+  // A root actor keeps an observer: without one, xstate would report its error as unhandled.
+  if (actor instanceof WatchedActor && actor.onEnd === undefined && hasParent(actor)) {
+    actor.onEnd = f;
+    return () => {
+      if (actor.onEnd === f) actor.onEnd = undefined;
+    };
+  }
+  const sub = actor.subscribe({ complete: () => f(), error: (e) => f(e ?? new Error("machine failed")) });
+  return () => sub.unsubscribe();
+}
 
 /**
  * Starts a sub-machine from inside an actor that already runs (a connection's session):

@@ -174,9 +174,17 @@ class Entry {
  */
 export class WatchedActor extends SnapshotHookedActor {
   watcher: Entry | undefined = undefined;
+  /** Its owner, told once when it ends (machineActor.ts `whenEnded`): no argument when done or stopped, the error when it failed. */
+  onEnd: ((error?: unknown) => void) | undefined = undefined;
 
   protected seen(snapshot: Snapshot, event: { type: string }): void {
     this.watcher?.seen(snapshot, event);
+  }
+
+  protected ended(error?: unknown): void {
+    const onEnd = this.onEnd;
+    this.onEnd = undefined;
+    onEnd?.(error);
   }
 }
 

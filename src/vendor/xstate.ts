@@ -7,7 +7,7 @@ import { Actor, type AnyActorLogic, type AnyActorRef } from "xstate";
 
 /** The upstream code the functions below rely on (test/vendor.test.ts hashes its source). */
 export const upstream: Readonly<Record<string, unknown>> = {
-  // `eventListeners` (read by the actor scope's emit), `update`, `_stop`, `stop`.
+  // `eventListeners` (read by the actor scope's emit), `update`, `_complete`, `_error`, `_stop`, `stop`.
   "xstate Actor": Actor,
 };
 
@@ -46,6 +46,15 @@ export function stopChild(actor: AnyActorRef): void {
   (actor as unknown as { _stop(): void })._stop();
 }
 
+/**
+ * Whether the actor runs under a parent (a shared host's child), read from the private
+ * `Actor._parent`: xstate reports the error of a root actor that has no observer as
+ * unhandled (a throw out of a timer), and a child's to its parent instead.
+ */
+export function hasParent(actor: AnyActorRef): boolean {
+  return (actor as unknown as { _parent?: unknown })._parent !== undefined;
+}
+
 type Snapshot = { status: string; value?: unknown };
 
 /**
@@ -57,14 +66,35 @@ type Snapshot = { status: string; value?: unknown };
 const ActorBase = Actor as unknown as new (
   logic: AnyActorLogic,
   options?: unknown,
-) => { update(snapshot: Snapshot, event: { type: string }): void };
+) => {
+  update(snapshot: Snapshot, event: { type: string }): void;
+  _complete(): void;
+  _error(error: unknown): void;
+};
 
+/**
+ * Also tells `ended` of the end of the actor, through the private `Actor._complete` (a final
+ * state, or stopped) and `Actor._error` (an action threw), where xstate tells its
+ * observers: an owner that only waits for the end needs no observer (`subscribe` binds its
+ * handlers and keeps an observer and a subscription per actor, about 0.25 KiB).
+ */
 export abstract class SnapshotHookedActor extends ActorBase {
   protected abstract seen(snapshot: Snapshot, event: { type: string }): void;
+  protected abstract ended(error?: unknown): void;
 
   override update(snapshot: Snapshot, event: { type: string }): void {
     super.update(snapshot, event);
     this.seen(snapshot, event);
+  }
+
+  override _complete(): void {
+    super._complete();
+    this.ended();
+  }
+
+  override _error(error: unknown): void {
+    this.ended(error);
+    super._error(error);
   }
 }
 

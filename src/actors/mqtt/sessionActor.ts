@@ -1,6 +1,6 @@
 import type { Actor, EmittedFrom } from "xstate";
 import { mqttSessionMachine } from "../../machines/mqttSession.js";
-import { startChildMachine } from "../machineActor.js";
+import { startChildMachine, whenEnded } from "../machineActor.js";
 import type { ActorRegistry } from "../registry.js";
 import type { ClientLink } from "./link.js";
 import type { ClientSession, SessionDeps } from "./session.js";
@@ -74,8 +74,7 @@ export class SessionActor implements Claimant {
     });
     this.actor = actor;
     this.stop = stop;
-    actor.subscribe({ complete: () => this.end(), error: (e) => this.failed(e) });
-    if (actor.getSnapshot().status !== "active") this.end();
+    whenEnded(actor, (e) => (e === undefined ? this.end() : this.failed(e)));
   }
 
   /** Resolves once the session is saved, removed or refused (its machine is done). Made when first asked: most connections are only asked at their close. */
