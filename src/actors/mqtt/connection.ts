@@ -16,7 +16,7 @@ import { ConnackV4, Reason } from "../../protocol/mqttReasons.js";
 import { beforeConnect, type ParserSettings, parsePacket, settingsAfterConnect } from "../../vendor/mqttPacket.js";
 import { acquireNatsAccess } from "../client/natsAccess.js";
 import type { ClientHandle } from "../clients.js";
-import type { NatsLease } from "../natsBridge.js";
+import type { LeaseListener, LeaseStatus, NatsLease } from "../natsBridge.js";
 import { authAnswer, connackPacket, credentialsOf, readConnect } from "./connect.js";
 import { ConnectHold } from "./connectBuffers.js";
 import type { MqttDeps } from "./deps.js";
@@ -40,7 +40,7 @@ type Machine = Actor<typeof mqttConnectionMachine>;
  * class carries out its commands and routes packets to the inbound publisher and the
  * session, which do the per-message work in plain functions.
  */
-export class MqttClientConnection implements SessionOwner, PacketDrops {
+export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseListener {
   private actor!: Machine;
   /** The packets the fast path leaves go to one shared mqtt-packet parser (mqttParse.ts). */
   private parserSettings: ParserSettings = beforeConnect;
@@ -55,7 +55,6 @@ export class MqttClientConnection implements SessionOwner, PacketDrops {
   private clientReceiveMax = 65535;
   private topicAliases: InboundTopicAliases | undefined;
   private readonly denied = new DeniedSubjects();
-  private readonly unlisten: Array<() => void> = [];
   /** Keep alive (keepaliveWheel.ts): the last packet's time, 1.5 x the keep alive (0: off), the wheel's slot. */
   lastActivity = 0;
   keepaliveLimitMs = 0;
@@ -142,7 +141,7 @@ export class MqttClientConnection implements SessionOwner, PacketDrops {
     this.connectHold.release();
     keepaliveWheel.unwatch(this);
     this.endConnectDeadline();
-    for (const u of this.unlisten) u();
+    this.lease?.unlisten(this);
     this.socket.destroy();
     if (this.handle) this.deps.clients.remove(this.handle);
     const sa = this.sessionActor;
@@ -334,24 +333,7 @@ export class MqttClientConnection implements SessionOwner, PacketDrops {
       return this.actor.send({ type: "NATS_REFUSED", auth: access.auth, reason: access.reason });
     const lease = access.lease;
     this.lease = lease;
-    this.unlisten.push(
-      lease.onStatus((s) => {
-        this.actor.send({ type: s === "up" ? "NATS_UP" : "NATS_DOWN" });
-        this.flow();
-      }),
-      lease.onPermissionError((subject, op) => {
-        (op === "publish" ? this.denied.publish : this.denied.subscribe).add(subject);
-        // NATS removed a subscription it had granted (permissions shrank on a reload): so does the session.
-        if (op === "subscribe") this.session?.subscriptionRefused(subject);
-      }),
-      // The client's NATS user is gone (removed, revoked): so is the client (v5 0x87; 3.1.1 close).
-      lease.onGone((reason, auth) =>
-        this.protocolError(
-          auth ? Reason.notAuthorized : Reason.unspecified,
-          `NATS closed the client's connection: ${reason}`,
-        ),
-      ),
-    );
+    lease.listen(this);
     if (access.kind === "no account") {
       this.log.warn({ err: access.reason }, "account could not be told");
       return this.actor.send({ type: "NATS_REFUSED", auth: false, reason: `account: ${access.reason}` });
@@ -404,6 +386,23 @@ export class MqttClientConnection implements SessionOwner, PacketDrops {
       expirySec: request.sessionExpirySec,
       owner: this,
     });
+  }
+
+  // LeaseListener: what the client's NATS connection tells it.
+  natsStatus(s: LeaseStatus): void {
+    this.actor.send({ type: s === "up" ? "NATS_UP" : "NATS_DOWN" });
+    this.flow();
+  }
+
+  natsPermissionError(subject: string, op: "publish" | "subscribe"): void {
+    (op === "publish" ? this.denied.publish : this.denied.subscribe).add(subject);
+    // NATS removed a subscription it had granted (permissions shrank on a reload): so does the session.
+    if (op === "subscribe") this.session?.subscriptionRefused(subject);
+  }
+
+  // The client's NATS user is gone (removed, revoked): so is the client (v5 0x87; 3.1.1 close).
+  natsGone(reason: string, auth: boolean): void {
+    this.protocolError(auth ? Reason.notAuthorized : Reason.unspecified, `NATS closed the client's connection: ${reason}`);
   }
 
   // SessionOwner: what the session tells this connection, and asks for it.
