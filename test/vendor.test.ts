@@ -122,6 +122,7 @@ describe("third-party internals are behind src/vendor, pinned, and checked", () 
       "rhea",
       "xstate",
       "mqtt-packet",
+      "debug",
       "@nats-io/transport-node",
       "@nats-io/nats-core",
       "@nats-io/jetstream",
