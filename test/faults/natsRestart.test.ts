@@ -231,10 +231,17 @@ describe("nats-server restarted mid-traffic", () => {
   it("a publish sent while NATS is down waits (the socket is not read) and is acknowledged once NATS is back", async () => {
     const v4 = await RawMqtt.connected(gw.port("mqtt"), 4, { clientId: "down-v4" });
     await nats.stop();
+    // The client's own NATS connection, not only the gateway's (/healthz), must have seen it go:
+    // a publish read before that is sent, fails, and closes a 3.1.1 client (nothing acknowledged).
     await eventually(
-      async () => ((await fetch(`http://127.0.0.1:${gw.port("http")}/healthz`)).status === 503 ? true : undefined),
+      async () => {
+        const page = (await (await fetch(`http://127.0.0.1:${gw.port("http")}/clients?client_id=down-v4`)).json()) as {
+          clients: Array<{ state: string }>;
+        };
+        return page.clients.some((c) => c.state.includes("natsDown")) ? true : undefined;
+      },
       10_000,
-      "NATS gone",
+      "the client's NATS connection down",
     );
     v4.send({
       cmd: "publish",
