@@ -75,7 +75,7 @@ export interface LeaseListener {
 
 /**
  * One client's hold on a shared connection. A class, not an object of closures: every MQTT
- * and AMQP connection holds one (seven closures were about 0.3 KiB of an idle connection).
+ * and AMQP connection holds one (it was seven closures and their context).
  */
 class Lease implements NatsLease {
   /** Undefined once released: a second release does nothing. */
