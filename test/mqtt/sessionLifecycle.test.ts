@@ -1,3 +1,4 @@
+import { spawn } from "node:child_process";
 import { type JetStreamManager, jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
@@ -307,6 +308,21 @@ describe("MQTT sessions across gateways sharing the sessions bucket (a binding o
     expect(heard.length).toBeLessThan(ids.length);
     claims.unsubscribe();
     await Promise.all(younger.map((c) => c.endAsync()));
+  });
+
+  it("mosquitto_sub (3.1.1 and 5), six started at once on the other gateway, takes over each older connection of its id", async () => {
+    const ids = [...Array(6).keys()].map((i) => `mosq-twin-${i}`);
+    const older = [];
+    for (const clientId of ids) older.push(await RawMqtt.connected(gw.port("mqtt"), 5, { clientId, clean: true }));
+    const subs = ids.map((clientId, i) =>
+      spawn("mosquitto_sub", ["-h", "127.0.0.1", "-p", String(other.port("mqtt")), "-V", i % 2 ? "311" : "5", "-i", clientId, "-t", `mosq/twin/${i}`]),
+    );
+    try {
+      for (const c of older) expect(((await c.next("disconnect", 10_000)) as mqttPacket.IDisconnectPacket).reasonCode).toBe(0x8e);
+      expect(subs.every((p) => p.exitCode === null)).toBe(true);
+    } finally {
+      for (const p of subs) p.kill();
+    }
   });
 
   it("a claim in the one-claim shape, as a gateway of an earlier version sends it, still takes over", async () => {
