@@ -67,7 +67,7 @@ describe("ActorRegistry transitions, for the live statecharts page", () => {
 
   it("keeps only the last few transitions of an actor, oldest first", () => {
     const ring = new RecentTransitions(3);
-    for (let i = 1; i <= 5; i++) ring.push({ at: i, event: `E${i}`, from: "", to: "" });
+    for (let i = 1; i <= 5; i++) ring.add(i, `E${i}`, "", "");
     expect(ring.toArray().map((t) => t.event)).toEqual(["E3", "E4", "E5"]);
   });
 });

@@ -48,7 +48,7 @@ export class ClaimAnnouncer {
     this.timer.unref?.();
   }
 
-  /** Sends what waits now (the timer, or a gateway that stops announcing). */
+  /** Sends what waits now (the window's timer). */
   flush(): void {
     clearTimeout(this.timer);
     this.timer = undefined;
@@ -68,8 +68,6 @@ export function claimsOf(message: unknown): { account: string | undefined; claim
   const m = message as { account?: unknown; claims?: unknown };
   const account = typeof m.account === "string" ? m.account : undefined;
   const list = Array.isArray(m.claims) ? m.claims : [m];
-  const claims = list.filter(
-    (c): c is Claim => !!c && typeof c.client_id === "string" && typeof c.at === "number",
-  ) as Claim[];
+  const claims = list.filter((c): c is Claim => !!c && typeof c.client_id === "string" && typeof c.at === "number");
   return { account, claims };
 }

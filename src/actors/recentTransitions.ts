@@ -25,11 +25,7 @@ export class RecentTransitions {
 
   constructor(readonly capacity: number) {}
 
-  push(t: Transition): void {
-    this.add(t.at, t.event, t.from, t.to);
-  }
-
-  /** The same from its parts: the registry records every transition of every actor, without an object for each. */
+  /** One transition, from its parts: the registry records every transition of every actor, without an object for each. */
   add(at: number, event: string, from: string, to: string): void {
     let i = this.slots.length;
     if (i >= this.capacity * FIELDS) {
