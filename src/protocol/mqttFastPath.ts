@@ -148,9 +148,3 @@ export function parsePubackFast(packet: Buffer): { readonly cmd: "puback"; reado
   return { cmd: "puback", messageId: (packet[2]! << 8) | packet[3]! };
 }
 
-/** A PUBACK with no reason code or properties, byte for byte as mqtt-packet's `generate` writes it. */
-export function encodePubackFast(version: 4 | 5, messageId: number): Buffer {
-  return version === 4
-    ? Buffer.from([0x40, 2, messageId >> 8, messageId & 0xff])
-    : Buffer.from([0x40, 4, messageId >> 8, messageId & 0xff, 0, 0]);
-}

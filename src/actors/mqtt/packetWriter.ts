@@ -1,6 +1,7 @@
 import type { IPublishPacket, Packet } from "mqtt-packet";
+import { encodeAck, isAckCmd, withoutProperties } from "../../protocol/mqttAcks.js";
 import { encodeMqttPacket } from "../../protocol/mqttEncode.js";
-import { encodePubackFast, publishLength } from "../../protocol/mqttFastPath.js";
+import { publishLength } from "../../protocol/mqttFastPath.js";
 import { type PublishProperties, publishPropertiesLength } from "../../protocol/mqttProperties.js";
 import { type AliasPlan, OutboundTopicAliases } from "../../protocol/topicAliasesOut.js";
 import type { Outbox } from "./outbox.js";
@@ -42,8 +43,9 @@ export class PacketWriter {
   write(packet: Packet): boolean {
     if (packet.cmd === "publish") return this.publish(packet);
     const p = packet as { cmd: string; reasonCode?: number; properties?: Record<string, unknown>; messageId?: number };
-    if (p.cmd === "puback" && p.reasonCode === undefined && p.properties === undefined && p.messageId !== undefined) {
-      this.outbox.bytes(encodePubackFast(this.version, p.messageId));
+    // Acknowledgements without properties in their shortest form (mqttAcks.ts): strict clients read only that.
+    if (isAckCmd(p.cmd) && p.messageId !== undefined && withoutProperties(p.properties)) {
+      this.outbox.bytes(encodeAck(this.version, p.cmd, p.messageId, p.reasonCode));
       return true;
     }
     let bytes = encodeMqttPacket(packet, this.version);

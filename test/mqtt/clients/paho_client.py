@@ -113,7 +113,9 @@ def on_subscribe(c, userdata, mid, granted, properties=None):
 
 def on_message(c, userdata, msg):
     global received
-    alias = getattr(msg.properties, "TopicAlias", None) if msg.properties else None
+    # A 3.1.1 message has no properties attribute at all.
+    msg_props = getattr(msg, "properties", None)
+    alias = getattr(msg_props, "TopicAlias", None) if msg_props else None
     topic = msg.topic
     if alias is not None:
         if topic:
@@ -121,7 +123,7 @@ def on_message(c, userdata, msg):
         else:
             topic = aliases.get(alias, "")
     say(message={"topic": topic, "wire_topic": msg.topic, "alias": alias, "qos": msg.qos, "size": len(msg.payload),
-                 "payload": msg.payload[:64].decode("utf-8", "replace"), "properties": props_dict(msg.properties)})
+                 "payload": msg.payload[:64].decode("utf-8", "replace"), "properties": props_dict(msg_props)})
     received += 1
     if a.expect is not None and received >= a.expect:
         done.set()
