@@ -23,37 +23,46 @@ describe("Debian's paho-mqtt 1.6.1 through the gateway at every QoS", () => {
   });
 
   const cases = [5, 4].flatMap((version) => [0, 1, 2].map((qos) => ({ version, qos })));
-  it.each(cases)("MQTT $version, QoS $qos: three messages to itself arrive once each, no disconnect", async ({ version, qos }) => {
-    const topic = unique(`paho/q${qos}v${version}/`);
-    const c = paho([
-      String(gw.port("mqtt")),
-      ...(version === 4 ? ["--v311"] : []),
-      "--sub",
-      topic,
-      "--pub",
-      topic,
-      "--qos",
-      String(qos),
-      "--count",
-      "3",
-      "--payload",
-      "m",
-      "--expect",
-      "3",
-      "--seconds",
-      "20",
-    ]);
-    try {
-      // Its own publishes acknowledged to the end (PUBACK; PUBREC, PUBCOMP), and the three messages in.
-      const count = (key: string) => c.lines.filter((l) => l[key] !== undefined).length;
-      await eventually(() => (count("published") === 3 && count("message") === 3) || undefined, 30_000, "3 acknowledged and 3 received");
-      const messages = c.lines.filter((l) => l.message !== undefined).map((l) => l.message as { payload: string; qos: number });
-      expect(messages.map((m) => m.payload).sort()).toEqual(["m-0", "m-1", "m-2"]);
-      expect(messages.every((m) => m.qos === qos)).toBe(true);
-      // Nothing closed the connection: neither the gateway nor paho's own protocol check.
-      expect(c.lines.filter((l) => l.disconnect !== undefined)).toEqual([]);
-    } finally {
-      c.kill();
-    }
-  });
+  it.each(cases)(
+    "MQTT $version, QoS $qos: three messages to itself arrive once each, no disconnect",
+    async ({ version, qos }) => {
+      const topic = unique(`paho/q${qos}v${version}/`);
+      const c = paho([
+        String(gw.port("mqtt")),
+        ...(version === 4 ? ["--v311"] : []),
+        "--sub",
+        topic,
+        "--pub",
+        topic,
+        "--qos",
+        String(qos),
+        "--count",
+        "3",
+        "--payload",
+        "m",
+        "--expect",
+        "3",
+        "--seconds",
+        "20",
+      ]);
+      try {
+        // Its own publishes acknowledged to the end (PUBACK; PUBREC, PUBCOMP), and the three messages in.
+        const count = (key: string) => c.lines.filter((l) => l[key] !== undefined).length;
+        await eventually(
+          () => (count("published") === 3 && count("message") === 3) || undefined,
+          30_000,
+          "3 acknowledged and 3 received",
+        );
+        const messages = c.lines
+          .filter((l) => l.message !== undefined)
+          .map((l) => l.message as { payload: string; qos: number });
+        expect(messages.map((m) => m.payload).sort()).toEqual(["m-0", "m-1", "m-2"]);
+        expect(messages.every((m) => m.qos === qos)).toBe(true);
+        // Nothing closed the connection: neither the gateway nor paho's own protocol check.
+        expect(c.lines.filter((l) => l.disconnect !== undefined)).toEqual([]);
+      } finally {
+        c.kill();
+      }
+    },
+  );
 });

@@ -42,7 +42,12 @@ const properties = fc.option(
   fc.oneof(
     fc.constant({}),
     fc.record({ reasonString: fc.string({ maxLength: 20 }) }),
-    fc.record({ userProperties: fc.dictionary(fc.string({ minLength: 1, maxLength: 5 }), fc.string({ maxLength: 5 }), { minKeys: 1, maxKeys: 3 }) }),
+    fc.record({
+      userProperties: fc.dictionary(fc.string({ minLength: 1, maxLength: 5 }), fc.string({ maxLength: 5 }), {
+        minKeys: 1,
+        maxKeys: 3,
+      }),
+    }),
   ),
   { nil: undefined },
 );
