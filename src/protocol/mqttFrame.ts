@@ -12,7 +12,10 @@ export type FrameResult =
 const EMPTY = Buffer.alloc(0);
 
 /** Reads the Remaining Length varint at `offset`; undefined when more bytes are needed. */
-export function readRemainingLength(buf: Buffer, offset: number): { length: number; bytes: number } | "malformed" | undefined {
+export function readRemainingLength(
+  buf: Buffer,
+  offset: number,
+): { length: number; bytes: number } | "malformed" | undefined {
   let multiplier = 1;
   let value = 0;
   for (let i = 0; i < 4; i++) {
@@ -58,4 +61,32 @@ export function badPublishTopic(packet: Buffer): string | undefined {
   if (!isUtf8(topic)) return "topic is not valid UTF-8";
   if (topic.includes(0)) return "topic holds U+0000";
   return undefined;
+}
+
+/**
+ * The protocol level of a CONNECT naming "MQTT" or "MQIsdp" when it is one the gateway
+ * does not speak (not 4 or 5), else undefined. mqtt-packet refuses an unknown level as a
+ * malformed packet; [MQTT-3.1.2-2] asks for CONNACK 0x01 and a close instead, as
+ * mosquitto answers.
+ */
+export function unsupportedConnectLevel(packet: Buffer): number | undefined {
+  if (packet[0] !== 0x10) return undefined;
+  const rl = readRemainingLength(packet, 1);
+  if (rl === undefined || rl === "malformed") return undefined;
+  const at = 1 + rl.bytes;
+  if (at + 2 > packet.length) return undefined;
+  const nameLength = packet.readUInt16BE(at);
+  const levelAt = at + 2 + nameLength;
+  if (levelAt >= packet.length) return undefined;
+  const name = packet.toString("latin1", at + 2, levelAt);
+  if (name !== "MQTT" && name !== "MQIsdp") return undefined;
+  const level = packet[levelAt]!;
+  return level === 4 || level === 5 ? undefined : level;
+}
+
+/** [MQTT-3.8.3-3, MQTT-3.10.3-2] a SUBSCRIBE or UNSUBSCRIBE names at least one topic filter; none is a Protocol Error (MQTT 5 3.8.3, 3.10.3). */
+export function noTopicFilter(
+  p: { cmd: "subscribe"; subscriptions: unknown[] } | { cmd: "unsubscribe"; unsubscriptions: unknown[] },
+): boolean {
+  return (p.cmd === "subscribe" ? p.subscriptions : p.unsubscriptions).length === 0;
 }

@@ -3,37 +3,41 @@ import type { IAuthPacket, IConnectPacket, IPublishPacket, Packet } from "mqtt-p
 import type { Actor } from "xstate";
 import type { Logger } from "../../log.js";
 import {
-  type ConnectRequest,
   effectiveKeepalive,
   type MqttConnectionEmitted,
   type mqttConnectionMachine,
   type WillMessage,
 } from "../../machines/mqttConnection.js";
 import { parsePubackFast, parsePublishFast } from "../../protocol/mqttFastPath.js";
-import { badPublishTopic, splitFrames } from "../../protocol/mqttFrame.js";
+import { badPublishTopic, noTopicFilter, splitFrames, unsupportedConnectLevel } from "../../protocol/mqttFrame.js";
 import { propertiesProblem } from "../../protocol/mqttPropertyBlocks.js";
-import { ConnackV4, Reason } from "../../protocol/mqttReasons.js";
+import { Reason } from "../../protocol/mqttReasons.js";
 import { beforeConnect, type ParserSettings, parsePacket, settingsAfterConnect } from "../../vendor/mqttPacket.js";
-import { acquireNatsAccess } from "../client/natsAccess.js";
 import type { ClientHandle } from "../clients.js";
 import type { LeaseListener, LeaseStatus, NatsLease } from "../natsBridge.js";
-import { authAnswer, connackPacket, credentialsOf, readConnect } from "./connect.js";
-import { ConnectHold } from "./connectBuffers.js";
+import { authAnswer, connackPacket, readConnect } from "./connect.js";
 import type { MqttDeps } from "./deps.js";
+import { EarlyBytes } from "./earlyBytes.js";
 import { MqttClientHandle } from "./handle.js";
 import { onPubrec, onPubrel } from "./handshakes.js";
 import { InboundPublisher } from "./inbound.js";
 import { InboundTopicAliases, takenPublish } from "./inboundAliases.js";
 import { connectDeadline, connectWheel, type KeepaliveWatched, keepaliveWheel } from "./keepaliveWheel.js";
 import { ConnectionLink, DeniedSubjects } from "./link.js";
+import { acquireNatsForConnect } from "./natsForConnect.js";
 import { Outbox } from "./outbox.js";
 import { type PacketDrops, PacketWriter } from "./packetWriter.js";
 import { SocketReads } from "./readBatch.js";
+import { endSocket } from "./socketEnd.js";
 import { ClientSession } from "./session.js";
 import { SessionActor, type SessionOwner } from "./sessionActor.js";
 import type { MqttSettings } from "./settings.js";
 
 type Machine = Actor<typeof mqttConnectionMachine>;
+const EMPTY = Buffer.alloc(0);
+/** Between an accepted CONNECT and its CONNACK: NATS access and the session are on their way. */
+const awaitingConnack = (state: ReturnType<Machine["getSnapshot"]>) =>
+  state.matches("authenticating") || state.matches({ session: "opening" });
 
 /**
  * The actor behind one MQTT socket. The machine decides the connection's life; this
@@ -75,7 +79,7 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
     private readonly deps: MqttDeps,
   ) {
     this.settings = deps.settings();
-    this.connectHold = new ConnectHold(deps.connectBuffers);
+    this.early = new EarlyBytes(deps.connectBuffers, socket, deps.metrics, this);
     this.outbox = new Outbox(socket);
     this.writer = new PacketWriter(this.outbox, this);
   }
@@ -94,7 +98,9 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
   command(e: MqttConnectionEmitted): void {
     switch (e.type) {
       case "acquire_nats":
-        return void this.acquireNats(e.request);
+        return void acquireNatsForConnect(this.deps, e.request, this.actor, this, (lease) => {
+          this.lease = lease;
+        });
       case "open_session":
         return this.openSession();
       case "detach_session":
@@ -138,11 +144,12 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
 
   /** The actor's scope closes: release everything, keeping the session if it outlives us. */
   async cleanup(): Promise<void> {
-    this.connectHold.release();
+    this.early.release();
     keepaliveWheel.unwatch(this);
     this.endConnectDeadline();
     this.lease?.unlisten(this);
-    this.socket.destroy();
+    // Not destroyed: the peer reads the DISCONNECT first (socketEnd.ts).
+    this.endSocket();
     if (this.handle) this.deps.clients.remove(this.handle);
     const sa = this.sessionActor;
     try {
@@ -191,13 +198,19 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
       return this.protocolError(Reason.malformedPacket, frames.reason);
     }
     this.buffered = frames.rest;
-    if (this.parserSettings === beforeConnect && !this.holdBeforeConnect(frames.rest.length)) return;
-    for (const p of frames.packets) {
-      if (this.actor.getSnapshot().status !== "active") return;
+    if (this.parserSettings === beforeConnect && !this.keepEarly(frames.rest.length)) return;
+    const { packets } = frames;
+    for (let i = 0; i < packets.length; i++) {
+      const p = packets[i]!;
+      const state = this.actor.getSnapshot();
+      if (state.status !== "active") return;
+      if (!this.isServing(state) && awaitingConnack(state)) return this.holdUntilServed(packets.slice(i));
       // The PUBLISH fast path (docs/performance.md); anything it does not take goes to mqtt-packet.
       const fast = parsePublishFast(p, this.version) ?? parsePubackFast(p);
-      if (fast) {
-        this.onPacket(fast as Packet);
+      const level = fast ? undefined : unsupportedConnectLevel(p);
+      if (fast || level !== undefined) {
+        // [MQTT-3.1.2-2] an unknown protocol level is answered (CONNACK 0x01), not parsed.
+        this.onPacket((fast ?? { cmd: "connect", protocolVersion: level }) as Packet);
         continue;
       }
       const bad = badPublishTopic(p) ?? propertiesProblem(p, this.version);
@@ -209,6 +222,13 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
     this.flow();
   }
 
+  /** Packets sent before the CONNACK wait unparsed, the socket paused, until `serve` lets `flow` read them (earlyBytes.ts). */
+  private holdUntilServed(early: Buffer[]): void {
+    this.buffered = Buffer.concat([...early, this.buffered]);
+    this.paused = this.keepEarly(this.buffered.length);
+    if (this.paused) this.socket.pause();
+  }
+
   /** Reads the socket only while NATS is up (the machine's natsDown) and the client's publishes are not piling up (TCP backpressure). */
   private flow(): void {
     const state = this.actor.getSnapshot();
@@ -217,8 +237,10 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
     // A socket paused for a protocol error stays paused.
     if (!hold && !this.isServing(state)) return;
     this.paused = hold;
-    if (hold) this.socket.pause();
-    else this.socket.resume();
+    if (hold) return void this.socket.pause();
+    this.socket.resume();
+    // Packets held while paused (before the CONNACK) are read now, before any new bytes.
+    if (this.buffered.length) queueMicrotask(() => this.socket.destroyed || this.onData(EMPTY));
   }
 
   /** A snapshot changes only on a transition: remember the tag's answer per snapshot. */
@@ -253,9 +275,9 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
       case "pubrel":
         return onPubrel(this.inbound, this.version, p.messageId ?? 0, (r) => this.write(r));
       case "subscribe":
-        return void this.session.subscribe(p);
       case "unsubscribe":
-        return void this.session.unsubscribe(p);
+        if (noTopicFilter(p)) return this.protocolError(Reason.protocolError, `${p.cmd} with no topic filter`);
+        return void (p.cmd === "subscribe" ? this.session.subscribe(p) : this.session.unsubscribe(p));
       case "pingreq":
         this.write({ cmd: "pingresp" });
         return;
@@ -290,20 +312,17 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
     this.connectDeadline = undefined;
   }
 
-  /** Bytes of a partial CONNECT this socket holds, counted in the shared limits.max_connect_buffer. */
-  private readonly connectHold: ConnectHold;
+  /** Bytes held before the CONNACK (a partial CONNECT, packets sent right after it), within limits.max_connect_buffer. */
+  private readonly early: EarlyBytes;
 
-  private holdBeforeConnect(bytes: number): boolean {
-    if (this.connectHold.hold(bytes)) return true;
-    this.buffered = Buffer.alloc(0);
-    this.deps.metrics.refused("mqtt", "connect_buffer_full");
-    this.log.info({ bytes }, "closing a socket before CONNECT: limits.max_connect_buffer is full");
-    this.socket.destroy();
+  private keepEarly(bytes: number): boolean {
+    if (this.early.keep(bytes)) return true;
+    this.buffered = EMPTY;
     return false;
   }
 
   private onConnect(p: IConnectPacket): void {
-    this.connectHold.release();
+    this.early.release();
     this.endConnectDeadline();
     const outcome = readConnect(p, this.settings);
     if (!outcome.ok) {
@@ -317,36 +336,6 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
     this.assignedId = outcome.assignedId;
     this.clientReceiveMax = outcome.clientReceiveMax;
     this.actor.send({ type: "CONNECT", request: outcome.request });
-  }
-
-  /** The client's own NATS connection, account and per-account limit (client/natsAccess.ts). */
-  private async acquireNats(request: ConnectRequest): Promise<void> {
-    const access = await acquireNatsAccess(
-      this.deps,
-      "mqtt",
-      credentialsOf(request),
-      request.username,
-      () => this.actor.getSnapshot().status === "active",
-    );
-    if (access.kind === "gone") return;
-    if (access.kind === "refused")
-      return this.actor.send({ type: "NATS_REFUSED", auth: access.auth, reason: access.reason });
-    const lease = access.lease;
-    this.lease = lease;
-    lease.listen(this);
-    if (access.kind === "no account") {
-      this.log.warn({ err: access.reason }, "account could not be told");
-      return this.actor.send({ type: "NATS_REFUSED", auth: false, reason: `account: ${access.reason}` });
-    }
-    if (access.kind === "over limit")
-      return this.actor.send({
-        type: "NATS_REFUSED",
-        auth: false,
-        reason: `account ${access.account} has ${access.limit} connections on this gateway`,
-        codes: { v5: Reason.quotaExceeded, v4: ConnackV4.serverUnavailable },
-      });
-    // Up or down as it is now: a change while the account was looked up is not missed.
-    this.actor.send({ type: "NATS_ACQUIRED", account: access.account, natsUp: lease.connected() });
   }
 
   /** Registers the client (taking over an earlier connection of its id here) and starts its session machine, which claims the id before it reads the store. */
@@ -450,6 +439,9 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
       "MQTT client connected",
     );
     this.session!.release();
+    // What came after the CONNECT (held until now), once this transition is over.
+    this.early.release();
+    if (this.paused) queueMicrotask(() => this.flow());
   }
 
   // -- PUBLISH in -----------------------------------------------------------------
@@ -492,8 +484,6 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
 
   private endSocket(): void {
     this.outbox.flush();
-    if (!this.socket.destroyed) this.socket.end();
-    // A peer that never reads must not keep the socket (and its buffers) alive.
-    setTimeout(() => this.socket.destroy(), 2_000).unref();
+    endSocket(this.socket);
   }
 }

@@ -1,0 +1,47 @@
+import type { Actor } from "xstate";
+import type { ConnectRequest, mqttConnectionMachine } from "../../machines/mqttConnection.js";
+import { ConnackV4, Reason } from "../../protocol/mqttReasons.js";
+import { acquireNatsAccess } from "../client/natsAccess.js";
+import type { LeaseListener, NatsLease } from "../natsBridge.js";
+import { credentialsOf } from "./connect.js";
+import type { MqttDeps } from "./deps.js";
+
+/**
+ * The client's own NATS connection, account and per-account limit (client/natsAccess.ts),
+ * told to the connection's machine as NATS_ACQUIRED or NATS_REFUSED. A lease made is
+ * handed to `keep` (listened to by `listener`) before the machine hears of it: the
+ * session it opens at once runs on it, and the connection releases it when it ends.
+ */
+export async function acquireNatsForConnect(
+  deps: MqttDeps,
+  request: ConnectRequest,
+  actor: Actor<typeof mqttConnectionMachine>,
+  listener: LeaseListener & { readonly log: { warn(o: object, msg: string): void } },
+  keep: (lease: NatsLease) => void,
+): Promise<void> {
+  const access = await acquireNatsAccess(
+    deps,
+    "mqtt",
+    credentialsOf(request),
+    request.username,
+    () => actor.getSnapshot().status === "active",
+  );
+  if (access.kind === "gone") return;
+  if (access.kind === "refused") return actor.send({ type: "NATS_REFUSED", auth: access.auth, reason: access.reason });
+  const lease = access.lease;
+  keep(lease);
+  lease.listen(listener);
+  if (access.kind === "no account") {
+    listener.log.warn({ err: access.reason }, "account could not be told");
+    return actor.send({ type: "NATS_REFUSED", auth: false, reason: `account: ${access.reason}` });
+  }
+  if (access.kind === "over limit")
+    return actor.send({
+      type: "NATS_REFUSED",
+      auth: false,
+      reason: `account ${access.account} has ${access.limit} connections on this gateway`,
+      codes: { v5: Reason.quotaExceeded, v4: ConnackV4.serverUnavailable },
+    });
+  // Up or down as it is now: a change while the account was looked up is not missed.
+  actor.send({ type: "NATS_ACQUIRED", account: access.account, natsUp: lease.connected() });
+}
