@@ -36,6 +36,9 @@ export class InboundPublisher {
   /** QoS 0 bytes handed to NATS since the last flush, and whether a flush is under way. */
   private unflushed = 0;
   private flushing = false;
+  /** Past the Receive Maximum: the DISCONNECT 0x93 on its way, once what was passed on is answered. */
+  private overQuota: Promise<void> | undefined;
+  private drained: (() => void) | undefined;
   /** Set by the connection: a publish settled, so a socket paused for backpressure may resume. */
   onSettled: (() => void) | undefined;
 
@@ -53,6 +56,8 @@ export class InboundPublisher {
   }
 
   onPublish(inbound: InboundPublish, messageId: number | undefined, dup: boolean): void {
+    // Past the Receive Maximum nothing more is passed on: the client is being disconnected.
+    if (this.overQuota) return;
     if (inbound.qos === 2 && messageId !== undefined && this.state.qos2.has(messageId)) {
       // A resent QoS 2 publish already passed on: answer again, publish nothing [MQTT-4.3.3-9].
       this.link.write({ cmd: "pubrec", messageId } as Packet);
@@ -67,7 +72,7 @@ export class InboundPublisher {
       this.link.version === 5 &&
       !this.quota.take(messageId ?? 0, this.link.settings.receiveMaximum)
     ) {
-      return this.link.protocolError(Reason.receiveMaximumExceeded, "receive maximum exceeded");
+      return this.receiveMaximumExceeded();
     }
     if (inbound.qos > 0) this.pending++;
     // QoS 0 without RETAIN settles when handed to nats.js: no promise, no async frame.
@@ -82,7 +87,35 @@ export class InboundPublisher {
    * connection stops reading the socket meanwhile.
    */
   busy(): boolean {
-    return (this.link.version === 4 && this.pending >= this.link.settings.receiveMaximum) || this.flushing;
+    return (
+      (this.link.version === 4 && this.pending >= this.link.settings.receiveMaximum) ||
+      this.flushing ||
+      this.overQuota !== undefined
+    );
+  }
+
+  /**
+   * [MQTT-3.3.4-9] DISCONNECT 0x93, but only once every publish already passed on is
+   * answered: a PUBACK lost to the close would have the client send it again after its
+   * reconnect. Bounded: a publish NATS never answers does not keep the client.
+   */
+  private receiveMaximumExceeded(): void {
+    const settled = new Promise<void>((resolve) => {
+      this.drained = resolve;
+      if (this.pending === 0) resolve();
+      setTimeout(resolve, 2 * STORED_ACK_TIMEOUT_MS).unref();
+    });
+    this.overQuota = settled.then(() =>
+      this.link.protocolError(Reason.receiveMaximumExceeded, "receive maximum exceeded"),
+    );
+    this.onSettled?.();
+  }
+
+  /** A QoS 1/2 publish was answered (acknowledged or refused). */
+  private settle(): void {
+    this.pending--;
+    this.onSettled?.();
+    if (this.pending === 0) this.drained?.();
   }
 
   /**
@@ -282,8 +315,7 @@ export class InboundPublisher {
         .save()
         .catch((e: Error) => this.link.log.warn({ err: e.message }, "could not save the session before PUBREC"));
     }
-    this.pending--;
-    this.onSettled?.();
+    this.settle();
     if (qos === 1) this.quota.complete(messageId ?? 0);
     this.link.write({ cmd: qos === 1 ? "puback" : "pubrec", messageId } as Packet);
   }
@@ -312,8 +344,7 @@ export class InboundPublisher {
       if (badTopic) link.protocolError(reasonCode, reason);
       return;
     }
-    this.pending--;
-    this.onSettled?.();
+    this.settle();
     this.quota.complete(messageId ?? 0); // a PUBACK or PUBREC of 0x80 or more ends the exchange
     // 3.1.1 has no negative acknowledgement: closing is the only honest answer.
     if (link.version === 4) return link.protocolError(reasonCode, reason);

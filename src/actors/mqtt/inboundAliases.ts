@@ -30,6 +30,9 @@ export function takenPublish(
   aliases: InboundTopicAliases | undefined,
 ): InboundPublish | { reasonCode: number; reason: string } {
   let topic = p.topic;
+  // MQTT 5 3.3.2.1: an empty topic with no alias to stand for it is a Protocol Error (3.1.1 [MQTT-4.7.3-1]: closed).
+  if (!aliases && topic === "")
+    return { reasonCode: Reason.protocolError, reason: "PUBLISH with an empty topic and no topic alias" };
   if (aliases) {
     const resolved = aliases.resolve(topic, p.properties!.topicAlias!);
     if (!("topic" in resolved)) return resolved;
