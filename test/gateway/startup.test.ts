@@ -8,17 +8,18 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
+import { EXIT_GRACE_MS } from "../../src/gateway/runToExit.js";
 import { startGateway } from "../helpers/gateway.js";
 import { natsServerBinary, startNatsServer } from "../helpers/natsServer.js";
 import { freePort } from "../helpers/ports.js";
 
 const bin = join(import.meta.dirname, "../../bin/mq-gateway.js");
 
-/** Runs the gateway until it exits by itself; its exit code and stderr. */
+/** Runs the gateway until it exits by itself; its exit code, stderr, and how long it lived on after its first plain stderr line. */
 function runUntilExit(
   config: Record<string, unknown>,
   args: string[] = [],
-): Promise<{ code: number | null; stderr: string }> {
+): Promise<{ code: number | null; stderr: string; lingeredMs: number }> {
   const dir = mkdtempSync(join(tmpdir(), "mqgw-start-"));
   const file = join(dir, "gateway.yaml");
   writeFileSync(file, stringify({ log: { level: "info" }, ...config }));
@@ -27,12 +28,16 @@ function runUntilExit(
     env: { ...process.env, NATS_SERVER_BIN: natsServerBinary() },
   });
   let stderr = "";
-  proc.stderr.setEncoding("utf8").on("data", (c: string) => (stderr += c));
-  const timer = setTimeout(() => proc.kill("SIGKILL"), 20_000);
+  let saidAt: number | undefined;
+  proc.stderr.setEncoding("utf8").on("data", (c: string) => {
+    stderr += c;
+    if (saidAt === undefined && plainLines(stderr).length > 0) saidAt = Date.now();
+  });
+  const timer = setTimeout(() => proc.kill("SIGKILL"), 40_000);
   return new Promise((resolve) =>
     proc.once("close", (code) => {
       clearTimeout(timer);
-      resolve({ code, stderr });
+      resolve({ code, stderr, lingeredMs: Date.now() - (saidAt ?? 0) });
     }),
   );
 }
@@ -75,6 +80,8 @@ describe("a port already in use", () => {
       });
       held.server.close();
       expect(result.code).toBe(2);
+      // Issue 22: it exits once it has said so, not 20 s later (runToExit.ts, EXIT_GRACE_MS).
+      expect(result.lingeredMs).toBeLessThan(EXIT_GRACE_MS + 3_000);
       const lines = plainLines(result.stderr);
       expect(lines).toEqual([
         `mq-gateway: port ${held.port} (${c.name}, 127.0.0.1:${held.port}) is in use: move it with ${c.key} or ${c.flag}, or stop what holds it`,
@@ -92,8 +99,25 @@ describe("a port already in use", () => {
       nats: { embedded_listen: `127.0.0.1:${natsPort}` },
     });
     expect(result.code).toBe(2);
+    expect(result.lingeredMs).toBeLessThan(EXIT_GRACE_MS + 3_000);
     expect(plainLines(result.stderr)).toEqual([
       `mq-gateway: port ${natsPort} (the embedded nats-server, 127.0.0.1:${natsPort}) is in use, perhaps by another nats-server: move it with nats.embedded_listen or --nats-listen, or use that server with --nats nats://127.0.0.1:${natsPort}`,
+    ]);
+  });
+
+  it("the embedded nats-server up, the MQTT port taken: exit 2 within moments of the line, not 20 s later", async () => {
+    const held = await holdPort();
+    const result = await runUntilExit({
+      mqtt: { listen: `127.0.0.1:${held.port}` },
+      amqp: { listen: "127.0.0.1:0" },
+      http: { listen: "127.0.0.1:0" },
+      nats: { embedded_listen: `127.0.0.1:${await freePort()}` },
+    });
+    held.server.close();
+    expect(result.code).toBe(2);
+    expect(result.lingeredMs).toBeLessThan(EXIT_GRACE_MS + 3_000);
+    expect(plainLines(result.stderr)).toEqual([
+      `mq-gateway: port ${held.port} (MQTT, 127.0.0.1:${held.port}) is in use: move it with mqtt.listen or --mqtt, or stop what holds it`,
     ]);
   });
 
