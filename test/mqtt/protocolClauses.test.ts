@@ -66,6 +66,13 @@ describe("MQTT clauses on the wire", () => {
     },
   );
 
+  it("[MQTT-4.7.3-1] 3.1.1: a PUBLISH with an empty topic closes the connection", async () => {
+    const c = await RawMqtt.connected(port, 4);
+    c.sendBytes(hex("30 03 0000 78"));
+    await c.waitClosed();
+    expect(c.packets.map((p) => p.cmd)).toEqual([]);
+  });
+
   it("Receive Maximum exceeded by a client still writing: every publish passed on is PUBACKed, then DISCONNECT 0x93 is read before the close, with no reset", async () => {
     const topic = unique("rm/burst/");
     const onNats: string[] = [];
