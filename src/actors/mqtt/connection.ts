@@ -28,10 +28,10 @@ import { acquireNatsForConnect } from "./natsForConnect.js";
 import { Outbox } from "./outbox.js";
 import { type PacketDrops, PacketWriter } from "./packetWriter.js";
 import { SocketReads } from "./readBatch.js";
-import { endSocket } from "./socketEnd.js";
 import { ClientSession } from "./session.js";
 import { SessionActor, type SessionOwner } from "./sessionActor.js";
 import type { MqttSettings } from "./settings.js";
+import { endSocket } from "./socketEnd.js";
 
 type Machine = Actor<typeof mqttConnectionMachine>;
 const EMPTY = Buffer.alloc(0);
