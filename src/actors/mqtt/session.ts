@@ -65,8 +65,12 @@ export class ClientSession {
   private epoch: string | undefined;
   /** What the connection had in flight when it ended (stopDelivery), for the detached record. */
   private leftInFlight: OutboundRecord | undefined;
-  /** The store holds this session while it lives (expiry > 0 at CONNECT). */
-  private readonly persistent: boolean;
+  /**
+   * The store holds this session while it lives: expiry > 0 at CONNECT, or a stored session
+   * this connection resumed, which it reads from the store (what was queued for it) even
+   * when it ends with the connection (expiry 0).
+   */
+  private persistent: boolean;
 
   constructor(
     private readonly link: ClientLink,
@@ -103,6 +107,7 @@ export class ClientSession {
    */
   async resume(loaded: LoadedSession): Promise<void> {
     const { session: stored, revision } = loaded;
+    this.persistent = true;
     this.epoch = stored.epoch;
     this.writer.revision = revision;
     this.inbound.restore(stored.inbound);
