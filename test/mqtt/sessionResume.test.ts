@@ -52,30 +52,53 @@ interface Row {
 const v5 = (clean: boolean, expiry?: Expiry): Conn => ({ v: 5, clean, expiry });
 const v4 = (clean: boolean): Conn => ({ v: 4, clean });
 
+type Asked = "absent" | "0" | "n";
+const expiryOf = (a: Asked, n: number): Expiry => (a === "absent" ? undefined : a === "0" ? 0 : n);
+
+/**
+ * MQTT 5 with a stored session that missed m1 and m2: every Clean Start, CONNECT Session
+ * Expiry (absent, 0, n) and end (DISCONNECT without Session Expiry, with 0, with n; the
+ * socket closed without DISCONNECT). Absent on CONNECT is 0 (3.1.2.11.2); absent on
+ * DISCONNECT is the CONNECT's; n on DISCONNECT after 0 on CONNECT is a protocol error
+ * [MQTT-3.14.2-2] and the session still ends. Where both say n, the CONNECT's is an hour
+ * and the DISCONNECT's, N, replaces it.
+ */
+function v5Grid(): Row[] {
+  const rows: Row[] = [];
+  for (const clean of [false, true])
+    for (const connect of ["absent", "0", "n"] as const)
+      for (const end of ["DISCONNECT", "DISCONNECT 0", "DISCONNECT n", "drop"] as const) {
+        const connectExpiry = expiryOf(connect, end === "DISCONNECT n" ? 3600 : N);
+        const kept = (connectExpiry ?? 0) > 0;
+        rows.push({
+          name: `v5 Clean Start ${clean ? 1 : 0}, CONNECT expiry ${connect}, ${end === "drop" ? "socket closed" : end === "DISCONNECT" ? "DISCONNECT without expiry" : `${end.replace("DISCONNECT", "DISCONNECT expiry")}`}`,
+          stored: "session",
+          conn: v5(clean, connectExpiry),
+          end:
+            end === "drop"
+              ? { kind: "drop" }
+              : { kind: "disconnect", expiry: end === "DISCONNECT" ? undefined : end === "DISCONNECT 0" ? 0 : N },
+          present: !clean,
+          survives: end === "DISCONNECT 0" ? 0 : kept ? N : 0,
+        });
+      }
+  return rows;
+}
+
 /** The table of docs/decisions/mqtt-sessions.md ("Resuming: the table"), row for row. */
 const rows: Row[] = [
-  { name: "R1 v5 CS0, no expiry; DISCONNECT without expiry", stored: "session", conn: v5(false), end: { kind: "disconnect" }, present: true, survives: 0 },
-  { name: "R2 v5 CS0, expiry 0; DISCONNECT expiry 0", stored: "session", conn: v5(false, 0), end: { kind: "disconnect", expiry: 0 }, present: true, survives: 0 },
-  { name: "R3 v5 CS0, no expiry; socket dropped", stored: "session", conn: v5(false), end: { kind: "drop" }, present: true, survives: 0 },
-  { name: "R4 v5 CS0, no expiry; DISCONNECT expiry n (protocol error)", stored: "session", conn: v5(false), end: { kind: "disconnect", expiry: 60 }, present: true, survives: 0 },
-  { name: "R5 v5 CS0, expiry n; DISCONNECT without expiry", stored: "session", conn: v5(false, N), end: { kind: "disconnect" }, present: true, survives: N },
-  { name: "R6 v5 CS0, expiry n; socket dropped", stored: "session", conn: v5(false, N), end: { kind: "drop" }, present: true, survives: N },
-  { name: "R7 v5 CS0, expiry n; DISCONNECT expiry 0", stored: "session", conn: v5(false, 3600), end: { kind: "disconnect", expiry: 0 }, present: true, survives: 0 },
-  { name: "R8 v5 CS0, expiry n; DISCONNECT expiry m", stored: "session", conn: v5(false, 3600), end: { kind: "disconnect", expiry: N }, present: true, survives: N },
-  { name: "R9 v5 CS1, no expiry; DISCONNECT without expiry", stored: "session", conn: v5(true), end: { kind: "disconnect" }, present: false, survives: 0 },
-  { name: "R10 v5 CS1, expiry n; DISCONNECT without expiry", stored: "session", conn: v5(true, N), end: { kind: "disconnect" }, present: false, survives: N },
-  { name: "R11 v5 CS1, expiry n; DISCONNECT expiry 0", stored: "session", conn: v5(true, 3600), end: { kind: "disconnect", expiry: 0 }, present: false, survives: 0 },
-  { name: "R12 v5 CS0, expiry n, nothing stored", stored: "nothing", conn: v5(false, N), end: { kind: "disconnect" }, present: false, survives: N },
-  { name: "R13 v5 CS0, expiry n, the stored session expired", stored: "expired", conn: v5(false, N), end: { kind: "disconnect" }, present: false, survives: N },
-  { name: "T1 v5 CS0 expiry n, taken over by CS0", stored: "session", conn: v5(false, 3600), end: { kind: "takeover", by: v5(false, 3600), present: true }, present: true, survives: "n/a" },
-  { name: "T2 v5 CS0 expiry n, taken over by CS1", stored: "session", conn: v5(false, 3600), end: { kind: "takeover", by: v5(true, 3600), present: false }, present: true, survives: "n/a" },
-  { name: "T3 v5 CS0 no expiry, taken over by CS0", stored: "session", conn: v5(false), end: { kind: "takeover", by: v5(false, 3600), present: false }, present: true, survives: "n/a" },
-  { name: "T4 v5 CS1 expiry n, taken over by CS0 without expiry", stored: "nothing", conn: v5(true, 3600), end: { kind: "takeover", by: v5(false), present: true }, present: false, survives: "n/a" },
-  { name: "V1 3.1.1 clean session 0; DISCONNECT", stored: "session", conn: v4(false), end: { kind: "disconnect" }, present: true, survives: "max" },
-  { name: "V2 3.1.1 clean session 0; socket dropped", stored: "session", conn: v4(false), end: { kind: "drop" }, present: true, survives: "max" },
-  { name: "V3 3.1.1 clean session 1", stored: "session", conn: v4(true), end: { kind: "disconnect" }, present: false, survives: 0 },
-  { name: "VT1 3.1.1 clean session 0, taken over by clean session 0", stored: "session", conn: v4(false), end: { kind: "takeover", by: v4(false), present: true }, present: true, survives: "n/a" },
-  { name: "VT2 3.1.1 clean session 0, taken over by clean session 1", stored: "session", conn: v4(false), end: { kind: "takeover", by: v4(true), present: false }, present: true, survives: "n/a" },
+  ...v5Grid(),
+  { name: "v5 Clean Start 0, expiry n, nothing stored", stored: "nothing", conn: v5(false, N), end: { kind: "disconnect" }, present: false, survives: N },
+  { name: "v5 Clean Start 0, expiry n, the stored session expired", stored: "expired", conn: v5(false, N), end: { kind: "disconnect" }, present: false, survives: N },
+  { name: "takeover: v5 Clean Start 0 expiry n, then Clean Start 0", stored: "session", conn: v5(false, 3600), end: { kind: "takeover", by: v5(false, 3600), present: true }, present: true, survives: "n/a" },
+  { name: "takeover: v5 Clean Start 0 expiry n, then Clean Start 1", stored: "session", conn: v5(false, 3600), end: { kind: "takeover", by: v5(true, 3600), present: false }, present: true, survives: "n/a" },
+  { name: "takeover: v5 Clean Start 0 expiry absent, then Clean Start 0", stored: "session", conn: v5(false), end: { kind: "takeover", by: v5(false, 3600), present: false }, present: true, survives: "n/a" },
+  { name: "takeover: v5 Clean Start 1 expiry n, then Clean Start 0 expiry absent", stored: "nothing", conn: v5(true, 3600), end: { kind: "takeover", by: v5(false), present: true }, present: false, survives: "n/a" },
+  { name: "3.1.1 clean session 0, DISCONNECT", stored: "session", conn: v4(false), end: { kind: "disconnect" }, present: true, survives: "max" },
+  { name: "3.1.1 clean session 0, socket closed", stored: "session", conn: v4(false), end: { kind: "drop" }, present: true, survives: "max" },
+  { name: "3.1.1 clean session 1", stored: "session", conn: v4(true), end: { kind: "disconnect" }, present: false, survives: 0 },
+  { name: "takeover: 3.1.1 clean session 0, then clean session 0", stored: "session", conn: v4(false), end: { kind: "takeover", by: v4(false), present: true }, present: true, survives: "n/a" },
+  { name: "takeover: 3.1.1 clean session 0, then clean session 1", stored: "session", conn: v4(false), end: { kind: "takeover", by: v4(true), present: false }, present: true, survives: "n/a" },
 ];
 
 type Client = "mqtt.js" | "paho";
