@@ -88,17 +88,94 @@ function v5Grid(): Row[] {
 /** The table of docs/decisions/mqtt-sessions.md ("Resuming: the table"), row for row. */
 const rows: Row[] = [
   ...v5Grid(),
-  { name: "v5 Clean Start 0, expiry n, nothing stored", stored: "nothing", conn: v5(false, N), end: { kind: "disconnect" }, present: false, survives: N },
-  { name: "v5 Clean Start 0, expiry n, the stored session expired", stored: "expired", conn: v5(false, N), end: { kind: "disconnect" }, present: false, survives: N },
-  { name: "takeover: v5 Clean Start 0 expiry n, then Clean Start 0", stored: "session", conn: v5(false, 3600), end: { kind: "takeover", by: v5(false, 3600), present: true }, present: true, survives: "n/a" },
-  { name: "takeover: v5 Clean Start 0 expiry n, then Clean Start 1", stored: "session", conn: v5(false, 3600), end: { kind: "takeover", by: v5(true, 3600), present: false }, present: true, survives: "n/a" },
-  { name: "takeover: v5 Clean Start 0 expiry absent, then Clean Start 0", stored: "session", conn: v5(false), end: { kind: "takeover", by: v5(false, 3600), present: false }, present: true, survives: "n/a" },
-  { name: "takeover: v5 Clean Start 1 expiry n, then Clean Start 0 expiry absent", stored: "nothing", conn: v5(true, 3600), end: { kind: "takeover", by: v5(false), present: true }, present: false, survives: "n/a" },
-  { name: "3.1.1 clean session 0, DISCONNECT", stored: "session", conn: v4(false), end: { kind: "disconnect" }, present: true, survives: "max" },
-  { name: "3.1.1 clean session 0, socket closed", stored: "session", conn: v4(false), end: { kind: "drop" }, present: true, survives: "max" },
-  { name: "3.1.1 clean session 1", stored: "session", conn: v4(true), end: { kind: "disconnect" }, present: false, survives: 0 },
-  { name: "takeover: 3.1.1 clean session 0, then clean session 0", stored: "session", conn: v4(false), end: { kind: "takeover", by: v4(false), present: true }, present: true, survives: "n/a" },
-  { name: "takeover: 3.1.1 clean session 0, then clean session 1", stored: "session", conn: v4(false), end: { kind: "takeover", by: v4(true), present: false }, present: true, survives: "n/a" },
+  {
+    name: "v5 Clean Start 0, expiry n, nothing stored",
+    stored: "nothing",
+    conn: v5(false, N),
+    end: { kind: "disconnect" },
+    present: false,
+    survives: N,
+  },
+  {
+    name: "v5 Clean Start 0, expiry n, the stored session expired",
+    stored: "expired",
+    conn: v5(false, N),
+    end: { kind: "disconnect" },
+    present: false,
+    survives: N,
+  },
+  {
+    name: "takeover: v5 Clean Start 0 expiry n, then Clean Start 0",
+    stored: "session",
+    conn: v5(false, 3600),
+    end: { kind: "takeover", by: v5(false, 3600), present: true },
+    present: true,
+    survives: "n/a",
+  },
+  {
+    name: "takeover: v5 Clean Start 0 expiry n, then Clean Start 1",
+    stored: "session",
+    conn: v5(false, 3600),
+    end: { kind: "takeover", by: v5(true, 3600), present: false },
+    present: true,
+    survives: "n/a",
+  },
+  {
+    name: "takeover: v5 Clean Start 0 expiry absent, then Clean Start 0",
+    stored: "session",
+    conn: v5(false),
+    end: { kind: "takeover", by: v5(false, 3600), present: false },
+    present: true,
+    survives: "n/a",
+  },
+  {
+    name: "takeover: v5 Clean Start 1 expiry n, then Clean Start 0 expiry absent",
+    stored: "nothing",
+    conn: v5(true, 3600),
+    end: { kind: "takeover", by: v5(false), present: true },
+    present: false,
+    survives: "n/a",
+  },
+  {
+    name: "3.1.1 clean session 0, DISCONNECT",
+    stored: "session",
+    conn: v4(false),
+    end: { kind: "disconnect" },
+    present: true,
+    survives: "max",
+  },
+  {
+    name: "3.1.1 clean session 0, socket closed",
+    stored: "session",
+    conn: v4(false),
+    end: { kind: "drop" },
+    present: true,
+    survives: "max",
+  },
+  {
+    name: "3.1.1 clean session 1",
+    stored: "session",
+    conn: v4(true),
+    end: { kind: "disconnect" },
+    present: false,
+    survives: 0,
+  },
+  {
+    name: "takeover: 3.1.1 clean session 0, then clean session 0",
+    stored: "session",
+    conn: v4(false),
+    end: { kind: "takeover", by: v4(false), present: true },
+    present: true,
+    survives: "n/a",
+  },
+  {
+    name: "takeover: 3.1.1 clean session 0, then clean session 1",
+    stored: "session",
+    conn: v4(false),
+    end: { kind: "takeover", by: v4(true), present: false },
+    present: true,
+    survives: "n/a",
+  },
 ];
 
 type Client = "mqtt.js" | "paho";
@@ -123,6 +200,28 @@ const variants: Variant[] = [
   { client: "mqtt.js", placement: "across two", storage: "MQTT store", late: true },
   { client: "paho", placement: "one gateway", storage: "bound stream", late: true },
 ];
+
+/**
+ * m4, and nothing else new: m3 may come again before it, with DUP, when the client's PUBACK
+ * had not reached the gateway when its connection ended (a socket closed right after m3, a
+ * takeover read first), as MQTT 4.4 asks; m3 without DUP would be a duplicate.
+ */
+async function onlyM4(inbox: ReturnType<typeof collect>, what: string): Promise<void> {
+  await eventually(
+    () => (inbox.seen.some((m) => m.payload.toString() === "m4") ? true : undefined),
+    10_000,
+    `${what}: m4`,
+  );
+  const again = inbox.seen.filter((m) => m.payload.toString() === "m3");
+  expect(
+    inbox.seen.filter((m) => m.payload.toString() !== "m3").map((m) => m.payload.toString()),
+    what,
+  ).toEqual(["m4"]);
+  expect(
+    again.every((m) => m.packet.dup),
+    `${what}: m3 again without DUP`,
+  ).toBe(true);
+}
 
 /** At most this many scenarios at once (each runs a few clients, paho a process): the machine has two cores. */
 const running = (() => {
@@ -186,7 +285,13 @@ describe("resuming MQTT sessions: the table of docs/decisions/mqtt-sessions.md",
   }
 
   /** Connects with mqtt.js as `c` says, collecting from the first byte. */
-  async function mqttjs(port: number, clientId: string, c: Conn, more: IClientOptions = {}, onWire?: (payload: string) => void) {
+  async function mqttjs(
+    port: number,
+    clientId: string,
+    c: Conn,
+    more: IClientOptions = {},
+    onWire?: (payload: string) => void,
+  ) {
     let inbox: ReturnType<typeof collect> | undefined;
     const client = await connectMqtt(
       port,
@@ -239,10 +344,14 @@ describe("resuming MQTT sessions: the table of docs/decisions/mqtt-sessions.md",
     const wanted = row.present ? ["m1", "m2", "m3"] : ["m3"];
     /** Waits for what the row should be given, then says what came before m3. */
     const given = async (delivered: () => string[], wireOrder: boolean): Promise<string[]> => {
-      const all = await eventually(() => {
-        const now = delivered();
-        return wanted.every((w) => now.includes(w)) ? now : undefined;
-      }, 10_000, `${id}: ${wanted.join(", ")}`).catch(() => delivered());
+      const all = await eventually(
+        () => {
+          const now = delivered();
+          return wanted.every((w) => now.includes(w)) ? now : undefined;
+        },
+        10_000,
+        `${id}: ${wanted.join(", ")}`,
+      ).catch(() => delivered());
       // paho hands a QoS 2 message to the application at PUBREL, after a QoS 1 one that came later.
       return wireOrder ? all.slice(0, all.indexOf("m3")) : all.filter((m) => m !== "m3").sort();
     };
@@ -262,7 +371,9 @@ describe("resuming MQTT sessions: the table of docs/decisions/mqtt-sessions.md",
       if (end.kind === "disconnect") {
         await client.endAsync(
           false,
-          row.conn.v === 5 && end.expiry !== undefined ? { reasonCode: 0, properties: { sessionExpiryInterval: end.expiry } } : {},
+          row.conn.v === 5 && end.expiry !== undefined
+            ? { reasonCode: 0, properties: { sessionExpiryInterval: end.expiry } }
+            : {},
         );
       } else if (end.kind === "drop") client.stream.destroy();
       else {
@@ -331,10 +442,7 @@ describe("resuming MQTT sessions: the table of docs/decisions/mqtt-sessions.md",
     const { client: probe, inbox } = await mqttjs(probeGw.port("mqtt"), id, v5(false));
     try {
       expect(probe.connack.sessionPresent, `${id} session outlived its connection`).toBe(lives);
-      if (lives) {
-        await inbox.count(1, 10_000);
-        expect(inbox.seen.map((m) => m.payload.toString()), `${id}: what waited for the session`).toEqual(["m4"]);
-      }
+      if (lives) await onlyM4(inbox, `${id}: what waited for the session`);
     } finally {
       await probe.endAsync();
     }
@@ -363,7 +471,7 @@ describe("resuming MQTT sessions: the table of docs/decisions/mqtt-sessions.md",
       if (end.present) {
         // The session's subscription goes on with the new connection.
         await pubs[0]!.publishAsync(topic, "m4", { qos: 1 });
-        expect((await inbox.count(1, 10_000)).map((m) => m.payload.toString())).toEqual(["m4"]);
+        await onlyM4(inbox, `${id}: what the session got after the takeover`);
       }
     } finally {
       // Ends the session, whatever it was (3.1.1 clean session 0 keeps it: a clean connection ends it).
@@ -376,15 +484,19 @@ describe("resuming MQTT sessions: the table of docs/decisions/mqtt-sessions.md",
     }
   }
 
-  it.concurrent.for(rows)("$name", { timeout: 120_000 }, async (row) => {
-    const failures: string[] = [];
-    await Promise.all(
-      variants.map((variant) =>
-        running(() => scenario(row, variant)).catch((e: Error) => {
-          failures.push(`${variant.client}, ${variant.placement}, ${variant.storage}${variant.late ? ", probed after the expiry" : ""}: ${e.message}`);
-        }),
-      ),
-    );
-    expect(failures).toEqual([]);
-  });
+  // A test per row, by name (`it.for`'s "$name" would cut the names short).
+  for (const row of rows)
+    it.concurrent(row.name, { timeout: 120_000 }, async () => {
+      const failures: string[] = [];
+      await Promise.all(
+        variants.map((variant) =>
+          running(() => scenario(row, variant)).catch((e: Error) => {
+            failures.push(
+              `${variant.client}, ${variant.placement}, ${variant.storage}${variant.late ? ", probed after the expiry" : ""}: ${e.message}`,
+            );
+          }),
+        ),
+      );
+      expect(failures).toEqual([]);
+    });
 });
