@@ -55,6 +55,11 @@ export interface MqttSessionContext {
   readonly connectExpirySec: number;
   /** The expiry as it stands now (DETACH brings the DISCONNECT's). */
   expirySec: number;
+  /**
+   * This connection resumed a session from the store: the store holds it while it lives,
+   * whatever this CONNECT's expiry (MQTT 5 3.1.2.11.2: with 0 it ends with this connection).
+   */
+  resumed?: boolean;
   found: SessionFound;
   reason: string;
 }
@@ -84,8 +89,8 @@ export const mqttSessionMachine = setup({
     cleanStart: ({ context }) => context.cleanStart,
     nothingStored: ({ context }) => context.cleanStart && context.nothingStored === true,
     durable: ({ context }) => context.expirySec > 0,
-    // A session that was in the store (expiry at CONNECT) and ends without expiry leaves it.
-    wasStored: ({ context }) => context.connectExpirySec > 0,
+    // A session that was in the store (expiry at CONNECT, or resumed from it) and ends without expiry leaves it.
+    wasStored: ({ context }) => context.connectExpirySec > 0 || context.resumed === true,
   },
 }).createMachine({
   id: "mqttSession",
@@ -170,7 +175,7 @@ export const mqttSessionMachine = setup({
     resuming: {
       // Subscriptions and consumers reopen before CONNACK (what they receive waits for it);
       // what the client left unacknowledged is handed back in order (storedDelivery.ts).
-      entry: emit({ type: "resume" }),
+      entry: [assign({ resumed: true }), emit({ type: "resume" })],
       on: {
         RESUMED: { target: "resumed" },
         DETACH: { target: "detaching", actions: assign({ expirySec: ({ event }) => event.expirySec }) },

@@ -111,6 +111,14 @@ describe("mqttSession machine", () => {
     ending.actor.send({ type: "REMOVED" });
     expect(ending.types()).toEqual(["claim", "load", "ready", "stop_delivery", "remove"]);
     expect(ending.actor.getSnapshot().value).toBe("ended");
+    // MQTT 5 3.1.2.11.2: resumed with expiry 0, the stored session ends with this connection.
+    const resumedForNow = claimed({ cleanStart: false, expirySec: 0 });
+    resumedForNow.actor.send({ type: "LOADED", found: { exists: true, expired: false } });
+    resumedForNow.actor.send({ type: "RESUMED" });
+    resumedForNow.actor.send({ type: "DETACH", expirySec: 0 });
+    resumedForNow.actor.send({ type: "REMOVED" });
+    expect(resumedForNow.types()).toEqual(["claim", "load", "resume", "ready", "stop_delivery", "remove"]);
+    expect(resumedForNow.actor.getSnapshot().value).toBe("ended");
     const clean = claimed({ cleanStart: true, expirySec: 0, nothingStored: true });
     clean.actor.send({ type: "DETACH", expirySec: 0 });
     expect(clean.types()).toEqual(["claim", "ready", "stop_delivery"]);

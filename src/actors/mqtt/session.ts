@@ -65,8 +65,17 @@ export class ClientSession {
   private epoch: string | undefined;
   /** What the connection had in flight when it ended (stopDelivery), for the detached record. */
   private leftInFlight: OutboundRecord | undefined;
-  /** The store holds this session while it lives (expiry > 0 at CONNECT). */
-  private readonly persistent: boolean;
+  /**
+   * Its subscriptions read the store (consumers): the session outlives the connection
+   * (expiry > 0 at CONNECT), or this connection resumed a stored session, whose queued
+   * messages it is owed even when it ends with the connection (expiry 0, MQTT 5 3.1.2.11.2).
+   */
+  private persistent: boolean;
+  /**
+   * The record follows the session while connected (SUBSCRIBE, QoS 2 state) only when
+   * another connection may resume it: a session resumed with expiry 0 is removed at its end.
+   */
+  private readonly kept: boolean;
 
   constructor(
     private readonly link: ClientLink,
@@ -77,9 +86,10 @@ export class ClientSession {
     onMovedOn: () => void,
   ) {
     this.persistent = expirySec > 0;
+    this.kept = expirySec > 0;
     this.deliveries = new Deliveries(link, deps.retained, receiveMaximum);
     this.writer = new SessionWriter(deps.store, link.account, link.clientId, onMovedOn);
-    this.inbound = new InboundState(() => (this.persistent ? this.saveConnected() : Promise.resolve()));
+    this.inbound = new InboundState(() => (this.kept ? this.saveConnected() : Promise.resolve()));
   }
 
   /** A session with nothing to resume: its consumers get names of their own. */
@@ -103,6 +113,7 @@ export class ClientSession {
    */
   async resume(loaded: LoadedSession): Promise<void> {
     const { session: stored, revision } = loaded;
+    this.persistent = true;
     this.epoch = stored.epoch;
     this.writer.revision = revision;
     this.inbound.restore(stored.inbound);
@@ -225,7 +236,7 @@ export class ClientSession {
       // [MQTT-3.3.1-9..11] retain handling 0: always, 1: only for a new subscription, 2: never.
       if (rh === 0 || (rh === 1 && f.isNew)) void this.deliveries.sendRetained(f.entry.sub);
     }
-    if (this.persistent) await this.saveConnected();
+    if (this.kept) await this.saveConnected();
   }
 
   async unsubscribe(p: IUnsubscribePacket): Promise<void> {
@@ -237,7 +248,7 @@ export class ClientSession {
       messageId: p.messageId,
       ...(this.link.version === 5 ? { granted: codes } : {}),
     } as Packet);
-    if (this.persistent) await this.saveConnected();
+    if (this.kept) await this.saveConnected();
   }
 
   /**
@@ -254,7 +265,7 @@ export class ClientSession {
     }
     if (affected.length === 0) return;
     this.deliveries.forgetPermissions();
-    if (this.persistent) void this.saveConnected();
+    if (this.kept) void this.saveConnected();
   }
 
   /** The connection ends: stop reading, and remember what the client had in flight. */

@@ -140,7 +140,8 @@ export class SessionActor implements Claimant {
         return this.settled(session.resume(this.loaded!), "RESUMED");
       case "ready":
         if (!e.sessionPresent) session.startFresh();
-        if (this.expirySec <= 0) return owner.sessionReady(e.sessionPresent);
+        // A session resumed with expiry 0 is in the store until this connection ends it: held here meanwhile.
+        if (this.expirySec <= 0 && !e.sessionPresent) return owner.sessionReady(false);
         // Marked held by this gateway before CONNACK: another gateway asks here first.
         return void session.takeRecord().then(() => owner.sessionReady(e.sessionPresent));
       case "refuse":

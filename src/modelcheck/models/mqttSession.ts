@@ -113,18 +113,27 @@ const sessionModel = (cleanStart: boolean, expirySec: number): Model => ({
     ),
     onlyAfter("delivery stops before the session is removed", "remove", (step) => emits(step, "stop_delivery")),
     // MQTT 5 3.14.2.2.2: the expiry the connection ends with decides (a DISCONNECT may change it).
+    // MQTT 5 3.1.2.11.2: a session resumed with expiry 0 was in the store and ends with its connection.
     invariant(
       "the session ends as its expiry at detach says: kept, removed, or never stored",
-      null as number | null,
-      (detachedWith, step) => {
-        const now =
-          step.event.type === "DETACH" && step.before?.status === "active" && detachedWith === null
+      { detachedWith: null as number | null, resumed: false, held: false, removed: false },
+      (m, step) => {
+        const detachedWith =
+          step.event.type === "DETACH" && step.before?.status === "active" && m.detachedWith === null
             ? (step.event as unknown as { expirySec: number }).expirySec
-            : detachedWith;
-        if (emits(step, "save_detached") && !(now !== null && now > 0)) return new Broken(`kept with expiry ${now}`);
-        if (emits(step, "remove") && !(now === 0 && expirySec > 0))
-          return new Broken(`removed (expiry ${now}, ${expirySec} at CONNECT)`);
-        return now;
+            : m.detachedWith;
+        const resumed = m.resumed || emits(step, "resume");
+        const removed = m.removed || emits(step, "remove");
+        const stored = expirySec > 0 || resumed;
+        // In the store by this connection's doing: resumed from it, or written at `ready`.
+        const held = m.held || emits(step, "resume") || (expirySec > 0 && emits(step, "ready"));
+        if (emits(step, "save_detached") && !(detachedWith !== null && detachedWith > 0))
+          return new Broken(`kept with expiry ${detachedWith}`);
+        if (emits(step, "remove") && !(detachedWith === 0 && stored))
+          return new Broken(`removed (expiry ${detachedWith}, ${expirySec} at CONNECT, resumed: ${resumed})`);
+        if (step.after.matches("ended" as never) && detachedWith === 0 && held && !removed)
+          return new Broken("a stored session ended with its connection but was left in the store");
+        return { detachedWith, resumed, held, removed };
       },
     ),
     atMost("refuses at most once", "refuse"),
