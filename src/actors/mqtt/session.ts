@@ -2,10 +2,10 @@ import type { ISubscribePacket, IUnsubscribePacket, Packet } from "mqtt-packet";
 import { Reason, SubackFailureV4 } from "../../protocol/mqttReasons.js";
 import type { AccountServices } from "../accountServices.js";
 import type { Bindings } from "../bindings.js";
-import { missingPermission } from "../client/missingPermission.js";
 import { type MessageStore, MSGS_PREFIX } from "../messageStore.js";
 import { flushAndSettle } from "../natsBridge.js";
 import { newUniqueId } from "../publishId.js";
+import type { ActorRegistry } from "../registry.js";
 import { Deliveries } from "./deliveries.js";
 import { InboundState } from "./inboundState.js";
 import type { ClientLink } from "./link.js";
@@ -14,7 +14,7 @@ import { tooManyLevels } from "./publishMapping.js";
 import type { RetainedMessages } from "./retained.js";
 import type { LoadedSession, OutboundRecord, SessionStore, StoredSession, StoredSubscription } from "./sessionStore.js";
 import { SessionWriter } from "./sessionWriter.js";
-import { StoredDelivery } from "./storedDelivery.js";
+import { StoredDelivery, StoreRefused } from "./storedDelivery.js";
 import { consumerDelivers, type StoredSource, storedSourceOf } from "./storedSource.js";
 import {
   type ActiveSubscription,
@@ -40,6 +40,8 @@ export interface SessionDeps {
   readonly retained: RetainedMessages;
   readonly store: SessionStore;
   readonly gatewayId: string;
+  /** Where the stored deliveries' machines are counted (mqgw_actors); none in unit tests. */
+  readonly registry?: ActorRegistry | undefined;
 }
 
 /**
@@ -372,7 +374,10 @@ export class ClientSession {
    * The durable consumer of a QoS 1/2 subscription on stored subjects. It reads with the
    * gateway's own user, so it starts only after NATS granted the client's subscription.
    * `resume`: the session was resumed, so the consumer hands back from its ack floor.
-   * Resolves to why it could not start (and whether the gateway user lacks a permission), else undefined.
+   * A store that does not answer is waited for (storedDelivery.ts): a resumed subscription
+   * keeps waiting; a new one is refused in its SUBACK, as nothing was promised to it yet
+   * (docs/decisions/mqtt-store.md). Resolves to why it could not start (and whether the
+   * gateway user lacks a permission), else undefined.
    */
   private async startStored(
     entry: Entry,
@@ -383,41 +388,56 @@ export class ClientSession {
     if (!source || !consumer || this.entries.get(sub.filter) !== entry) return undefined;
     const { stream } = source;
     const prefix = source.kind === "store" ? MSGS_PREFIX : "";
-    try {
+    const stored = StoredDelivery.start({
+      services: this.deps.services,
+      account: link.account,
+      stream,
+      name: consumer,
+      renamed: () => StoredDelivery.consumerName(link.account, link.clientId, sub.filter, this.epoch),
+      subjects: sub.subjects.map((s) => prefix + s),
+      maxAckPending: Math.min(link.settings.receiveMaximum, 65535),
+      inactiveMs: this.expirySec * 1000,
+      onMessage: (m, seq, d) => this.deliveries.deliverStored(sub, prefix, m, seq, d),
+      resume,
       // The MQTT store is made on first use, by a subscriber as well as a publisher.
-      if (source.kind === "store" && (await this.deps.messages.ensure(link.account)) === undefined)
-        throw new Error("no MQTT store in this account");
-      const stored = await StoredDelivery.open({
-        services: this.deps.services,
-        account: link.account,
-        stream,
-        name: consumer,
-        renamed: () => StoredDelivery.consumerName(link.account, link.clientId, sub.filter, this.epoch),
-        subjects: sub.subjects.map((s) => prefix + s),
-        maxAckPending: Math.min(link.settings.receiveMaximum, 65535),
-        inactiveMs: this.expirySec * 1000,
-        onMessage: (m, seq, d) => this.deliveries.deliverStored(sub, prefix, m, seq, d),
-        resume,
-        log: link.log,
-      });
-      // Closed meanwhile (UNSUBSCRIBE, the same filter subscribed again, the connection ending).
-      if (this.entries.get(sub.filter) === entry && sub.nats.length > 0) {
-        entry.stored = stored;
-        // A resume reads a consumer of its own: the record names it from now on.
-        entry.consumer = stored.name;
-      } else stored.stop();
+      prepare:
+        source.kind === "store"
+          ? async () => {
+              if ((await this.deps.messages.ensure(link.account)) === undefined)
+                throw new StoreRefused("no MQTT store in this account");
+            }
+          : undefined,
+      // A consumer made again later (the store came back, one was lost): the record names it.
+      onConsumer: (name) => {
+        if (this.entries.get(sub.filter) !== entry) return;
+        entry.consumer = name;
+        if (this.persistent) void this.saveConnected();
+      },
+      log: link.log.child({ filter: sub.filter }),
+      registry: this.deps.registry,
+    });
+    entry.stored = stored;
+    const outcome = await stored.first();
+    // Closed meanwhile (UNSUBSCRIBE, the same filter subscribed again, the connection ending).
+    if (this.entries.get(sub.filter) !== entry || sub.nats.length === 0) {
+      stored.stop();
       return undefined;
-    } catch (e) {
-      link.metrics.jetstreamError("mqtt", "consumer");
-      const message = (e as Error).message;
-      const missing = missingPermission(e);
-      const reason = missing ? `the gateway user may not ${missing.operation} ${missing.subject}` : message;
-      link.log.warn(
-        { filter: sub.filter, stream, err: message, ...(missing ? { missing_permission: missing } : {}) },
-        `stored delivery unavailable: ${reason}`,
-      );
-      return { reason, permission: missing !== undefined };
     }
+    entry.consumer = stored.name;
+    if (outcome.state === "reading" || (outcome.state === "waiting" && resume)) return undefined;
+    stored.stop();
+    entry.stored = undefined;
+    link.metrics.jetstreamError("mqtt", "consumer");
+    if (outcome.state === "waiting")
+      link.log.warn({ filter: sub.filter, stream, err: outcome.reason }, "stored delivery unavailable");
+    return { reason: outcome.reason, permission: outcome.state === "refused" && outcome.permission };
+  }
+
+  /** Subscriptions waiting for their store to answer (/clients, docs/operations.md). */
+  storedWaitingCount(): number {
+    let n = 0;
+    for (const e of this.entries.values()) if (e.stored?.waiting) n++;
+    return n;
   }
 
   private close(filter: string, removeConsumer: boolean): boolean {
