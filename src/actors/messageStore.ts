@@ -10,6 +10,7 @@ import { type MsgHdrs, PermissionViolationError } from "@nats-io/transport-node"
 import type { GatewayConfig } from "../config/schema.js";
 import type { Logger } from "../log.js";
 import type { AccountServices } from "./accountServices.js";
+import { publishPatiently, STORED_ANSWER_MS } from "./mqtt/patientPublish.js";
 import { StoredPublisher } from "./mqtt/storedPublish.js";
 
 /** A QoS 1/2 message on `<subject>` is kept in the MQTT store as `$MQG.msgs.<subject>`. */
@@ -49,7 +50,8 @@ export class MessageStore {
     private readonly services: AccountServices,
     private readonly config: () => GatewayConfig,
     private readonly log: Logger,
-    private readonly timeoutMs = 5_000,
+    /** How long a write may wait for the store's answer (patientPublish.ts). */
+    private readonly answerMs = STORED_ANSWER_MS,
   ) {}
 
   /** The stream's name in this config. */
@@ -99,7 +101,8 @@ export class MessageStore {
     headers: MsgHdrs,
   ): Promise<StoreOutcome> {
     try {
-      const ack = await publisher.publishWith(MSGS_PREFIX + subject, payload, headers, this.timeoutMs);
+      // Sent again while the store does not answer (a node lost, JetStream loading), within the bound.
+      const ack = await publishPatiently(publisher.nc, publisher, MSGS_PREFIX + subject, payload, headers, this.answerMs);
       return ack.duplicate ? "duplicate" : "stored";
     } catch (e) {
       // No stream took it: deleted since it was made. Made again for the next write; this one is refused.

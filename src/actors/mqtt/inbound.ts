@@ -9,13 +9,13 @@ import type { MessageStore } from "../messageStore.js";
 import { flushAndSettle } from "../natsBridge.js";
 import type { InboundState } from "./inboundState.js";
 import type { ClientLink } from "./link.js";
+import { publishPatiently } from "./patientPublish.js";
 import { PublishIdentities } from "./publishIdentities.js";
 import { type Mapped, PublishMapping } from "./publishMapping.js";
 import { ReceiveQuota } from "./receiveQuota.js";
 import type { RetainedMessages } from "./retained.js";
 import { AckInboxDenied, headerBlock, StoredPublisher } from "./storedPublish.js";
 
-const STORED_ACK_TIMEOUT_MS = 5_000;
 /** QoS 0 bytes a client may publish before the gateway waits for NATS to take them (docs/decisions/backpressure.md). */
 const QOS0_FLUSH_BYTES = 1024 * 1024;
 const NONE: ReadonlyArray<readonly [string, string]> = [];
@@ -178,7 +178,8 @@ export class InboundPublisher {
     try {
       if (stream) {
         // A raw publish with its reply on one shared inbox, not js.publish (docs/performance.md).
-        const ack = await StoredPublisher.of(nc).publishWith(subject, inbound.payload, h, STORED_ACK_TIMEOUT_MS);
+        // Sent again while the stream does not answer, up to STORED_ANSWER_MS (patientPublish.ts).
+        const ack = await publishPatiently(nc, StoredPublisher.of(nc), subject, inbound.payload, h);
         link.metrics.jsAckLatency.observe((performance.now() - started) / 1000);
         link.metrics.messageIn("mqtt", ack.duplicate ? "stored_duplicate" : "stored");
       } else {
