@@ -14,7 +14,7 @@ import { tooManyLevels } from "./publishMapping.js";
 import type { RetainedMessages } from "./retained.js";
 import type { LoadedSession, OutboundRecord, SessionStore, StoredSession, StoredSubscription } from "./sessionStore.js";
 import { SessionWriter } from "./sessionWriter.js";
-import { StoredDelivery, StoreRefused } from "./storedDelivery.js";
+import { StoredDelivery } from "./storedDelivery.js";
 import { consumerDelivers, type StoredSource, storedSourceOf } from "./storedSource.js";
 import {
   type ActiveSubscription,
@@ -69,6 +69,8 @@ export class ClientSession {
   private leftInFlight: OutboundRecord | undefined;
   /** The store holds this session while it lives (expiry > 0 at CONNECT). */
   private readonly persistent: boolean;
+  /** This connection wrote the record as its own (takeRecord, before CONNACK): later writes follow it. */
+  private recordTaken: Promise<void> | undefined;
 
   constructor(
     private readonly link: ClientLink,
@@ -133,15 +135,18 @@ export class ClientSession {
       const [main, ...parents] = e.sub.subjects;
       for (const p of parents) if (this.link.denied.subscribe.delete(p)) dropSubject(e.sub, p);
       if (main !== undefined && this.link.denied.subscribe.delete(main)) this.close(e.sub.filter, true);
-      else if (
-        (await this.startStored(
+      else {
+        // Not waited for: the consumer reads from the floor whenever it is made.
+        void this.startStored(
           e,
           resumed.has(e) ? (acked.get(e.sub.filter) ?? { floor: 0, above: [] }) : undefined,
-        )) !== undefined
-      ) {
-        // Nobody to tell now (no SUBACK on resume): the subscription goes on live, QoS 1/2 copies included.
-        this.close(e.sub.filter, false);
-        this.open(e.sub, true);
+          true,
+        ).then((refused) => {
+          if (refused === undefined || this.entries.get(e.sub.filter) !== e) return;
+          // Nobody to tell now (no SUBACK on resume): the subscription goes on live, QoS 1/2 copies included.
+          this.close(e.sub.filter, false);
+          this.open(e.sub, true);
+        });
       }
     }
   }
@@ -204,7 +209,7 @@ export class ClientSession {
     const unstored: string[] = [];
     for (const f of fresh) {
       if (granted[f.index] !== p.subscriptions[f.index]?.qos) continue;
-      const failed = await this.startStored(f.entry, undefined);
+      const failed = await this.startStored(f.entry, undefined, false);
       if (failed === undefined) continue;
       // QoS 1/2 on a stored subject is the stream's to deliver: without it, not granted (the SUBACK says why).
       this.close(f.entry.sub.filter, false);
@@ -278,7 +283,8 @@ export class ClientSession {
    */
   takeRecord(): Promise<void> {
     this.writer.revision = undefined;
-    return this.saveConnected();
+    this.recordTaken = this.saveConnected();
+    return this.recordTaken;
   }
 
   /** The session's record while the client is connected (at CONNACK, on SUBSCRIBE, for QoS 2 state). */
@@ -371,17 +377,16 @@ export class ClientSession {
   }
 
   /**
-   * The durable consumer of a QoS 1/2 subscription on stored subjects. It reads with the
-   * gateway's own user, so it starts only after NATS granted the client's subscription.
-   * `resume`: the session was resumed, so the consumer hands back from its ack floor.
-   * A store that does not answer is waited for (storedDelivery.ts): a resumed subscription
-   * keeps waiting; a new one is refused in its SUBACK, as nothing was promised to it yet
-   * (docs/decisions/mqtt-store.md). Resolves to why it could not start (and whether the
-   * gateway user lacks a permission), else undefined.
+   * The durable consumer of a QoS 1/2 subscription on stored subjects, read with the
+   * gateway's user, so only after NATS granted the client's subscription. `resume`: it hands
+   * back from the session's floor. A store that does not answer is waited for when `waits`
+   * (a resume); a SUBSCRIBE is refused in its SUBACK (docs/decisions/mqtt-store.md).
+   * Resolves to why it could not start (and whether the gateway user lacks a permission).
    */
   private async startStored(
     entry: Entry,
     resume: { floor: number; above: readonly number[] } | undefined,
+    waits: boolean,
   ): Promise<{ reason: string; permission: boolean } | undefined> {
     const { link } = this;
     const { sub, source, consumer } = entry;
@@ -399,19 +404,12 @@ export class ClientSession {
       inactiveMs: this.expirySec * 1000,
       onMessage: (m, seq, d) => this.deliveries.deliverStored(sub, prefix, m, seq, d),
       resume,
-      // The MQTT store is made on first use, by a subscriber as well as a publisher.
-      prepare:
-        source.kind === "store"
-          ? async () => {
-              if ((await this.deps.messages.ensure(link.account)) === undefined)
-                throw new StoreRefused("no MQTT store in this account");
-            }
-          : undefined,
-      // A consumer made again later (the store came back, one was lost): the record names it.
+      store: source.kind === "store" ? this.deps.messages : undefined,
+      // The record names the consumer read; before CONNACK, takeRecord writes it.
       onConsumer: (name) => {
         if (this.entries.get(sub.filter) !== entry) return;
         entry.consumer = name;
-        if (this.persistent) void this.saveConnected();
+        if (this.persistent && this.recordTaken) void this.saveConnected();
       },
       log: link.log.child({ filter: sub.filter }),
       registry: this.deps.registry,
@@ -424,7 +422,7 @@ export class ClientSession {
       return undefined;
     }
     entry.consumer = stored.name;
-    if (outcome.state === "reading" || (outcome.state === "waiting" && resume)) return undefined;
+    if (outcome.state === "reading" || (outcome.state === "waiting" && waits)) return undefined;
     stored.stop();
     entry.stored = undefined;
     link.metrics.jetstreamError("mqtt", "consumer");

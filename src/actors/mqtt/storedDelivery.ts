@@ -8,6 +8,7 @@ import type { AccountServices } from "../accountServices.js";
 import { ACK, settle } from "../client/jetStreamPull.js";
 import { missingPermission } from "../client/missingPermission.js";
 import { startChildMachine } from "../machineActor.js";
+import type { MessageStore } from "../messageStore.js";
 import type { ActorRegistry } from "../registry.js";
 import { PullWindow } from "./pullWindow.js";
 import type { StoredSubscription } from "./sessionStore.js";
@@ -57,9 +58,9 @@ export interface OpenOptions {
    * record has it; 0 when unknown), skipping what was acknowledged above it.
    */
   readonly resume?: { readonly floor: number; readonly above: readonly number[] } | undefined;
-  /** Run before each attempt (the MQTT store is made on first use); what it throws is a failed attempt. */
-  readonly prepare?: () => Promise<void>;
-  /** The consumer the subscription reads changed after the first attempt's outcome (the session's record names it). */
+  /** Reading the MQTT store: made on first use, by a subscriber as well as a publisher. */
+  readonly store?: MessageStore | undefined;
+  /** The consumer the subscription reads changed (the session's record names it). */
   readonly onConsumer?: (name: string) => void;
   readonly log?: Logger | undefined;
   readonly registry?: ActorRegistry | undefined;
@@ -166,6 +167,8 @@ export class StoredDelivery {
       case "reading":
         return this.decided({ state: "reading" });
       case "waiting":
+        // The first failure and then about once a minute: a storm of waiting sessions is not a storm of lines.
+        if (e.attempt !== 1 && e.attempt % 12 !== 0) return this.decided({ state: "waiting", reason: e.reason });
         this.o.log?.warn(
           { stream: this.o.stream, consumer: this.current, err: e.reason, attempt: e.attempt },
           "stored delivery waiting for its stream",
@@ -213,7 +216,8 @@ export class StoredDelivery {
   /** One attempt (the machine makes one at a time) to make or find this incarnation's consumer and read it. */
   private async attempt(): Promise<void> {
     try {
-      await this.o.prepare?.();
+      if (this.o.store && (await this.o.store.ensure(this.o.account)) === undefined)
+        throw new StoreRefused("no MQTT store in this account");
       const { jsm, lease } = await this.o.services.jetstream(this.o.account);
       if (!this.making) {
         // Only "not found" means no previous consumer: a timeout says nothing, and guessing
@@ -262,7 +266,7 @@ export class StoredDelivery {
       this.nc = lease.nc;
       if (making.name !== this.current) {
         this.current = making.name;
-        if (this.outcome) this.o.onConsumer?.(making.name);
+        this.o.onConsumer?.(making.name);
       }
       // Pulled with overlapping requests (pullWindow.ts) rather than `consume()`.
       this.window = new PullWindow(
