@@ -224,6 +224,31 @@ describe("a JetStream cluster node killed at each moment of a persistent subscri
     150_000,
   );
 
+  it("a consumer deleted under a reading subscriber is made again from the floor: nothing skipped, none left behind", async () => {
+    await healthy();
+    const clientId = "nl-lost";
+    const { client: sub, inbox } = await connectCollecting(gwA.port("mqtt"), persistent(clientId));
+    await sub.subscribeAsync("fleet/lost/+", { qos: 1 });
+    const pub = await connectMqtt(gwB.port("mqtt"), { protocolVersion: 5, clientId: "nl-lost-pub" });
+    for (let k = 1; k <= 20; k++) await pub.publishAsync("fleet/lost/a", `l${k}`, { qos: 1 });
+    await inbox.count(20, 15_000);
+    const names: string[] = [];
+    for await (const c of jsm.consumers.list("FLEET")) names.push(c.name);
+    expect(names).toHaveLength(1);
+    await jsm.consumers.delete("FLEET", names[0]!);
+    for (let k = 21; k <= 40; k++) await pub.publishAsync("fleet/lost/a", `l${k}`, { qos: 1 });
+    await pub.endAsync();
+    const seen = await inbox.count(40, 30_000);
+    expect([...new Set(seen.map((m) => m.payload.toString()))]).toEqual(
+      Array.from({ length: 40 }, (_, j) => `l${j + 1}`),
+    );
+    const now: string[] = [];
+    for await (const c of jsm.consumers.list("FLEET")) now.push(c.name);
+    expect(now).toHaveLength(1);
+    expect(now[0]).not.toBe(names[0]);
+    await endSession(sub, gwA, clientId);
+  }, 60_000);
+
   it("a subscription whose stream is gone waits (counted in /clients and the metrics), then delivers from the floor once it is back, nothing skipped", async () => {
     await healthy();
     const clientId = "nl-wait";

@@ -295,6 +295,8 @@ export class StoredDelivery {
   private lost(): void {
     this.takeover = { name: this.current, ask: false };
     this.making = undefined;
+    // Its successor starts at the floor: what the client acknowledged above it is not sent twice.
+    for (const seq of this.acknowledged().above) this.skip.add(seq);
   }
 
   private async retire(): Promise<void> {
