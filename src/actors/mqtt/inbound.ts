@@ -176,7 +176,8 @@ export class InboundPublisher {
     // One header block, Nats-Msg-Id included, for the client's publish and the store's copy.
     const h = headerBlock(pairs ?? NONE, msgId);
     let step: "client" | "store" = "client";
-    const order = (this.order ??= new PublishOrder());
+    this.order ??= new PublishOrder();
+    const order = this.order;
     // A publish on this subject is being sent again: this one goes after it (patientPublish.ts).
     for (let held = order.heldBy(subject); held; held = order.heldBy(subject)) await held;
     const turn = order.take(subject);
