@@ -15,6 +15,8 @@ export interface ClientHandle {
   natsServer(): string;
   /** MQTT subscriptions (filters) or AMQP receiving links: read at a metrics scrape. */
   subscriptions?(): number;
+  /** MQTT subscriptions whose stored delivery waits for its stream to answer (storedDelivery.ts). */
+  storedWaiting?(): number;
   /** The (shared) NATS connection the client rides; admin rebalance moves it. */
   natsConnection?(): NatsConnection;
   kick(): void;

@@ -10,6 +10,7 @@ import { type MsgHdrs, PermissionViolationError } from "@nats-io/transport-node"
 import type { GatewayConfig } from "../config/schema.js";
 import type { Logger } from "../log.js";
 import type { AccountServices } from "./accountServices.js";
+import { publishPatiently, STORED_ANSWER_MS, type Turn } from "./mqtt/patientPublish.js";
 import { StoredPublisher } from "./mqtt/storedPublish.js";
 
 /** A QoS 1/2 message on `<subject>` is kept in the MQTT store as `$MQG.msgs.<subject>`. */
@@ -49,7 +50,8 @@ export class MessageStore {
     private readonly services: AccountServices,
     private readonly config: () => GatewayConfig,
     private readonly log: Logger,
-    private readonly timeoutMs = 5_000,
+    /** How long a write may wait for the store's answer (patientPublish.ts). */
+    private readonly answerMs = STORED_ANSWER_MS,
   ) {}
 
   /** The stream's name in this config. */
@@ -67,12 +69,12 @@ export class MessageStore {
    * header block (Nats-Msg-Id included) of that publish. Fails when a store exists and did
    * not acknowledge the copy: the publish must then be refused (a session may need it).
    */
-  write(account: string, subject: string, payload: Uint8Array, headers: MsgHdrs): Promise<StoreOutcome> {
+  write(account: string, subject: string, payload: Uint8Array, headers: MsgHdrs, turn?: Turn): Promise<StoreOutcome> {
     this.followReload();
     if (!this.enabled()) return NO_STORE;
     const publisher = this.ready.get(account);
-    if (publisher) return this.send(account, publisher, subject, payload, headers);
-    return this.prepare(account).then((p) => (p ? this.send(account, p, subject, payload, headers) : "no_store"));
+    if (publisher) return this.send(account, publisher, subject, payload, headers, turn);
+    return this.prepare(account).then((p) => (p ? this.send(account, p, subject, payload, headers, turn) : "no_store"));
   }
 
   /** Makes sure the account's stream exists (a subscriber may come before any publish); its name, or undefined without a store. */
@@ -97,9 +99,19 @@ export class MessageStore {
     subject: string,
     payload: Uint8Array,
     headers: MsgHdrs,
+    turn: Turn | undefined,
   ): Promise<StoreOutcome> {
     try {
-      const ack = await publisher.publishWith(MSGS_PREFIX + subject, payload, headers, this.timeoutMs);
+      // Sent again while the store does not answer (a node lost, JetStream loading), within the bound.
+      const ack = await publishPatiently(
+        publisher.nc,
+        publisher,
+        MSGS_PREFIX + subject,
+        payload,
+        headers,
+        turn,
+        this.answerMs,
+      );
       return ack.duplicate ? "duplicate" : "stored";
     } catch (e) {
       // No stream took it: deleted since it was made. Made again for the next write; this one is refused.

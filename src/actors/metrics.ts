@@ -119,6 +119,13 @@ export class Metrics {
       readAtScrape("mqgw_subscriptions", "MQTT subscriptions (filters) and AMQP receiving links", ["protocol"], (set) => {
         for (const [protocol, n] of Object.entries(sources.subscriptions!())) set({ protocol }, n);
       });
+    if (sources.storedWaiting)
+      readAtScrape(
+        "mqgw_stored_waiting",
+        "MQTT subscriptions whose stored delivery waits for its stream to answer (JetStream timeout, leader election, node lost); they retry with backoff",
+        ["protocol"],
+        (set) => set({ protocol: "mqtt" }, sources.storedWaiting!()),
+      );
     if (sources.bytes) {
       // Node counts every socket's bytes itself; read at scrape, nothing is added per message.
       const bytes = sources.bytes;
@@ -199,6 +206,7 @@ export interface BuildInfo {
 /** What the gauges and byte counters read at each scrape, from where the gateway keeps it. */
 export interface ScrapeSources {
   readonly subscriptions?: () => Record<string, number>;
+  readonly storedWaiting?: () => number;
   readonly bytes?: () => Record<string, { read: number; written: number }>;
 }
 

@@ -57,6 +57,7 @@ const gateway = (initial: GatewayConfig, log: Logger, role: WorkerRole | undefin
     const registry = new ActorRegistry();
     const metrics = new Metrics(registry, { version: VERSION, id: config.id }, {
       subscriptions: () => subscriptionCounts(clients),
+      storedWaiting: () => storedWaitingCount(clients),
       bytes: () => gate.bytes(),
     });
     // Each worker's series keep apart when the primary merges them (workersHttp.ts).
@@ -147,6 +148,7 @@ const gateway = (initial: GatewayConfig, log: Logger, role: WorkerRole | undefin
         retained: new RetainedMessages(services),
         store: sessionStore,
         gatewayId: config.id,
+        registry,
       },
       metrics,
       log,
@@ -328,6 +330,12 @@ function subscriptionCounts(clients: ClientRegistry): Record<string, number> {
   const out = { mqtt: 0, amqp: 0 };
   for (const c of clients.all()) out[c.protocol] += c.subscriptions?.() ?? 0;
   return out;
+}
+
+function storedWaitingCount(clients: ClientRegistry): number {
+  let n = 0;
+  for (const c of clients.all()) n += c.storedWaiting?.() ?? 0;
+  return n;
 }
 
 function waitUntil(predicate: () => boolean, timeoutMs: number): Promise<void> {

@@ -12,9 +12,10 @@ import { mqttConnectionMachine } from "./mqttConnection.js";
 import { mqttSessionMachine } from "./mqttSession.js";
 import { natsConnectionMachine } from "./natsConnection.js";
 import { statechartsViewerMachine } from "./statechartsViewer.js";
+import { storedDeliveryMachine } from "./storedDelivery.js";
 
 /**
  * Every machine of the gateway, in one place: statecharts, metrics and the live page
  * read this list. A new actor type adds its machine here and nothing else changes.
  */
-export const machines = [gatewayMachine, embeddedNatsMachine, natsConnectionMachine, mqttConnectionMachine, mqttSessionMachine, adminConnectionMachine, adminKickMachine, adminRebalanceMachine, lameDuckMachine, amqpConnectionMachine, amqpSessionMachine, amqpSenderLinkMachine, amqpReceiverLinkMachine, jetStreamPullMachine, statechartsViewerMachine] as const;
+export const machines = [gatewayMachine, embeddedNatsMachine, natsConnectionMachine, mqttConnectionMachine, mqttSessionMachine, adminConnectionMachine, adminKickMachine, adminRebalanceMachine, lameDuckMachine, amqpConnectionMachine, amqpSessionMachine, amqpSenderLinkMachine, amqpReceiverLinkMachine, jetStreamPullMachine, storedDeliveryMachine, statechartsViewerMachine] as const;

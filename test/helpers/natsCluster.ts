@@ -11,6 +11,11 @@ export interface NatsClusterHandle {
   readonly urls: string;
   /** Stops one node (SIGKILL: a crash, not a lame-duck exit). */
   kill(name: string): Promise<void>;
+  /**
+   * Starts a killed node again on its port, routes and store; resolves once JetStream
+   * answers through it (the node has caught up with the meta group).
+   */
+  restart(name: string): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -38,8 +43,8 @@ ${options.extraConfig ?? ""}
   const started = await Promise.all(names.map((_, i) => startNatsServer({ config: config(i) })));
   const nodes: Record<string, NatsServerHandle> = Object.fromEntries(names.map((n, i) => [n, started[i]!]));
   // JetStream in a cluster answers only once the meta group has a leader every node knows of.
-  for (const node of started) {
-    await eventually(
+  const answers = (node: NatsServerHandle) =>
+    eventually(
       async () => {
         const nc = await connect({ servers: node.url });
         try {
@@ -53,10 +58,20 @@ ${options.extraConfig ?? ""}
       30_000,
       `JetStream on cluster node ${node.url}`,
     );
-  }
+  for (const node of started) await answers(node);
   return {
     nodes,
     urls: started.map((n) => n.url).join(","),
+    restart: async (name) => {
+      const i = names.indexOf(name);
+      const old = nodes[name];
+      if (i < 0 || !old) throw new Error(`no node ${name}`);
+      if (old.process.exitCode === null && old.process.signalCode === null) return;
+      const again = await startNatsServer({ config: config(i), port: old.port, storeDir: old.storeDir });
+      nodes[name] = again;
+      started[i] = again;
+      await answers(again);
+    },
     kill: async (name) => {
       const n = nodes[name];
       if (!n || n.process.exitCode !== null || n.process.signalCode !== null) return;

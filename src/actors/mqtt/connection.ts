@@ -169,6 +169,10 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
     return this.session?.subscriptionCount() ?? 0;
   }
 
+  storedWaitingCount(): number {
+    return this.session?.storedWaitingCount() ?? 0;
+  }
+
   wasServing(): boolean {
     return this.session !== undefined;
   }

@@ -18,7 +18,7 @@ export class MqttClientHandle implements ClientHandle {
     private readonly actor: {
       send(event: { type: "KICK" | "SHUTDOWN" } | { type: "TAKEN_OVER"; resumed?: boolean | undefined }): void;
     },
-    private readonly owner: { subscriptionCount(): number },
+    private readonly owner: { subscriptionCount(): number; storedWaitingCount(): number },
   ) {}
 
   /** A Date made when asked (admin lists): 80 bytes less per connection than keeping one. */
@@ -27,6 +27,9 @@ export class MqttClientHandle implements ClientHandle {
   }
   subscriptions(): number {
     return this.owner.subscriptionCount();
+  }
+  storedWaiting(): number {
+    return this.owner.storedWaitingCount();
   }
   natsServer(): string {
     return this.lease.server();

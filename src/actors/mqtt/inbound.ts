@@ -9,13 +9,13 @@ import type { MessageStore } from "../messageStore.js";
 import { flushAndSettle } from "../natsBridge.js";
 import type { InboundState } from "./inboundState.js";
 import type { ClientLink } from "./link.js";
+import { PublishOrder, publishPatiently, STORED_ANSWER_MS } from "./patientPublish.js";
 import { PublishIdentities } from "./publishIdentities.js";
 import { type Mapped, PublishMapping } from "./publishMapping.js";
 import { ReceiveQuota } from "./receiveQuota.js";
 import type { RetainedMessages } from "./retained.js";
 import { AckInboxDenied, headerBlock, StoredPublisher } from "./storedPublish.js";
 
-const STORED_ACK_TIMEOUT_MS = 5_000;
 /** QoS 0 bytes a client may publish before the gateway waits for NATS to take them (docs/decisions/backpressure.md). */
 const QOS0_FLUSH_BYTES = 1024 * 1024;
 const NONE: ReadonlyArray<readonly [string, string]> = [];
@@ -32,6 +32,8 @@ export class InboundPublisher {
   // Made on first use: an idle client needs none (docs/performance.md).
   private droppedLogged: Set<string> | undefined;
   private readonly ids: PublishIdentities;
+  /** Keeps stored publishes sent again in order per subject; made on first use. */
+  private order: PublishOrder | undefined;
   private readonly mapping: PublishMapping;
   /** QoS 0 bytes handed to NATS since the last flush, and whether a flush is under way. */
   private unflushed = 0;
@@ -103,7 +105,7 @@ export class InboundPublisher {
     const settled = new Promise<void>((resolve) => {
       this.drained = resolve;
       if (this.pending === 0) resolve();
-      setTimeout(resolve, 2 * STORED_ACK_TIMEOUT_MS).unref();
+      setTimeout(resolve, STORED_ANSWER_MS + 1_000).unref();
     });
     this.overQuota = settled.then(() =>
       this.link.protocolError(Reason.receiveMaximumExceeded, "receive maximum exceeded"),
@@ -207,11 +209,17 @@ export class InboundPublisher {
     // One header block, Nats-Msg-Id included, for the client's publish and the store's copy.
     const h = headerBlock(pairs ?? NONE, msgId);
     let step: "client" | "store" = "client";
+    this.order ??= new PublishOrder();
+    const order = this.order;
+    // A publish on this subject is being sent again: this one goes after it (patientPublish.ts).
+    for (let held = order.heldBy(subject); held; held = order.heldBy(subject)) await held;
+    const turn = order.take(subject);
     const started = performance.now();
     try {
       if (stream) {
         // A raw publish with its reply on one shared inbox, not js.publish (docs/performance.md).
-        const ack = await StoredPublisher.of(nc).publishWith(subject, inbound.payload, h, STORED_ACK_TIMEOUT_MS);
+        // Sent again while the stream does not answer, up to STORED_ANSWER_MS (patientPublish.ts).
+        const ack = await publishPatiently(nc, StoredPublisher.of(nc), subject, inbound.payload, h, turn);
         link.metrics.jsAckLatency.observe((performance.now() - started) / 1000);
         link.metrics.messageIn("mqtt", ack.duplicate ? "stored_duplicate" : "stored");
       } else {
@@ -220,7 +228,7 @@ export class InboundPublisher {
         await flushAndSettle(nc);
         if (link.denied.publish.delete(subject)) return this.notAuthorized(inbound, messageId, subject, isWill, msgId);
         step = "store";
-        const kept = await this.store.write(link.account, subject, inbound.payload, h);
+        const kept = await this.store.write(link.account, subject, inbound.payload, h, turn);
         if (kept !== "no_store") link.metrics.jsAckLatency.observe((performance.now() - started) / 1000);
         link.metrics.messageIn(
           "mqtt",
@@ -244,6 +252,8 @@ export class InboundPublisher {
       this.ids.unsettled(messageId);
       if (!isWill) this.refuse(inbound, messageId, Reason.unspecified, reason);
       return;
+    } finally {
+      turn.done();
     }
     if (stream && link.denied.publish.delete(subject))
       return this.notAuthorized(inbound, messageId, subject, isWill, msgId);

@@ -24,8 +24,9 @@ export class PullWindow implements PullReader {
     private readonly window: number,
     expiresMs: number,
     private readonly onMessage: (m: Msg) => void,
+    /** The consumer is gone (deleted, lost with a node): the stored delivery makes another from its floor. */
+    private readonly onGone: (reason: string) => void,
   ) {
-    // A consumer that looks gone may be JetStream restarting: the session's reader asks again.
     this.pull = new JetStreamPull({
       nc,
       stream,
@@ -33,8 +34,12 @@ export class PullWindow implements PullReader {
       reader: this,
       expiresMs,
       minBatch: Math.ceil(window / 2),
-      onGone: "retry",
+      onGone: "end",
     });
+  }
+
+  gone(reason: string): void {
+    this.onGone(reason);
   }
 
   start(): void {

@@ -2,10 +2,10 @@ import type { ISubscribePacket, IUnsubscribePacket, Packet } from "mqtt-packet";
 import { Reason, SubackFailureV4 } from "../../protocol/mqttReasons.js";
 import type { AccountServices } from "../accountServices.js";
 import type { Bindings } from "../bindings.js";
-import { missingPermission } from "../client/missingPermission.js";
 import { type MessageStore, MSGS_PREFIX } from "../messageStore.js";
 import { flushAndSettle } from "../natsBridge.js";
 import { newUniqueId } from "../publishId.js";
+import type { ActorRegistry } from "../registry.js";
 import { Deliveries } from "./deliveries.js";
 import { InboundState } from "./inboundState.js";
 import type { ClientLink } from "./link.js";
@@ -40,6 +40,8 @@ export interface SessionDeps {
   readonly retained: RetainedMessages;
   readonly store: SessionStore;
   readonly gatewayId: string;
+  /** Where the stored deliveries' machines are counted (mqgw_actors); none in unit tests. */
+  readonly registry?: ActorRegistry | undefined;
 }
 
 /**
@@ -76,6 +78,8 @@ export class ClientSession {
    * another connection may resume it: a session resumed with expiry 0 is removed at its end.
    */
   private readonly kept: boolean;
+  /** This connection wrote the record as its own (takeRecord, before CONNACK): later writes follow it. */
+  private recordTaken: Promise<void> | undefined;
 
   constructor(
     private readonly link: ClientLink,
@@ -142,15 +146,18 @@ export class ClientSession {
       const [main, ...parents] = e.sub.subjects;
       for (const p of parents) if (this.link.denied.subscribe.delete(p)) dropSubject(e.sub, p);
       if (main !== undefined && this.link.denied.subscribe.delete(main)) this.close(e.sub.filter, true);
-      else if (
-        (await this.startStored(
+      else {
+        // Not waited for: the consumer reads from the floor whenever it is made.
+        void this.startStored(
           e,
           resumed.has(e) ? (acked.get(e.sub.filter) ?? { floor: 0, above: [] }) : undefined,
-        )) !== undefined
-      ) {
-        // Nobody to tell now (no SUBACK on resume): the subscription goes on live, QoS 1/2 copies included.
-        this.close(e.sub.filter, false);
-        this.open(e.sub, true);
+          true,
+        ).then((refused) => {
+          if (refused === undefined || this.entries.get(e.sub.filter) !== e) return;
+          // Nobody to tell now (no SUBACK on resume): the subscription goes on live, QoS 1/2 copies included.
+          this.close(e.sub.filter, false);
+          this.open(e.sub, true);
+        });
       }
     }
   }
@@ -213,7 +220,7 @@ export class ClientSession {
     const unstored: string[] = [];
     for (const f of fresh) {
       if (granted[f.index] !== p.subscriptions[f.index]?.qos) continue;
-      const failed = await this.startStored(f.entry, undefined);
+      const failed = await this.startStored(f.entry, undefined, false);
       if (failed === undefined) continue;
       // QoS 1/2 on a stored subject is the stream's to deliver: without it, not granted (the SUBACK says why).
       this.close(f.entry.sub.filter, false);
@@ -287,7 +294,8 @@ export class ClientSession {
    */
   takeRecord(): Promise<void> {
     this.writer.revision = undefined;
-    return this.saveConnected();
+    this.recordTaken = this.saveConnected();
+    return this.recordTaken;
   }
 
   /** The session's record while the client is connected (at CONNACK, on SUBSCRIBE, for QoS 2 state). */
@@ -380,55 +388,65 @@ export class ClientSession {
   }
 
   /**
-   * The durable consumer of a QoS 1/2 subscription on stored subjects. It reads with the
-   * gateway's own user, so it starts only after NATS granted the client's subscription.
-   * `resume`: the session was resumed, so the consumer hands back from its ack floor.
-   * Resolves to why it could not start (and whether the gateway user lacks a permission), else undefined.
+   * The durable consumer of a QoS 1/2 subscription on stored subjects, read with the
+   * gateway's user, so only after NATS granted the client's subscription. `resume`: it hands
+   * back from the session's floor. A store that does not answer is waited for when `waits`
+   * (a resume); a SUBSCRIBE is refused in its SUBACK (docs/decisions/mqtt-store.md).
+   * Resolves to why it could not start (and whether the gateway user lacks a permission).
    */
   private async startStored(
     entry: Entry,
     resume: { floor: number; above: readonly number[] } | undefined,
+    waits: boolean,
   ): Promise<{ reason: string; permission: boolean } | undefined> {
     const { link } = this;
     const { sub, source, consumer } = entry;
     if (!source || !consumer || this.entries.get(sub.filter) !== entry) return undefined;
     const { stream } = source;
     const prefix = source.kind === "store" ? MSGS_PREFIX : "";
-    try {
-      // The MQTT store is made on first use, by a subscriber as well as a publisher.
-      if (source.kind === "store" && (await this.deps.messages.ensure(link.account)) === undefined)
-        throw new Error("no MQTT store in this account");
-      const stored = await StoredDelivery.open({
-        services: this.deps.services,
-        account: link.account,
-        stream,
-        name: consumer,
-        renamed: () => StoredDelivery.consumerName(link.account, link.clientId, sub.filter, this.epoch),
-        subjects: sub.subjects.map((s) => prefix + s),
-        maxAckPending: Math.min(link.settings.receiveMaximum, 65535),
-        inactiveMs: this.expirySec * 1000,
-        onMessage: (m, seq, d) => this.deliveries.deliverStored(sub, prefix, m, seq, d),
-        resume,
-        log: link.log,
-      });
-      // Closed meanwhile (UNSUBSCRIBE, the same filter subscribed again, the connection ending).
-      if (this.entries.get(sub.filter) === entry && sub.nats.length > 0) {
-        entry.stored = stored;
-        // A resume reads a consumer of its own: the record names it from now on.
-        entry.consumer = stored.name;
-      } else stored.stop();
+    const stored = StoredDelivery.start({
+      services: this.deps.services,
+      account: link.account,
+      stream,
+      name: consumer,
+      renamed: () => StoredDelivery.consumerName(link.account, link.clientId, sub.filter, this.epoch),
+      subjects: sub.subjects.map((s) => prefix + s),
+      maxAckPending: Math.min(link.settings.receiveMaximum, 65535),
+      inactiveMs: this.expirySec * 1000,
+      onMessage: (m, seq, d) => this.deliveries.deliverStored(sub, prefix, m, seq, d),
+      resume,
+      store: source.kind === "store" ? this.deps.messages : undefined,
+      // The record names the consumer read; before CONNACK, takeRecord writes it.
+      onConsumer: (name) => {
+        if (this.entries.get(sub.filter) !== entry) return;
+        entry.consumer = name;
+        if (this.kept && this.recordTaken) void this.saveConnected();
+      },
+      log: link.log.child({ filter: sub.filter }),
+      registry: this.deps.registry,
+    });
+    entry.stored = stored;
+    const outcome = await stored.first();
+    // Closed meanwhile (UNSUBSCRIBE, the same filter subscribed again, the connection ending).
+    if (this.entries.get(sub.filter) !== entry || sub.nats.length === 0) {
+      stored.stop();
       return undefined;
-    } catch (e) {
-      link.metrics.jetstreamError("mqtt", "consumer");
-      const message = (e as Error).message;
-      const missing = missingPermission(e);
-      const reason = missing ? `the gateway user may not ${missing.operation} ${missing.subject}` : message;
-      link.log.warn(
-        { filter: sub.filter, stream, err: message, ...(missing ? { missing_permission: missing } : {}) },
-        `stored delivery unavailable: ${reason}`,
-      );
-      return { reason, permission: missing !== undefined };
     }
+    entry.consumer = stored.name;
+    if (outcome.state === "reading" || (outcome.state === "waiting" && waits)) return undefined;
+    stored.stop();
+    entry.stored = undefined;
+    link.metrics.jetstreamError("mqtt", "consumer");
+    if (outcome.state === "waiting")
+      link.log.warn({ filter: sub.filter, stream, err: outcome.reason }, "stored delivery unavailable");
+    return { reason: outcome.reason, permission: outcome.state === "refused" && outcome.permission };
+  }
+
+  /** Subscriptions waiting for their store to answer (/clients, docs/operations.md). */
+  storedWaitingCount(): number {
+    let n = 0;
+    for (const e of this.entries.values()) if (e.stored?.waiting) n++;
+    return n;
   }
 
   private close(filter: string, removeConsumer: boolean): boolean {

@@ -1,10 +1,15 @@
 import { createHash, randomBytes } from "node:crypto";
-import { AckPolicy, DeliverPolicy } from "@nats-io/jetstream";
+import { AckPolicy, type ConsumerConfig, DeliverPolicy, JetStreamApiError } from "@nats-io/jetstream";
 import type { Msg, NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "../../log.js";
+import { type StoredDeliveryEmitted, storedDeliveryMachine } from "../../machines/storedDelivery.js";
 import { parseJsAckReply } from "../../protocol/jsAckReply.js";
 import type { AccountServices } from "../accountServices.js";
 import { ACK, settle } from "../client/jetStreamPull.js";
+import { missingPermission } from "../client/missingPermission.js";
+import { startChildMachine } from "../machineActor.js";
+import type { MessageStore } from "../messageStore.js";
+import type { ActorRegistry } from "../registry.js";
 import { PullWindow } from "./pullWindow.js";
 import type { StoredSubscription } from "./sessionStore.js";
 
@@ -24,6 +29,12 @@ import type { StoredSubscription } from "./sessionStore.js";
  * record keeps it) is acknowledged again without being sent, and what it held
  * unacknowledged goes out with its old packet id and DUP (outbound.ts). Works the same on
  * every nats-server 2.10+.
+ *
+ * The store may not answer (a node lost, a leader being elected): the storedDelivery
+ * machine then waits and asks again (machines/storedDelivery.ts), and a consumer lost
+ * while read is made again from the floor the same way. Every attempt of one incarnation
+ * makes the same consumer (name and start), so an attempt whose answer was lost but which
+ * the server carried out is taken as made, and no consumer is left behind.
  */
 // Pull requests of a few seconds: an idle consumer asks again this often.
 const PULL_EXPIRES_MS = 3_000;
@@ -34,7 +45,7 @@ export interface OpenOptions {
   readonly stream: string;
   /** The consumer to create (a fresh subscription), or to take over from (a resume). */
   readonly name: string;
-  /** A new name for the consumer a resume creates. */
+  /** A new name for each consumer a resume or a reopen creates. */
   readonly renamed: () => string;
   readonly subjects: readonly string[];
   readonly maxAckPending: number;
@@ -47,8 +58,29 @@ export interface OpenOptions {
    * record has it; 0 when unknown), skipping what was acknowledged above it.
    */
   readonly resume?: { readonly floor: number; readonly above: readonly number[] } | undefined;
+  /** Reading the MQTT store: made on first use, by a subscriber as well as a publisher. */
+  readonly store?: MessageStore | undefined;
+  /** The consumer the subscription reads changed (the session's record names it). */
+  readonly onConsumer?: (name: string) => void;
   readonly log?: Logger | undefined;
+  readonly registry?: ActorRegistry | undefined;
 }
+
+/** What the first attempt came to: reading, waiting for the store, or refused for good. */
+export type StoredOutcome =
+  | { readonly state: "reading" }
+  | { readonly state: "waiting"; readonly reason: string }
+  | { readonly state: "refused"; readonly reason: string; readonly permission: boolean };
+
+/** A failure waiting cannot cure: the subscription is refused, or goes on live only. */
+export class StoreRefused extends Error {}
+
+/** Waits after a failed attempt: 250 ms, doubling, at most 5 s, each jittered (machines/storedDelivery.ts). */
+export const RETRY_BACKOFF_MS = 250;
+export const RETRY_BACKOFF_MAX_MS = 5_000;
+
+/** 10014: consumer not found. */
+const CONSUMER_NOT_FOUND = 10014;
 
 export class StoredDelivery {
   /** What was received and not yet acknowledged, by stream sequence, in the order received. */
@@ -58,20 +90,34 @@ export class StoredDelivery {
   /** The highest sequence acknowledged so far (with the floor it started from). */
   private highestAcked: number;
   private readonly skip: Set<number>;
-  /** Reads the consumer until the session stops it. */
+  /** Reads the consumer while the machine is `reading`. */
   private window: PullWindow | undefined;
+  private nc: NatsConnection | undefined;
+  /** The consumer read now, or the one a resume takes over until its successor is made. */
+  private current: string;
+  /** A consumer to take over (a resume, a lost one): read its floor (`ask`), then retire it. */
+  private takeover: { readonly name: string; ask: boolean } | undefined;
+  /** The consumer the attempts of this incarnation make, once chosen: the same every attempt. */
+  private making: { readonly name: string; readonly config: Partial<ConsumerConfig> } | undefined;
+  /** Consumers of earlier incarnations still to delete. */
+  private readonly retiring = new Set<string>();
+  private outcome: StoredOutcome | undefined;
+  private readonly settled: Promise<StoredOutcome>;
+  private resolveFirst!: (o: StoredOutcome) => void;
+  private readonly machine: ReturnType<typeof startChildMachine<typeof storedDeliveryMachine>>;
 
-  private constructor(
-    private readonly nc: NatsConnection,
-    /** The consumer this delivery reads. */
-    readonly name: string,
-    private readonly maxAckPending: number,
-    private readonly onMessage: OpenOptions["onMessage"],
-    floor: number,
-    skip: readonly number[],
-  ) {
-    this.highestAcked = floor;
-    this.skip = new Set(skip);
+  private constructor(private readonly o: OpenOptions) {
+    this.current = o.name;
+    this.highestAcked = o.resume?.floor ?? 0;
+    this.skip = new Set(o.resume?.above ?? []);
+    this.takeover = o.resume ? { name: o.name, ask: true } : undefined;
+    this.settled = new Promise((resolve) => (this.resolveFirst = resolve));
+    this.machine = startChildMachine(storedDeliveryMachine, {
+      input: { backoffMs: RETRY_BACKOFF_MS, maxBackoffMs: RETRY_BACKOFF_MAX_MS },
+      registry: o.registry,
+      shared: true,
+      onEmit: (e) => this.command(e),
+    });
   }
 
   /**
@@ -93,72 +139,198 @@ export class StoredDelivery {
     return s.consumer ?? StoredDelivery.consumerName(account, clientId, s.subscription.topic, epoch);
   }
 
-  static async open(options: OpenOptions): Promise<StoredDelivery> {
-    const { jsm, lease } = await options.services.jetstream(options.account);
-    const config = {
-      ack_policy: AckPolicy.Explicit,
-      filter_subjects: [...options.subjects],
-      max_ack_pending: options.maxAckPending,
-      ack_wait: 30_000_000_000,
-      inactive_threshold: Math.max(60_000, options.inactiveMs) * 1_000_000,
-    };
-    let name = options.name;
-    let floor = 0;
-    if (options.resume) {
-      // The server's floor may lag the previous connection's last acks; the record's may be
-      // missing (a gateway that died wrote none): the higher of the two.
-      const previous = await jsm.consumers.info(options.stream, options.name).catch(() => undefined);
-      floor = Math.max(previous?.ack_floor.stream_seq ?? 0, options.resume.floor);
-      if (previous || floor > 0) {
-        name = options.renamed();
-        await jsm.consumers.add(options.stream, {
-          ...config,
-          durable_name: name,
-          deliver_policy: DeliverPolicy.StartSequence,
-          opt_start_seq: floor + 1,
-        });
-        if (previous) await jsm.consumers.delete(options.stream, options.name).catch(() => false);
-      } else
-        await jsm.consumers.add(options.stream, { ...config, durable_name: name, deliver_policy: DeliverPolicy.New });
-    } else {
-      await jsm.consumers.add(options.stream, { ...config, durable_name: name, deliver_policy: DeliverPolicy.New });
+  /** Starts reading; the first attempt's outcome is `first()`, later ones follow by themselves. */
+  static start(options: OpenOptions): StoredDelivery {
+    return new StoredDelivery(options);
+  }
+
+  /** How the first attempt ended (later attempts go on by themselves while waiting). */
+  first(): Promise<StoredOutcome> {
+    return this.settled;
+  }
+
+  /** The consumer the session's record names: the one read now (or still to take over). */
+  get name(): string {
+    return this.current;
+  }
+
+  /** Waiting for the store to answer. */
+  get waiting(): boolean {
+    const s = this.machine.actor.getSnapshot();
+    return s.status === "active" && s.hasTag("waiting");
+  }
+
+  private command(e: StoredDeliveryEmitted): void {
+    switch (e.type) {
+      case "open":
+        return void this.attempt();
+      case "reading":
+        return this.decided({ state: "reading" });
+      case "waiting":
+        // The first failure and then about once a minute: a storm of waiting sessions is not a storm of lines.
+        if (e.attempt !== 1 && e.attempt % 12 !== 0) return this.decided({ state: "waiting", reason: e.reason });
+        this.o.log?.warn(
+          { stream: this.o.stream, consumer: this.current, err: e.reason, attempt: e.attempt },
+          "stored delivery waiting for its stream",
+        );
+        return this.decided({ state: "waiting", reason: e.reason });
+      case "refused":
+        this.o.log?.warn({ stream: this.o.stream, err: e.reason }, `stored delivery unavailable: ${e.reason}`);
+        return this.decided({ state: "refused", reason: e.reason, permission: e.permission });
+      case "drop_reader":
+        this.window?.stop();
+        this.window = undefined;
+        return this.lost();
+      case "retire":
+        return void this.retire();
+      case "stop":
+        this.window?.stop();
+        this.window = undefined;
+        // A last try for what is still to delete; a consumer that stays is removed by the
+        // server after its inactive_threshold (the session's expiry).
+        if (this.retiring.size > 0) void this.retire();
+        return;
     }
-    const delivery = new StoredDelivery(
-      lease.nc,
-      name,
-      options.maxAckPending,
-      options.onMessage,
-      floor,
-      options.resume?.above ?? [],
-    );
-    // Pulled with overlapping requests (pullWindow.ts) rather than `consume()`.
-    const window = new PullWindow(
-      lease.nc,
-      options.stream,
-      name,
-      Math.min(options.maxAckPending, 256),
-      PULL_EXPIRES_MS,
-      (m) => delivery.received(m),
-    );
-    delivery.window = window;
-    window.start();
-    return delivery;
+  }
+
+  private decided(o: StoredOutcome): void {
+    if (this.outcome) return;
+    this.outcome = o;
+    this.resolveFirst(o);
+  }
+
+  private send(
+    e:
+      | { type: "OPENED" | "RETIRED" | "RETIRE_FAILED" | "RETIRE" | "STOP" }
+      | { type: "OPEN_FAILED"; reason: string; refused: boolean; permission: boolean }
+      | { type: "CONSUMER_LOST"; reason: string },
+  ): void {
+    if (this.machine.actor.getSnapshot().status === "active") this.machine.actor.send(e);
+  }
+
+  /** Stopped by the session: nothing more is read or made. */
+  private get ended(): boolean {
+    return this.machine.actor.getSnapshot().status !== "active";
+  }
+
+  /** One attempt (the machine makes one at a time) to make or find this incarnation's consumer and read it. */
+  private async attempt(): Promise<void> {
+    try {
+      if (this.o.store && (await this.o.store.ensure(this.o.account)) === undefined)
+        throw new StoreRefused("no MQTT store in this account");
+      const { jsm, lease } = await this.o.services.jetstream(this.o.account);
+      if (!this.making) {
+        // Only "not found" means no previous consumer: a timeout says nothing, and guessing
+        // would start at the stream's end and skip what the session has not read.
+        const previous = this.takeover?.ask
+          ? await jsm.consumers.info(this.o.stream, this.takeover.name).catch((e: unknown) => {
+              if (e instanceof JetStreamApiError && e.code === CONSUMER_NOT_FOUND) return null;
+              throw e;
+            })
+          : undefined;
+        // The server's floor may lag the previous connection's last acks; the record's may be
+        // missing (a gateway that died wrote none): the higher of the two.
+        const floor = Math.max(previous?.ack_floor.stream_seq ?? 0, this.acknowledged().floor);
+        if (floor > this.highestAcked && this.pending.size === 0) this.highestAcked = floor;
+        // A lost consumer (not asked about) is replaced too.
+        const found = previous !== null && this.takeover !== undefined;
+        const base = {
+          ack_policy: AckPolicy.Explicit,
+          filter_subjects: [...this.o.subjects],
+          max_ack_pending: this.o.maxAckPending,
+          ack_wait: 30_000_000_000,
+          inactive_threshold: Math.max(60_000, this.o.inactiveMs) * 1_000_000,
+        };
+        this.making =
+          this.takeover && (found || floor > 0)
+            ? {
+                name: this.o.renamed(),
+                config: { ...base, deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: floor + 1 },
+              }
+            : { name: this.current, config: { ...base, deliver_policy: DeliverPolicy.New } };
+      }
+      const making = this.making;
+      // The same name and configuration every attempt: one the server made already is answered as made.
+      await jsm.consumers.add(this.o.stream, { ...making.config, durable_name: making.name });
+      if (this.ended) {
+        // Made for a subscription that ended meanwhile: a successor the record does not name goes.
+        if (making.name !== this.current) {
+          this.retiring.add(making.name);
+          void this.retire();
+        }
+        return;
+      }
+      if (this.takeover && this.takeover.name !== making.name) this.retiring.add(this.takeover.name);
+      this.takeover = undefined;
+      this.making = undefined;
+      this.nc = lease.nc;
+      if (making.name !== this.current) {
+        this.current = making.name;
+        this.o.onConsumer?.(making.name);
+      }
+      // Pulled with overlapping requests (pullWindow.ts) rather than `consume()`.
+      this.window = new PullWindow(
+        lease.nc,
+        this.o.stream,
+        making.name,
+        Math.min(this.o.maxAckPending, 256),
+        PULL_EXPIRES_MS,
+        (m) => this.received(m),
+        (reason) => this.send({ type: "CONSUMER_LOST", reason }),
+      );
+      this.send({ type: "OPENED" });
+      this.window.start();
+      if (this.retiring.size > 0) this.send({ type: "RETIRE" });
+    } catch (e) {
+      const missing = missingPermission(e);
+      const reason = missing
+        ? `the gateway user may not ${missing.operation} ${missing.subject}`
+        : (e as Error).message || String(e);
+      const permission = missing !== undefined;
+      this.send({ type: "OPEN_FAILED", reason, permission, refused: permission || e instanceof StoreRefused });
+    }
+  }
+
+  /** The consumer read is gone: the next attempt makes another from the floor, and deletes this one. */
+  private lost(): void {
+    this.takeover = { name: this.current, ask: false };
+    this.making = undefined;
+    // Its successor starts at the floor: what the client acknowledged above it is not sent twice.
+    for (const seq of this.acknowledged().above) this.skip.add(seq);
+  }
+
+  private async retire(): Promise<void> {
+    try {
+      const { jsm } = await this.o.services.jetstream(this.o.account);
+      for (const name of [...this.retiring]) {
+        await jsm.consumers.delete(this.o.stream, name).catch((e: unknown) => {
+          if (!(e instanceof JetStreamApiError && e.code === CONSUMER_NOT_FOUND)) throw e;
+        });
+        this.retiring.delete(name);
+      }
+      this.send({ type: this.retiring.size === 0 ? "RETIRED" : "RETIRE_FAILED" });
+    } catch {
+      this.send({ type: "RETIRE_FAILED" });
+    }
   }
 
   private received(m: Msg): void {
     const seq = parseJsAckReply(m.reply)?.streamSeq;
     if (seq === undefined) return;
     // Stopped: left for the next connection's consumer, which reads on from the floor.
-    if (!this.window) return;
+    if (!this.window || this.ended) return;
     if (this.pending.has(seq)) {
-      // ack_wait ran out while the client holds it: MQTT sends nothing twice on one
-      // connection [MQTT-4.4.0-1]; the newest delivery's reply is the one to acknowledge.
+      // ack_wait ran out while the client holds it, or a reopened consumer hands it back:
+      // MQTT sends nothing twice on one connection [MQTT-4.4.0-1]; the newest delivery's
+      // reply is the one to acknowledge.
       this.pending.set(seq, m);
       return;
     }
     if (this.skip.delete(seq)) return this.settle(m, ACK);
+    // Below the floor: acknowledged already (a reopened consumer starts at the floor).
+    if (seq <= this.highestAcked && this.pending.size === 0) return this.settle(m, ACK);
     this.pending.set(seq, m);
-    this.onMessage(m, seq, this);
+    this.o.onMessage(m, seq, this);
   }
 
   /** The client took the message over (PUBACK / PUBREC), or it is not the client's to have. */
@@ -171,8 +343,11 @@ export class StoredDelivery {
     if (lowest !== undefined && lowest < seq) {
       this.ackedAbove.push(seq);
       // Below the lowest pending, a sequence is under the floor: a reset does not hand it back.
-      if (this.ackedAbove.length > 2 * this.maxAckPending) this.ackedAbove = this.ackedAbove.filter((s) => s > lowest);
+      if (this.ackedAbove.length > 2 * this.o.maxAckPending)
+        this.ackedAbove = this.ackedAbove.filter((s) => s > lowest);
     }
+    // Delivered by a consumer that was since replaced: its successor hands it back once more.
+    if (parseJsAckReply(m.reply)?.consumer !== this.current) this.skip.add(seq);
     this.settle(m, ACK);
   }
 
@@ -189,14 +364,15 @@ export class StoredDelivery {
 
   /** Stop reading: what the client still holds is read again by the next connection's consumer. */
   stop(): void {
-    const window = this.window;
-    this.window = undefined;
-    window?.stop();
+    if (this.ended) return;
+    this.decided({ state: "refused", reason: "stopped", permission: false });
+    this.send({ type: "STOP" });
+    this.machine.stop();
     this.pending.clear();
   }
 
   private settle(m: Msg, body: Uint8Array): void {
-    settle(this.nc, m.reply!, body);
+    if (this.nc) settle(this.nc, m.reply!, body);
   }
 
   static async remove(services: AccountServices, account: string, stream: string, name: string): Promise<void> {

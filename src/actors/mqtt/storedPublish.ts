@@ -105,7 +105,7 @@ export class StoredPublisher {
   private inbox: Promise<void> | "granted" | undefined;
   private sweeper: ReturnType<typeof setInterval> | undefined;
 
-  private constructor(private readonly nc: NatsConnection) {
+  private constructor(readonly nc: NatsConnection) {
     // _INBOX.MQGW.<id> on a client's connection: recognisably the gateway's (deliveryGuard.ts).
     this.prefix = `${inboxOf(nc)}.`;
     void this.watchDenials();

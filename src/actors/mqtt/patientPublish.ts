@@ -1,0 +1,123 @@
+import type { MsgHdrs, NatsConnection } from "@nats-io/transport-node";
+import type { StoredAck, StoredPublisher } from "./storedPublish.js";
+
+/**
+ * How long a stored QoS 1/2 publish may wait for its stream, from when the gateway read it
+ * to its answer (PUBACK/PUBREC, or the refusal: 0x80 with a reason, a close for 3.1.1).
+ * docs/decisions/faults.md: a node lost, a stream leader being elected, a nats-server whose
+ * JetStream is still loading after a restart all end well inside it.
+ */
+export const STORED_ANSWER_MS = 30_000;
+/** One request's wait for the stream's ack; a lost one is sent again (the same Nats-Msg-Id: stored once). */
+export const STORED_ATTEMPT_MS = 5_000;
+
+/**
+ * What a stream that is coming back answers: nothing within the attempt (a leader
+ * election, a request lost with a node) or, from a server that has JetStream (its INFO
+ * says so), "no responders" (JetStream still loading its streams after a restart). From a
+ * server without JetStream, "no responders" is the answer; so is anything else (a
+ * refusal, a JetStream error).
+ */
+function answersLater(e: unknown, nc: NatsConnection): boolean {
+  const message = (e as Error).message ?? "";
+  return message === "timeout" || (/no responders/.test(message) && nc.info?.jetstream === true);
+}
+
+/**
+ * The order of one client's stored publishes per subject (MQTT 4.6: delivered in the order
+ * the client sent them). A publish sent again lands in the stream after any later one that
+ * got there first, so only the latest publish on its subject is sent again, and later ones
+ * on that subject wait until it is answered; an earlier one whose successor is already out
+ * is refused instead (an answer that keeps the acknowledged ones in order).
+ */
+export class PublishOrder {
+  private readonly latest = new Map<string, number>();
+  private readonly held = new Map<string, Promise<void>>();
+  private next = 0;
+
+  /** A publish on `subject` being sent again, which a new one must wait for; usually none. */
+  heldBy(subject: string): Promise<void> | undefined {
+    return this.held.get(subject);
+  }
+
+  /** This publish goes out now: the latest on its subject. */
+  take(subject: string): Turn {
+    const ticket = ++this.next;
+    this.latest.set(subject, ticket);
+    return new Turn(this, subject, ticket);
+  }
+
+  isLatest(subject: string, ticket: number): boolean {
+    return this.latest.get(subject) === ticket;
+  }
+
+  hold(subject: string): () => void {
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    this.held.set(subject, gate);
+    return () => {
+      if (this.held.get(subject) === gate) this.held.delete(subject);
+      release();
+    };
+  }
+
+  done(subject: string, ticket: number): void {
+    if (this.latest.get(subject) === ticket) this.latest.delete(subject);
+  }
+}
+
+/** One publish's place in its subject's order. */
+export class Turn {
+  constructor(
+    private readonly order: PublishOrder,
+    private readonly subject: string,
+    private readonly ticket: number,
+  ) {}
+  /** Nothing was sent on the subject after it: sending it again cannot overtake anything. */
+  mayResend(): boolean {
+    return this.order.isLatest(this.subject, this.ticket);
+  }
+  /** New publishes on the subject wait until the returned release is called. */
+  hold(): () => void {
+    return this.order.hold(this.subject);
+  }
+  done(): void {
+    this.order.done(this.subject, this.ticket);
+  }
+}
+
+/**
+ * A stored publish sent again, with the same Nats-Msg-Id (the stream keeps it once),
+ * until the stream answers or `boundMs` has passed, as long as `turn` allows it (nothing
+ * later on its subject went out). Between sends after "no responders", a short pause
+ * (250 ms doubling, at most 2 s) so a loading JetStream is not flooded.
+ */
+export async function publishPatiently(
+  nc: NatsConnection,
+  publisher: StoredPublisher,
+  subject: string,
+  payload: Uint8Array,
+  headers: MsgHdrs,
+  turn: Turn | undefined,
+  boundMs = STORED_ANSWER_MS,
+): Promise<StoredAck> {
+  const deadline = Date.now() + boundMs;
+  let release: (() => void) | undefined;
+  try {
+    for (let attempt = 1; ; attempt++) {
+      const left = deadline - Date.now();
+      try {
+        return await publisher.publishWith(subject, payload, headers, Math.max(1, Math.min(STORED_ATTEMPT_MS, left)));
+      } catch (e) {
+        // Without a turn (AMQP's store copies) nothing is sent again: one wait, as before.
+        if (!answersLater(e, nc) || !turn || (!release && !turn.mayResend())) throw e;
+        const pause = (e as Error).message === "timeout" ? 0 : Math.min(250 * 2 ** (attempt - 1), 2_000);
+        if (deadline - Date.now() <= pause) throw e;
+        release ??= turn?.hold();
+        if (pause > 0) await new Promise((resolve) => setTimeout(resolve, pause));
+      }
+    }
+  } finally {
+    release?.();
+  }
+}

@@ -1,0 +1,160 @@
+import { assign, emit, setup } from "xstate";
+
+/**
+ * The stored part of one QoS 1/2 subscription of a persistent MQTT session: the durable
+ * consumer it reads (docs/decisions/mqtt-store.md). Reading the store can fail for a
+ * while (a JetStream timeout, no responders, a leader election, a consumer lost with a
+ * node, the consumer limit): the subscription then waits, and asks again after a bounded,
+ * jittered backoff, for as long as it lives, while its live (QoS 0) messages keep
+ * flowing. When the store answers it reads from the session's floor, so nothing
+ * acknowledged to a publisher is skipped. Only a refusal that waiting cannot cure (the
+ * gateway user may not read it, no MQTT store configured) ends it.
+ *
+ * Each (re)open makes a consumer of its own; the ones it replaces are deleted, and that
+ * is retried the same way, so none is left behind while the subscription lives.
+ */
+export type StoredDeliveryEvent =
+  | { type: "OPENED" }
+  /** `refused`: no wait can help (`permission`: the gateway user may not read it; configuration). */
+  | { type: "OPEN_FAILED"; reason: string; refused: boolean; permission: boolean }
+  /** The consumer it read is gone (deleted, lost with a node): read again from the floor. */
+  | { type: "CONSUMER_LOST"; reason: string }
+  /** Consumers of earlier incarnations are waiting to be deleted. */
+  | { type: "RETIRE" }
+  | { type: "RETIRED" }
+  | { type: "RETIRE_FAILED" }
+  | { type: "STOP" };
+
+export type StoredDeliveryEmitted =
+  /** Open (or reopen) the consumer from the session's floor; answer OPENED or OPEN_FAILED. */
+  | { type: "open" }
+  | { type: "waiting"; reason: string; attempt: number }
+  | { type: "refused"; reason: string; permission: boolean }
+  | { type: "reading" }
+  /** Stop reading the consumer that is gone (its pulls), keeping what the client holds. */
+  | { type: "drop_reader" }
+  /** Delete the consumers retired so far; answer RETIRED (all gone) or RETIRE_FAILED. */
+  | { type: "retire" }
+  | { type: "stop" };
+
+export interface StoredDeliveryInput {
+  /** The first wait after a failure; each further one doubles, up to `maxBackoffMs`. */
+  readonly backoffMs: number;
+  readonly maxBackoffMs: number;
+  /** 0 <= random() < 1: each wait is between half and all of its step (jitter). */
+  readonly random?: () => number;
+}
+
+interface Context extends StoredDeliveryInput {
+  attempt: number;
+  retireAttempt: number;
+  reason: string;
+}
+
+/** The n-th wait (n from 1): doubling steps up to the cap, each jittered down by up to half. */
+export function backoff(context: StoredDeliveryInput, n: number): number {
+  const step = Math.min(context.maxBackoffMs, context.backoffMs * 2 ** Math.min(n - 1, 20));
+  return Math.round(step * (0.5 + 0.5 * (context.random ?? Math.random)()));
+}
+
+export const storedDeliveryMachine = setup({
+  types: {
+    context: {} as Context,
+    events: {} as StoredDeliveryEvent,
+    emitted: {} as StoredDeliveryEmitted,
+    input: {} as StoredDeliveryInput,
+  },
+  delays: {
+    retry: ({ context }) => backoff(context, context.attempt),
+    retryRetire: ({ context }) => backoff(context, context.retireAttempt),
+  },
+}).createMachine({
+  id: "storedDelivery",
+  context: ({ input }) => ({ ...input, attempt: 0, retireAttempt: 0, reason: "" }),
+  initial: "active",
+  states: {
+    active: {
+      type: "parallel",
+      on: { STOP: { target: "stopped" } },
+      states: {
+        read: {
+          initial: "opening",
+          states: {
+            opening: {
+              entry: emit({ type: "open" }),
+              on: {
+                OPENED: { target: "reading", actions: assign({ attempt: 0, reason: "" }) },
+                OPEN_FAILED: [
+                  {
+                    guard: ({ event }) => event.refused,
+                    target: "refused",
+                    actions: emit(({ event }) => ({
+                      type: "refused" as const,
+                      reason: event.reason,
+                      permission: event.permission,
+                    })),
+                  },
+                  {
+                    target: "waiting",
+                    actions: [
+                      assign({ attempt: ({ context }) => context.attempt + 1, reason: ({ event }) => event.reason }),
+                      emit(({ context, event }) => ({
+                        type: "waiting" as const,
+                        reason: event.reason,
+                        attempt: context.attempt,
+                      })),
+                    ],
+                  },
+                ],
+              },
+            },
+            // The store did not answer: asked again after the backoff; live messages still flow.
+            waiting: {
+              tags: ["waiting"],
+              after: { retry: { target: "opening" } },
+            },
+            reading: {
+              entry: emit({ type: "reading" }),
+              on: {
+                CONSUMER_LOST: {
+                  target: "waiting",
+                  actions: [
+                    assign({ attempt: 1, reason: ({ event }) => event.reason }),
+                    emit({ type: "drop_reader" }),
+                    emit(({ event }) => ({ type: "waiting" as const, reason: event.reason, attempt: 1 })),
+                  ],
+                },
+              },
+            },
+            // The subscription goes on live only (a resume) or is refused (a SUBSCRIBE).
+            refused: { type: "final" },
+          },
+        },
+        // Consumers of earlier incarnations: deleted, and tried again until they are.
+        retire: {
+          initial: "idle",
+          states: {
+            idle: { on: { RETIRE: { target: "deleting" } } },
+            deleting: {
+              entry: emit({ type: "retire" }),
+              on: {
+                RETIRED: { target: "idle", actions: assign({ retireAttempt: 0 }) },
+                RETIRE_FAILED: {
+                  target: "backingOff",
+                  actions: assign({ retireAttempt: ({ context }) => context.retireAttempt + 1 }),
+                },
+              },
+            },
+            backingOff: {
+              after: { retryRetire: { target: "deleting" } },
+            },
+          },
+        },
+      },
+    },
+    stopped: {
+      type: "final",
+      entry: emit({ type: "stop" }),
+    },
+  },
+});

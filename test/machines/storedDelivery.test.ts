@@ -1,0 +1,85 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { backoff, storedDeliveryMachine } from "../../src/machines/storedDelivery.js";
+import { drive } from "./emitted.js";
+
+const input = { backoffMs: 250, maxBackoffMs: 5_000 };
+const failed = (reason = "timeout") => ({ type: "OPEN_FAILED" as const, reason, refused: false, permission: false });
+
+describe("storedDelivery machine", () => {
+  beforeEach(() => void vi.useFakeTimers());
+  afterEach(() => void vi.useRealTimers());
+
+  it("waits between attempts, 250 ms doubling to 5 s, each jittered down by at most half", () => {
+    const steps = [1, 2, 3, 4, 5, 6, 7, 30].map((n) => [
+      backoff({ ...input, random: () => 0 }, n),
+      backoff({ ...input, random: () => 0.999999 }, n),
+    ]);
+    expect(steps).toEqual([
+      [125, 250],
+      [250, 500],
+      [500, 1000],
+      [1000, 2000],
+      [2000, 4000],
+      [2500, 5000],
+      [2500, 5000],
+      [2500, 5000],
+    ]);
+  });
+
+  it("a failed open waits and asks again, as often as it fails, and reads once it succeeds", () => {
+    const d = drive(storedDeliveryMachine, { ...input, random: () => 0.999999 });
+    expect(d.types()).toEqual(["open"]);
+    for (let i = 1; i <= 8; i++) {
+      d.actor.send(failed());
+      expect(d.actor.getSnapshot().hasTag("waiting")).toBe(true);
+      vi.advanceTimersByTime(backoff({ ...input, random: () => 0.999999 }, i) - 1);
+      expect(d.types().filter((t) => t === "open")).toHaveLength(i);
+      vi.advanceTimersByTime(1);
+      expect(d.types().filter((t) => t === "open")).toHaveLength(i + 1);
+    }
+    d.actor.send({ type: "OPENED" });
+    expect(d.types().at(-1)).toBe("reading");
+    expect(d.actor.getSnapshot().hasTag("waiting")).toBe(false);
+  });
+
+  it("a consumer lost while read: the reader goes, and the open is asked again after a short wait", () => {
+    const d = drive(storedDeliveryMachine, { ...input, random: () => 0 });
+    d.actor.send({ type: "OPENED" });
+    d.actor.send({ type: "CONSUMER_LOST", reason: "409 consumer deleted" });
+    expect(d.types().slice(-2)).toEqual(["drop_reader", "waiting"]);
+    vi.advanceTimersByTime(125);
+    expect(d.types().at(-1)).toBe("open");
+  });
+
+  it("only a refusal no wait can cure ends it", () => {
+    const d = drive(storedDeliveryMachine, input);
+    d.actor.send({
+      type: "OPEN_FAILED",
+      reason: "the gateway user may not subscribe to x",
+      refused: true,
+      permission: true,
+    });
+    expect(d.emitted.at(-1)).toEqual({
+      type: "refused",
+      reason: "the gateway user may not subscribe to x",
+      permission: true,
+    });
+    vi.advanceTimersByTime(60_000);
+    expect(d.types().filter((t) => t === "open")).toHaveLength(1);
+  });
+
+  it("replaced consumers are deleted, again after a wait when deleting fails, and stopping ends every wait", () => {
+    const d = drive(storedDeliveryMachine, { ...input, random: () => 0 });
+    d.actor.send({ type: "OPENED" });
+    d.actor.send({ type: "RETIRE" });
+    d.actor.send({ type: "RETIRE_FAILED" });
+    vi.advanceTimersByTime(125);
+    expect(d.types().filter((t) => t === "retire")).toHaveLength(2);
+    d.actor.send({ type: "RETIRED" });
+    d.actor.send(failed());
+    d.actor.send({ type: "STOP" });
+    expect(d.types().at(-1)).toBe("stop");
+    vi.advanceTimersByTime(60_000);
+    expect(d.types().at(-1)).toBe("stop");
+  });
+});
