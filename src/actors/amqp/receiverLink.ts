@@ -14,6 +14,7 @@ import {
   creditOf,
   linkNameOf,
   nextPendingDeliveryOf,
+  peerTerminus,
   sendableCount,
   setLocalAttach,
   unsentTransfers,
@@ -294,7 +295,7 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
         // The terminus the gateway keeps: unsettled-state, never expiring (part 3, 3.5.5).
         ...(this.durable ? { durable: 2, expiry_policy: "never" } : {}),
       },
-      target: (this.link.target as unknown as Record<string, unknown> | null) ?? {},
+      target: peerTerminus(this.link, "target"),
       // What the gateway will do, which for a mixed request is its own choice.
       sndSettleMode: this.sndSettleMode,
       rcvSettleMode: 0,
@@ -310,7 +311,7 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
     // Every refused attach is counted here, whatever refused it (the address, the limits, a fault meanwhile).
     this.ctx.metrics.refused("amqp", error.condition.replace(/^amqp:/, ""));
     // Part 2, 2.6.3: an attach with a null source, then a detach that says why.
-    setLocalAttach(this.link, { target: (this.link.target as unknown as Record<string, unknown> | null) ?? {} });
+    setLocalAttach(this.link, { target: peerTerminus(this.link, "target") });
     this.link.open();
     this.link.close(error);
   }
