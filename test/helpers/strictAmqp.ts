@@ -253,8 +253,13 @@ export class StrictAmqpStream {
   private readonly partial = new Map<string, Buffer[]>();
   frames = 0;
 
-  /** `seen` is told each performative read (its code and fields), once it passed. */
-  constructor(private readonly seen?: (code: number, fields: Value[]) => void) {}
+  /** Told each performative read (its code and fields), once it passed. */
+  private readonly seen: ((code: number, fields: Value[]) => void) | undefined;
+
+  // No parameter properties: the tap's worker runs this file with Node's own type stripping.
+  constructor(seen?: (code: number, fields: Value[]) => void) {
+    this.seen = seen;
+  }
 
   push(chunk: Buffer): void {
     this.buffered = this.buffered.length === 0 ? chunk : Buffer.concat([this.buffered, chunk]);

@@ -19,10 +19,12 @@ import {
   setLocalAttach,
   unsentTransfers,
 } from "../../vendor/rhea.js";
+import { holdReadGrant } from "../client/readGrant.js";
+import type { NatsLease } from "../natsBridge.js";
 import type { LinkContext } from "./context.js";
 import { coreFeed } from "./coreFeed.js";
 import { findDurable, openDurable } from "./durable.js";
-import type { Feed, FeedSink, Outcome, Pending } from "./feed.js";
+import { type Feed, type FeedSink, grantedFeed, type Outcome, type Pending, unauthorizedRead } from "./feed.js";
 import { jetStreamFeed } from "./jsFeed.js";
 import type { LinkEdge } from "./linkActor.js";
 import { detachedByClient, failLink, sendIfActive } from "./linkActor.js";
@@ -242,6 +244,27 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
   private async openFeed(plan: SourcePlan): Promise<Feed> {
     const { nc } = this.ctx.lease;
     if (plan.kind === "core") return coreFeed(nc, plan.subject, this);
+    // The JetStream API reads a stream whatever the subject: the client's permission to
+    // read it is held, and withdrawn, where NATS judges it (readGrant.ts).
+    let refused: string | undefined;
+    let judged = false;
+    const grant = holdReadGrant(nc, plan.subject, (message) => {
+      if (judged) this.fault(unauthorizedRead(plan.subject, message));
+      else refused = message;
+    });
+    try {
+      // NATS answers a refused SUB before the PONG: no consumer is made for a reader it refuses.
+      await nc.flush().catch(() => {});
+      judged = true;
+      if (refused !== undefined) throw unauthorizedRead(plan.subject, refused);
+      return grantedFeed(await this.openStoredFeed(plan, nc), grant);
+    } catch (e) {
+      grant.release();
+      throw e;
+    }
+  }
+
+  private async openStoredFeed(plan: Exclude<SourcePlan, { kind: "core" }>, nc: NatsLease["nc"]): Promise<Feed> {
     const jsm = await this.ctx.jsm().catch((e: Error) => {
       throw {
         condition: "amqp:internal-error",
