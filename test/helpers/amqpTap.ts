@@ -18,9 +18,12 @@ export interface AmqpTap {
 
 export async function startAmqpTap(gatewayPort: number): Promise<AmqpTap> {
   const worker = new Worker(new URL("./amqpTapWorker.ts", import.meta.url), { workerData: { gatewayPort } });
+  // A gateway killed without stop() leaves its tap behind: it must not hold the test process.
+  worker.unref();
   const violations: string[] = [];
   let frames = 0;
   let closed: (() => void) | undefined;
+  let closing: Promise<void> | undefined;
   const port = await new Promise<number>((resolve, reject) => {
     worker.once("error", reject);
     worker.on("message", (r: TapReport) => {
@@ -34,13 +37,17 @@ export async function startAmqpTap(gatewayPort: number): Promise<AmqpTap> {
     port,
     violations,
     frames: () => frames,
-    close: async () => {
-      const done = new Promise<void>((resolve) => {
-        closed = resolve;
-      });
-      worker.postMessage({ kind: "close" });
-      await done;
-      await worker.terminate();
+    // Once, however often the gateway handle is stopped.
+    close: () => {
+      closing ??= (async () => {
+        const done = new Promise<void>((resolve) => {
+          closed = resolve;
+        });
+        worker.postMessage({ kind: "close" });
+        await done;
+        await worker.terminate();
+      })();
+      return closing;
     },
   };
 }

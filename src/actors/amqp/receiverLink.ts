@@ -246,17 +246,17 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
     if (plan.kind === "core") return coreFeed(nc, plan.subject, this);
     // The JetStream API reads a stream whatever the subject: the client's permission to
     // read it is held, and withdrawn, where NATS judges it (readGrant.ts).
-    let refused: string | undefined;
-    let judged = false;
+    // Until the flush, a refusal is the attach's; after it, a withdrawal ends the link.
+    let verdict = { kind: "asking" } as { kind: "asking" | "granted" } | { kind: "refused"; message: string };
     const grant = holdReadGrant(nc, plan.subject, (message) => {
-      if (judged) this.fault(unauthorizedRead(plan.subject, message));
-      else refused = message;
+      if (verdict.kind === "granted") this.fault(unauthorizedRead(plan.subject, message));
+      else verdict = { kind: "refused", message };
     });
     try {
       // NATS answers a refused SUB before the PONG: no consumer is made for a reader it refuses.
       await nc.flush().catch(() => {});
-      judged = true;
-      if (refused !== undefined) throw unauthorizedRead(plan.subject, refused);
+      if (verdict.kind === "refused") throw unauthorizedRead(plan.subject, verdict.message);
+      verdict = { kind: "granted" };
       return grantedFeed(await this.openStoredFeed(plan, nc), grant);
     } catch (e) {
       grant.release();
