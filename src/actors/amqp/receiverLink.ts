@@ -245,8 +245,8 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
     const { nc } = this.ctx.lease;
     if (plan.kind === "core") return coreFeed(nc, plan.subject, this);
     // The JetStream API reads a stream whatever the subject: the client's permission to
-    // read it is held, and withdrawn, where NATS judges it (readGrant.ts).
-    // Until the flush, a refusal is the attach's; after it, a withdrawal ends the link.
+    // read it is held, and withdrawn, where NATS judges it (readGrant.ts). Until the
+    // flush, a refusal is the attach's; after it, a withdrawal ends the link.
     let verdict = { kind: "asking" } as { kind: "asking" | "granted" } | { kind: "refused"; message: string };
     const grant = holdReadGrant(nc, plan.subject, (message) => {
       if (verdict.kind === "granted") this.fault(unauthorizedRead(plan.subject, message));
