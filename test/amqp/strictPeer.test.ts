@@ -12,6 +12,7 @@ import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
 import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
 import { eventually } from "../helpers/poll.js";
 import { COMPOSITE_FIELDS, readValue, StrictAmqpError, StrictAmqpStream, type Value } from "../helpers/strictAmqp.js";
+import { AmqpClient } from "./rheaClient.js";
 
 // -- AMQP values as go-amqp writes them (internal/encoding/encode.go) --------------------
 
@@ -163,5 +164,16 @@ describe("go-amqp's attach bytes (issue 22, item 5)", () => {
     expect(count(toSender[5])).toBeLessThanOrEqual(11);
     expect(count(toReceiver[6])).toBeGreaterThanOrEqual(0);
     expect(count(toReceiver[6])).toBeLessThanOrEqual(7);
+  });
+
+  it("every test's clients reach the gateway through the strict tap, which reads what the gateway writes", async () => {
+    const before = gw.amqpTap!.frames();
+    const c = await AmqpClient.open(gw.port("amqp"));
+    await c.receiver({ source: { address: "strict.tapped" } });
+    await c.sender({ target: { address: "strict.tapped" } });
+    await c.close();
+    // open, begin, two attaches, a flow, end and close at least, none refused.
+    await eventually(() => (gw.amqpTap!.frames() - before >= 6 ? true : undefined));
+    expect(gw.amqpTap!.violations).toEqual([]);
   });
 });
