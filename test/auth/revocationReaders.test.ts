@@ -43,6 +43,7 @@ describe("revocation for every reader (issue 22, item 7)", () => {
     const jsm = await jetstreamManager(ops);
     await jsm.streams.add({ name: "ORDERS", subjects: ["orders.>"] });
     await jsm.streams.add({ name: "QS", subjects: ["q.>"] });
+    await jsm.streams.add({ name: "WILD", subjects: ["wild.>"] });
     // The operator's queue for dave's AMQP reader: a pull consumer inside its address.
     await jsm.consumers.add("QS", { durable_name: "WORK", ack_policy: AckPolicy.Explicit, filter_subject: "q.amqp.>" });
     gw = await startGateway({
@@ -53,6 +54,7 @@ describe("revocation for every reader (issue 22, item 7)", () => {
         bindings: [
           { stream: "ORDERS", account: "APP" },
           { stream: "QS", account: "APP" },
+          { stream: "WILD", account: "APP" },
         ],
         log: { level: "info", format: "json" },
       },
@@ -177,6 +179,32 @@ describe("revocation for every reader (issue 22, item 7)", () => {
       });
     }
     expect((await jsm.streams.info("ORDERS")).state.consumer_count).toBe(consumersBefore);
+    await amqp.close();
+  });
+
+  it("a deny list grown under a granted wildcard: an AMQP link read from a stream stops getting the denied subjects, the rest flows", async () => {
+    await nats.reload(users(`{ allow: ["wild.>", "_INBOX.>"] }`));
+    const js = jetstream(ops);
+    const amqp = await AmqpClient.open(gw.port("amqp"), { username: "dave", password: "dave" });
+    const rx = await amqp.receiver({ source: { address: "wild.>" } });
+    const got = collect(rx);
+    await js.publish("wild.secret.a", "before");
+    expect(bodyText((await got.next()).message)).toBe("before");
+    let detach: unknown;
+    rx.once("receiver_close", () => {
+      detach = rx.error ?? "closed";
+    });
+    // NATS keeps the wildcard subscription (so the grant stands) and filters on delivery,
+    // telling nobody: the link pulls on dave's own connection, and the MSG line of a
+    // JetStream message names its stored subject, so the filter applies to it too.
+    await nats.reload(users(`{ allow: ["wild.>", "_INBOX.>"], deny: ["wild.secret.>"] }`));
+    await js.publish("wild.secret.b", "denied");
+    await js.publish("wild.ok", "marker");
+    const next = await got.next();
+    expect(bodyText(next.message)).toBe("marker");
+    expect(next.message.to).toBe("wild.ok");
+    expect(await got.none(500)).toBe(true);
+    expect(detach).toBeUndefined();
     await amqp.close();
   });
 });
