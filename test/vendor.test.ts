@@ -53,6 +53,7 @@ const RECORDED: Record<string, Record<string, string>> = {
     "lib/frames.js transfer": "541aa6f83289d6bd",
     "lib/frames.js write_frame": "adbebbf3c6b19678",
     "lib/frames.js read_frame": "5aed2ade576aa5c1",
+    "lib/types.js List0 create": "1472428897d83990",
   },
   xstate: { "xstate Actor": "6e552b5ae1d29dae" },
   "mqtt-packet": { "mqtt-packet parser.js Parser": "762ac65e88dac06a" },

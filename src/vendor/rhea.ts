@@ -61,6 +61,12 @@ const saslModule = req("rhea/lib/sasl.js") as { Server: { prototype: SaslServerF
 const linkModule = req("rhea/lib/link.js") as { Sender: { prototype: object }; Receiver: { prototype: object } };
 const connectionModule = req("rhea/lib/connection.js") as { prototype: { input: unknown; output: ConnectionOutput } };
 const endpointModule = req("rhea/lib/endpoint.js") as { prototype: object };
+/** rhea's type of list0 (lib/types.js `define_type('List0', 0x45, undefined, [])`): `create` is what the reader and `types.List0` call. */
+interface EmptyListType {
+  create: (() => { value: unknown[] }) & { typecode?: number };
+}
+const typesModule = req("rhea/lib/types.js") as { by_code: Record<number, EmptyListType>; List0: unknown };
+const list0 = typesModule.by_code[0x45]!;
 
 /**
  * The upstream functions the patches below replace, wrap or re-implement, and those whose
@@ -79,6 +85,7 @@ export const upstream: Readonly<Record<string, unknown>> = {
   "lib/connection.js Connection.prototype.input": connectionModule.prototype.input,
   "lib/connection.js Connection.prototype.output": connectionModule.prototype.output,
   "lib/endpoint.js EndpointState": endpointModule,
+  "lib/types.js List0 create": list0.create,
   ...upstreamFrames,
 };
 
@@ -157,6 +164,7 @@ const SASL_AUTH = 1;
  * - rhea writes each transfer through its general composite encoder. See rheaFrames.ts.
  * - rhea arms its heartbeat timers on output to a socket that is already gone. See
  *   `outputWhileOpen`.
+ * - rhea reads every empty list as one array shared process-wide. See `freshEmptyList`.
  *
  * Fine in the gateway, which never uses rhea as a client.
  */
@@ -168,7 +176,31 @@ export function installServerPatches(): void {
   patchSaslInit();
   sessionModule.prototype.on_transfer = onTransfer;
   connectionModule.prototype.output = outputWhileOpen;
+  freshEmptyList();
   installFramePatches();
+}
+
+/**
+ * Replaces lib/types.js list0's `create` (the reader's and `types.List0`'s): each empty
+ * list gets its own array. rhea gives every list0 it reads or writes the one array its
+ * type was defined with, and a composite read from one (a client's empty source or
+ * target, as go-amqp and rhea write them) keeps that array as its fields: the first
+ * field set on such a composite was set on every empty list of the process. The gateway
+ * once filled it echoing a client's empty source (11 fields), and from then on each
+ * empty target read back as 11 fields, which it echoed in its attach: go-amqp refused it
+ * ("invalid field count 11 for 0x29", issue 22).
+ */
+function freshEmptyList(): void {
+  const shared = list0.create;
+  // Each call makes a new Typed; only its value was shared.
+  const fresh: EmptyListType["create"] = () => {
+    const v = shared();
+    v.value = [];
+    return v;
+  };
+  fresh.typecode = shared.typecode;
+  list0.create = fresh;
+  typesModule.List0 = fresh;
 }
 
 type ConnectionOutput = (this: { socket?: { destroyed: boolean; writableEnded: boolean } }) => void;
@@ -269,6 +301,21 @@ export function holdAttach(l: Link): void {
   const state = internals(l).state;
   if (state.open_requests > 0) state.open_requests--;
   state.local_open = false;
+}
+
+/** Fields of each terminus type (part 3, 3.5.3 and 3.5.4). */
+const TERMINUS_FIELDS = { source: 11, target: 7 } as const;
+
+/**
+ * A copy of the client's source or target to answer with (part 2, 2.6.3: the peer's
+ * terminus echoed), as fields for `setLocalAttach`: its own list of at most the type's
+ * fields. rhea's `set_source`/`set_target` given the client's composite itself would
+ * share its list and write into it (see `freshEmptyList`), and echo any excess field.
+ */
+export function peerTerminus(l: Link, which: "source" | "target"): Record<string, unknown> {
+  const value = (l as unknown as Record<string, { value?: unknown } | null | undefined>)[which]?.value;
+  // rhea's composite `create` copies a record's enumerable keys: `value` is its list.
+  return { value: Array.isArray(value) ? value.slice(0, TERMINUS_FIELDS[which]) : [] };
 }
 
 export interface LocalAttach {

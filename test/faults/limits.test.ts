@@ -100,6 +100,9 @@ describe("limits", () => {
     const start = async (connectTimeout = "10s") => {
       gw = await startGateway({
         nats: nats.url,
+        // Raw sockets counted from accept: a silent socket must reach the listener itself,
+        // not the strict tap, whose own connection to the gateway comes a moment later.
+        amqpTap: false,
         config: {
           mqtt: { listen: "127.0.0.1:0", websocket: "127.0.0.1:0" },
           limits: { max_connections: 3, connect_timeout: connectTimeout },

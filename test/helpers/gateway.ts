@@ -3,6 +3,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { stringify } from "yaml";
+import { type AmqpTap, startAmqpTap } from "./amqpTap.js";
 import { natsServerBinary } from "./natsServer.js";
 import { freePort } from "./ports.js";
 
@@ -18,6 +19,9 @@ export interface GatewayHandle {
   readonly dataDir: string;
   /** Every log line so far, parsed. */
   readonly logs: Array<Record<string, unknown>>;
+  /** The strict reader in front of the AMQP listener (port("amqp") is its port); undefined with `amqpTap: false`. */
+  readonly amqpTap: AmqpTap | undefined;
+  /** A listener's port; "amqp" is the strict tap's, which passes every byte on (amqpTap.ts). */
   port(name: string): number;
   stop(signal?: NodeJS.Signals): Promise<number | null>;
   waitForLog(predicate: (line: Record<string, unknown>) => boolean, timeoutMs?: number): Promise<Record<string, unknown>>;
@@ -33,6 +37,12 @@ export async function startGateway(
     config?: Record<string, unknown>;
     args?: string[];
     env?: NodeJS.ProcessEnv;
+    /**
+     * Every byte the gateway writes on its AMQP listener is read by a strict AMQP reader
+     * (amqpTap.ts) on its way to the client, and stop() fails if one frame would have been
+     * refused by a strict peer. False: clients reach the listener itself.
+     */
+    amqpTap?: boolean;
     /** The log line that says it serves (default: the first "mq-gateway serving"; `run --workers` logs one per worker, then the primary's). */
     ready?: (line: Record<string, unknown>) => boolean;
   } = {},
@@ -97,6 +107,8 @@ export async function startGateway(
 
   const serving = await waitForLog(options.ready ?? ((l) => l.msg === "mq-gateway serving"), 30_000);
   const listeners = serving.listeners as Record<string, string>;
+  const listenerPort = (name: string) => Number(listeners[name]?.split(":").pop());
+  const tap = options.amqpTap !== false && listeners.amqp ? await startAmqpTap(listenerPort("amqp")) : undefined;
   return {
     process: proc,
     listeners,
@@ -104,11 +116,16 @@ export async function startGateway(
     file,
     dataDir: join(dir, "data"),
     logs,
-    port: (name) => Number(listeners[name]?.split(":").pop()),
+    amqpTap: tap,
+    port: (name) => (name === "amqp" && tap ? tap.port : listenerPort(name)),
     waitForLog,
-    stop: (signal = "SIGTERM") => {
+    stop: async (signal = "SIGTERM") => {
       if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);
-      return exited;
+      const code = await exited;
+      await tap?.close();
+      if (tap && tap.violations.length > 0)
+        throw new Error(`the gateway wrote AMQP frames a strict peer refuses:\n${tap.violations.join("\n")}`);
+      return code;
     },
   };
 }

@@ -1,5 +1,6 @@
 import type { LinkError } from "../../machines/amqpLink.js";
 import type { HeaderEntries } from "../../protocol/headers.js";
+import type { ReadGrant } from "../client/readGrant.js";
 
 /** A NATS message waiting for a receiving link's credit; encoded for AMQP only when sent. */
 export interface Pending {
@@ -37,4 +38,24 @@ export interface Feed {
   hold(): void;
   /** The link is going: what never reached a verdict goes back to the stream for others. */
   close(): void;
+}
+
+/** NATS refused or withdrew the client's permission to read `subject` (readGrant.ts). */
+export const unauthorizedRead = (subject: string, message: string): LinkError => ({
+  condition: "amqp:unauthorized-access",
+  description: `not authorized to subscribe to ${subject}: ${message}`,
+});
+
+/** A stored feed that lets go of its read grant when it closes. */
+export function grantedFeed(feed: Feed, grant: ReadGrant): Feed {
+  return {
+    want: (n) => feed.want(n),
+    drain: (n) => feed.drain(n),
+    settle: (m, outcome) => feed.settle(m, outcome),
+    hold: () => feed.hold(),
+    close: () => {
+      grant.release();
+      feed.close();
+    },
+  };
 }

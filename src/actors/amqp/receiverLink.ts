@@ -14,14 +14,17 @@ import {
   creditOf,
   linkNameOf,
   nextPendingDeliveryOf,
+  peerTerminus,
   sendableCount,
   setLocalAttach,
   unsentTransfers,
 } from "../../vendor/rhea.js";
+import { holdReadGrant } from "../client/readGrant.js";
+import type { NatsLease } from "../natsBridge.js";
 import type { LinkContext } from "./context.js";
 import { coreFeed } from "./coreFeed.js";
 import { findDurable, openDurable } from "./durable.js";
-import type { Feed, FeedSink, Outcome, Pending } from "./feed.js";
+import { type Feed, type FeedSink, grantedFeed, type Outcome, type Pending, unauthorizedRead } from "./feed.js";
 import { jetStreamFeed } from "./jsFeed.js";
 import type { LinkEdge } from "./linkActor.js";
 import { detachedByClient, failLink, sendIfActive } from "./linkActor.js";
@@ -241,6 +244,27 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
   private async openFeed(plan: SourcePlan): Promise<Feed> {
     const { nc } = this.ctx.lease;
     if (plan.kind === "core") return coreFeed(nc, plan.subject, this);
+    // The JetStream API reads a stream whatever the subject: the client's permission to
+    // read it is held, and withdrawn, where NATS judges it (readGrant.ts). Until the
+    // flush, a refusal is the attach's; after it, a withdrawal ends the link.
+    let verdict = { kind: "asking" } as { kind: "asking" | "granted" } | { kind: "refused"; message: string };
+    const grant = holdReadGrant(nc, plan.subject, (message) => {
+      if (verdict.kind === "granted") this.fault(unauthorizedRead(plan.subject, message));
+      else verdict = { kind: "refused", message };
+    });
+    try {
+      // NATS answers a refused SUB before the PONG: no consumer is made for a reader it refuses.
+      await nc.flush().catch(() => {});
+      if (verdict.kind === "refused") throw unauthorizedRead(plan.subject, verdict.message);
+      verdict = { kind: "granted" };
+      return grantedFeed(await this.openStoredFeed(plan, nc), grant);
+    } catch (e) {
+      grant.release();
+      throw e;
+    }
+  }
+
+  private async openStoredFeed(plan: Exclude<SourcePlan, { kind: "core" }>, nc: NatsLease["nc"]): Promise<Feed> {
     const jsm = await this.ctx.jsm().catch((e: Error) => {
       throw {
         condition: "amqp:internal-error",
@@ -294,7 +318,7 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
         // The terminus the gateway keeps: unsettled-state, never expiring (part 3, 3.5.5).
         ...(this.durable ? { durable: 2, expiry_policy: "never" } : {}),
       },
-      target: (this.link.target as unknown as Record<string, unknown> | null) ?? {},
+      target: peerTerminus(this.link, "target"),
       // What the gateway will do, which for a mixed request is its own choice.
       sndSettleMode: this.sndSettleMode,
       rcvSettleMode: 0,
@@ -310,7 +334,7 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
     // Every refused attach is counted here, whatever refused it (the address, the limits, a fault meanwhile).
     this.ctx.metrics.refused("amqp", error.condition.replace(/^amqp:/, ""));
     // Part 2, 2.6.3: an attach with a null source, then a detach that says why.
-    setLocalAttach(this.link, { target: (this.link.target as unknown as Record<string, unknown> | null) ?? {} });
+    setLocalAttach(this.link, { target: peerTerminus(this.link, "target") });
     this.link.open();
     this.link.close(error);
   }

@@ -10,7 +10,7 @@ import { amqpToNats, type NatsMessage, type Refusal } from "./inbound.js";
 import type { LinkEdge } from "./linkActor.js";
 import { detachedByClient, failLink, sendIfActive } from "./linkActor.js";
 import type { Settlement } from "./publisher.js";
-import { creditOf, dropIncomplete, incompleteBytes, rawOf, setLocalAttach } from "../../vendor/rhea.js";
+import { creditOf, dropIncomplete, incompleteBytes, peerTerminus, rawOf, setLocalAttach } from "../../vendor/rhea.js";
 
 type Machine = typeof amqpSenderLinkMachine;
 
@@ -54,7 +54,7 @@ export class SenderLink implements LinkEdge<Machine> {
       refuse: ({ error }) => {
         // Every refused attach is counted here, whatever refused it (the address, the limits, a transfer without credit).
         this.ctx.metrics.refused("amqp", error.condition.replace(/^amqp:/, ""));
-        setLocalAttach(this.link, { source: (this.link.source as unknown as Record<string, unknown> | null) ?? {} });
+        setLocalAttach(this.link, { source: peerTerminus(this.link, "source") });
         this.link.open();
         this.link.close(error);
       },
@@ -147,7 +147,7 @@ export class SenderLink implements LinkEdge<Machine> {
     const t = this.link.target as { dynamic?: boolean } | null | undefined;
     setLocalAttach(this.link, {
       target: address === null ? {} : { address, ...(t?.dynamic ? { dynamic: true } : {}) },
-      source: (this.link.source as unknown as Record<string, unknown> | null) ?? {},
+      source: peerTerminus(this.link, "source"),
       sndSettleMode: this.link.snd_settle_mode ?? 2,
       rcvSettleMode: 0,
       maxMessageSize: this.ctx.maxMessageSize,
