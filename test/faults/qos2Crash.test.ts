@@ -1,0 +1,227 @@
+// Issue 22, item 6: QoS 2 exactly once across a crash of the publisher's gateway. The
+// gateway a QoS 2 publisher is connected to is SIGKILLed at each moment of the exchange;
+// the client resumes its session on another gateway (or the same one restarted) and does
+// what MQTT has it do (resend the PUBLISH with DUP set, or the PUBREL): the bound stream
+// holds the message once, and a later PUBLISH reusing the packet id is a new message.
+import { type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { connect, type NatsConnection, type Subscription } from "@nats-io/transport-node";
+import { join } from "node:path";
+import type mqtt from "mqtt-packet";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
+import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
+import { eventually } from "../helpers/poll.js";
+import { freePort } from "../helpers/ports.js";
+import { runPython } from "../helpers/python.js";
+import { RawMqtt } from "../helpers/rawMqtt.js";
+
+const persistent = (clientId: string, version: 4 | 5) =>
+  version === 5 ? { clientId, clean: false, properties: { sessionExpiryInterval: 600 } } : { clientId, clean: false };
+
+const publish = (topic: string, payload: string, dup: boolean) =>
+  ({ cmd: "publish", topic, payload: Buffer.from(payload), qos: 2, messageId: 1, retain: false, dup }) as mqtt.Packet;
+const pubrel = { cmd: "pubrel", messageId: 1 } as mqtt.Packet;
+
+interface Moment {
+  readonly name: string;
+  /** Runs the exchange on the doomed gateway up to the moment, and kills it there. */
+  readonly reach: (
+    c: RawMqtt,
+    topic: string,
+    kill: () => void,
+    killWhenStored: () => Promise<() => Promise<void>>,
+  ) => Promise<void>;
+  /** What the client sends first after resuming (MQTT 4.4: what it had not seen answered). */
+  readonly resend: "publish" | "pubrel";
+}
+
+// What the client has seen decides what it resends: no PUBREC, the PUBLISH (DUP set);
+// a PUBREC, the PUBREL; a PUBCOMP lost with the connection, the PUBREL again.
+const moments: Moment[] = [
+  {
+    name: "PUBLISH written, gateway killed at once (it may not have read it)",
+    reach: async (c, topic, kill) => {
+      c.send(publish(topic, "first", false));
+      kill();
+    },
+    resend: "publish",
+  },
+  {
+    name: "killed as the stream takes the message, before PUBREC",
+    reach: async (c, topic, _kill, killWhenStored) => {
+      const killed = await killWhenStored();
+      c.send(publish(topic, "first", false));
+      await killed();
+    },
+    resend: "publish",
+  },
+  {
+    name: "PUBREC sent but lost with the connection",
+    reach: async (c, topic, kill) => {
+      c.send(publish(topic, "first", false));
+      await c.next("pubrec");
+      kill();
+    },
+    resend: "publish",
+  },
+  {
+    name: "after PUBREC, before PUBREL",
+    reach: async (c, topic, kill) => {
+      c.send(publish(topic, "first", false));
+      await c.next("pubrec");
+      kill();
+    },
+    resend: "pubrel",
+  },
+  {
+    name: "PUBREL written, gateway killed at once (before PUBCOMP)",
+    reach: async (c, topic, kill) => {
+      c.send(publish(topic, "first", false));
+      await c.next("pubrec");
+      c.send(pubrel);
+      kill();
+    },
+    resend: "pubrel",
+  },
+  {
+    name: "PUBCOMP sent but lost with the connection",
+    reach: async (c, topic, kill) => {
+      c.send(publish(topic, "first", false));
+      await c.next("pubrec");
+      c.send(pubrel);
+      await c.next("pubcomp");
+      kill();
+    },
+    resend: "pubrel",
+  },
+];
+
+describe("QoS 2 publisher's gateway killed (SIGKILL): exactly once across gateways", () => {
+  let nats: NatsServerHandle;
+  let nc: NatsConnection;
+  let jsm: JetStreamManager;
+  let survivor: GatewayHandle;
+  const config = { bindings: [{ stream: "ONCE" }], log: { level: "info", format: "json" } };
+
+  beforeAll(async () => {
+    nats = await startNatsServer();
+    nc = await connect({ servers: nats.url });
+    jsm = await jetstreamManager(nc);
+    await jsm.streams.add({ name: "ONCE", subjects: ["once.>"] });
+    survivor = await startGateway({ nats: nats.url, config });
+  });
+  afterAll(async () => {
+    await survivor?.stop();
+    await nc?.close();
+    await nats?.stop();
+  });
+
+  /** The payloads the stream holds on `subject`, in order. */
+  async function stored(subject: string): Promise<string[]> {
+    const info = await jsm.streams.info("ONCE", { subjects_filter: subject });
+    const count = info.state.subjects?.[subject] ?? 0;
+    if (count === 0) return [];
+    const consumer = await jetstream(nc).consumers.get("ONCE", { filter_subjects: [subject] });
+    const out: string[] = [];
+    const batch = await consumer.fetch({ max_messages: count, expires: 5_000 });
+    for await (const m of batch) {
+      out.push(m.string());
+      if (out.length === count) break;
+    }
+    return out;
+  }
+
+  const cases = ([5, 4] as const).flatMap((version) => moments.map((m, i) => [version, m.name, i] as const));
+  it.each(cases)("MQTT %s: %s", async (version, _name, index) => {
+    const moment = moments[index]!;
+    const tag = `q2k${version}m${index}`;
+    const topic = `once/${tag}`;
+    const subject = `once.${tag}`;
+    const doomed = await startGateway({ nats: nats.url, config });
+    const kill = () => doomed.process.kill("SIGKILL");
+    let sub: Subscription | undefined;
+    // The bound stream's subject carries the message as the stream takes it: the test sees it then and kills.
+    const killWhenStored = async () => {
+      sub = nc.subscribe(subject, { callback: () => kill() });
+      await nc.flush();
+      return async () => {
+        await eventually(() => (doomed.process.signalCode ? true : undefined), 10_000, "killed as stored");
+      };
+    };
+    try {
+      const c = await RawMqtt.connected(doomed.port("mqtt"), version, persistent(tag, version));
+      await moment.reach(c, topic, kill, killWhenStored);
+      await doomed.stop();
+      sub?.unsubscribe();
+      c.end();
+
+      // The client comes back to the other gateway with its session.
+      const back = await RawMqtt.open(survivor.port("mqtt"), version);
+      back.send({ cmd: "connect", protocolId: "MQTT", protocolVersion: version, keepalive: 60, ...persistent(tag, version) } as mqtt.Packet);
+      const connack = (await back.next("connack", 15_000)) as mqtt.IConnackPacket;
+      expect(connack.returnCode ?? connack.reasonCode ?? 0).toBe(0);
+      expect(connack.sessionPresent).toBe(true);
+      if (moment.resend === "publish") {
+        back.send(publish(topic, "first", true));
+        expect(((await back.next("pubrec", 10_000)) as mqtt.IPubrecPacket).reasonCode ?? 0).toBe(0);
+      }
+      back.send(pubrel);
+      const comp = (await back.next("pubcomp", 10_000)) as mqtt.IPubcompPacket;
+      // A PUBREL whose exchange the dead gateway had already ended: 0x92 (MQTT 5) says so, nothing is lost.
+      expect([0, 0x92]).toContain(comp.reasonCode ?? 0);
+      // Every copy the client's exchange could make is in by PUBCOMP: one.
+      expect(await stored(subject)).toEqual(["first"]);
+
+      // The packet id reused after PUBCOMP is a new message, stored.
+      back.send(publish(topic, "second", false));
+      expect(((await back.next("pubrec", 10_000)) as mqtt.IPubrecPacket).reasonCode ?? 0).toBe(0);
+      back.send(pubrel);
+      expect(((await back.next("pubcomp", 10_000)) as mqtt.IPubcompPacket).reasonCode ?? 0).toBe(0);
+      expect(await stored(subject)).toEqual(["first", "second"]);
+      back.end();
+    } finally {
+      sub?.unsubscribe();
+      kill();
+      await doomed.stop();
+    }
+  });
+
+  it("paho (3.1.1) streaming 3,000 QoS 2 messages, its gateway killed twice and restarted on the same port: each stored once, none lost", async () => {
+    const port = await freePort();
+    const onPort = { ...config, mqtt: { listen: `127.0.0.1:${port}` } };
+    const count = 3_000;
+    const subject = "once.paho";
+    let gw = await startGateway({ nats: nats.url, config: onPort });
+    const paho = runPython(join(import.meta.dirname, "../mqtt/clients/paho_qos2_stream.py"), [
+      String(port),
+      "q2k-paho",
+      "once/paho",
+      String(count),
+    ]);
+    try {
+      for (const at of [750, 1_750]) {
+        await paho.line((l) => Number(l.done) >= at, 60_000);
+        // Killed with publishes in flight (paho keeps 20): some stored, some PUBRECed, some released.
+        gw.process.kill("SIGKILL");
+        await gw.stop();
+        gw = await startGateway({ nats: nats.url, config: onPort });
+      }
+      const end = await paho.line((l) => l.finished !== undefined || l.error !== undefined, 120_000);
+      expect(end).toMatchObject({ finished: count });
+      expect(Number(end.connects)).toBeGreaterThanOrEqual(3);
+      const payloads = await eventually(async () => {
+        const got = await stored(subject);
+        return got.length >= count ? got : undefined;
+      }, 10_000, "every message stored");
+      const seen = new Map<string, number>();
+      for (const p of payloads) seen.set(p, (seen.get(p) ?? 0) + 1);
+      const duplicates = [...seen].filter(([, n]) => n > 1).map(([p]) => p);
+      expect(duplicates).toEqual([]);
+      expect(payloads.length).toBe(count);
+      expect(new Set(payloads)).toEqual(new Set(Array.from({ length: count }, (_, i) => String(i))));
+    } finally {
+      paho.kill();
+      await gw.stop();
+    }
+  });
+});
