@@ -3,9 +3,10 @@
 // the client resumes its session on another gateway (or the same one restarted) and does
 // what MQTT has it do (resend the PUBLISH with DUP set, or the PUBREL): the bound stream
 // holds the message once, and a later PUBLISH reusing the packet id is a new message.
+
+import { join } from "node:path";
 import { type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection, type Subscription } from "@nats-io/transport-node";
-import { join } from "node:path";
 import type mqtt from "mqtt-packet";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
@@ -157,7 +158,13 @@ describe("QoS 2 publisher's gateway killed (SIGKILL): exactly once across gatewa
 
       // The client comes back to the other gateway with its session.
       const back = await RawMqtt.open(survivor.port("mqtt"), version);
-      back.send({ cmd: "connect", protocolId: "MQTT", protocolVersion: version, keepalive: 60, ...persistent(tag, version) } as mqtt.Packet);
+      back.send({
+        cmd: "connect",
+        protocolId: "MQTT",
+        protocolVersion: version,
+        keepalive: 60,
+        ...persistent(tag, version),
+      } as mqtt.Packet);
       const connack = (await back.next("connack", 15_000)) as mqtt.IConnackPacket;
       expect(connack.returnCode ?? connack.reasonCode ?? 0).toBe(0);
       expect(connack.sessionPresent).toBe(true);
@@ -209,10 +216,14 @@ describe("QoS 2 publisher's gateway killed (SIGKILL): exactly once across gatewa
       const end = await paho.line((l) => l.finished !== undefined || l.error !== undefined, 120_000);
       expect(end).toMatchObject({ finished: count });
       expect(Number(end.connects)).toBeGreaterThanOrEqual(3);
-      const payloads = await eventually(async () => {
-        const got = await stored(subject);
-        return got.length >= count ? got : undefined;
-      }, 10_000, "every message stored");
+      const payloads = await eventually(
+        async () => {
+          const got = await stored(subject);
+          return got.length >= count ? got : undefined;
+        },
+        10_000,
+        "every message stored",
+      );
       const seen = new Map<string, number>();
       for (const p of payloads) seen.set(p, (seen.get(p) ?? 0) + 1);
       const duplicates = [...seen].filter(([, n]) => n > 1).map(([p]) => p);
