@@ -12,7 +12,11 @@ export interface AccountLookup {
   readonly gatewayConnection?: (account: string) => Promise<NatsConnection>;
   /** No way gave the account: the caller says so (once per user) and what the user needs. */
   readonly unknown?: (username: string | undefined) => void;
+  /** Which way told it (for the debug log). */
+  readonly learnt?: (username: string | undefined, account: string, via: AccountSource) => void;
 }
+
+export type AccountSource = "connect_info" | "user_info" | "account_connz";
 
 /**
  * A client's account, in this order: the routing table; what nats-server said of the
@@ -44,13 +48,17 @@ export class AccountResolver {
   }
 
   private async learn(nc: NatsConnection, username: string | undefined): Promise<string> {
-    // Read first: a later INFO (cluster changes) replaces it and does not repeat it.
-    const told = toldAtConnect(nc);
-    if (told !== undefined) return told;
-    const asked = await askUserInfo(nc);
-    if (asked !== undefined) return asked;
-    const listed = await this.listedIn(nc);
-    if (listed !== undefined) return listed;
+    const ways: Array<[AccountSource, () => Promise<string | undefined>]> = [
+      ["connect_info", () => toldAtConnect(nc)],
+      ["user_info", () => askUserInfo(nc)],
+      ["account_connz", () => this.listedIn(nc)],
+    ];
+    for (const [via, ask] of ways) {
+      const account = await ask();
+      if (account === undefined) continue;
+      this.lookup.learnt?.(username, account, via);
+      return account;
+    }
     this.lookup.unknown?.(username);
     return "";
   }
@@ -74,10 +82,19 @@ export class AccountResolver {
   }
 }
 
-/** nats-server 2.12+ answers a client's CONNECT with an INFO that names the account it bound the connection to. */
-function toldAtConnect(nc: NatsConnection): string | undefined {
-  const info = nc.info as { connect_info?: boolean; remote_account?: string } | undefined;
-  return info?.connect_info && info.remote_account ? info.remote_account : undefined;
+/**
+ * nats-server 2.12 and later follow the PONG to a client's first PING with an INFO that
+ * names the account it bound the connection to (nats-server#6936). The connection is
+ * ready at that PONG, so the INFO may not have been read yet: one more PING's PONG comes
+ * after it. Read at once: a later INFO (cluster changes) replaces it without repeating it.
+ */
+async function toldAtConnect(nc: NatsConnection): Promise<string | undefined> {
+  const told = () => {
+    const info = nc.info as { connect_info?: boolean; remote_account?: string } | undefined;
+    return info?.connect_info && info.remote_account ? info.remote_account : undefined;
+  };
+  if (told() === undefined) await nc.flush().catch(() => {});
+  return told();
 }
 
 async function askUserInfo(nc: NatsConnection): Promise<string | undefined> {

@@ -106,6 +106,7 @@ const gateway = (initial: GatewayConfig, log: Logger, role: WorkerRole | undefin
     const accounts = new AccountResolver(() => config.routing, {
       gatewayAccounts: () => Object.keys(config.gateway_users),
       gatewayConnection: async (account) => (await services.jetstream(account)).lease.nc,
+      learnt: (username, account, via) => log.debug({ user: username ?? null, account, via }, "client account learnt"),
       unknown: (username) => {
         const user = username ?? "";
         if (Object.keys(config.gateway_users).length === 0 || unknownAccountOf.has(user) || unknownAccountOf.size >= 1_000) return;

@@ -64,35 +64,29 @@ async function generated(): Promise<string> {
 }
 
 /**
- * A TCP proxy to nats-server that takes `connect_info` and `remote_account` out of the
- * INFO lines it passes on before the first PONG: the server as one before 2.12 speaks.
+ * A TCP proxy to nats-server that takes `connect_info` and `remote_account` out of every
+ * INFO it passes on: the server as one before 2.12 speaks.
  */
 async function infoStrippingProxy(port: number): Promise<{ url: string; server: Server }> {
+  const strip = (line: string) => {
+    if (!line.startsWith("INFO {")) return line;
+    try {
+      const info = JSON.parse(line.slice(5)) as Record<string, unknown>;
+      delete info.connect_info;
+      delete info.remote_account;
+      return `INFO ${JSON.stringify(info)}`;
+    } catch {
+      return line; // a message payload that happens to start so
+    }
+  };
   const server = createServer((down) => {
     const up = tcpConnect(port, "127.0.0.1");
     let rest = "";
-    let passing = false;
     up.on("data", (chunk: Buffer) => {
-      if (passing) return down.write(chunk);
       rest += chunk.toString("latin1");
-      let nl = rest.indexOf("\r\n");
-      while (nl >= 0 && !passing) {
-        let line = rest.slice(0, nl);
-        rest = rest.slice(nl + 2);
-        if (line.startsWith("INFO ")) {
-          const info = JSON.parse(line.slice(5)) as Record<string, unknown>;
-          delete info.connect_info;
-          delete info.remote_account;
-          line = `INFO ${JSON.stringify(info)}`;
-        }
-        down.write(Buffer.from(`${line}\r\n`, "latin1"));
-        if (line === "PONG") passing = true;
-        nl = rest.indexOf("\r\n");
-      }
-      if (passing && rest) {
-        down.write(Buffer.from(rest, "latin1"));
-        rest = "";
-      }
+      const lines = rest.split("\r\n");
+      rest = lines.pop() ?? "";
+      down.write(Buffer.from(lines.map((l) => `${strip(l)}\r\n`).join(""), "latin1"));
     });
     down.on("data", (d) => up.write(d));
     const end = () => {
@@ -127,7 +121,8 @@ describe("a narrow client user (publish plant.> only, no routing rule) in a mult
     }
     nats = await startNatsServer({ config: text });
     proxy = await infoStrippingProxy(nats.port);
-    const config = { ...CONFIG, log: { level: "info", format: "json" } };
+    // debug: the line that says how each client's account was learnt.
+    const config = { ...CONFIG, log: { level: "debug", format: "json" } };
     gateways.named = await startGateway({ nats: nats.url, config: { ...config, id: "gw-named" }, env: SECRETS });
     gateways.asked = await startGateway({ nats: proxy.url, config: { ...config, id: "gw-asked" }, env: SECRETS });
   });
@@ -138,10 +133,10 @@ describe("a narrow client user (publish plant.> only, no routing rule) in a mult
   });
 
   const ways = [
-    ["named", "nats-server names the account at CONNECT"],
-    ["asked", "the server does not name it: the gateway users' account connz"],
+    ["named", "nats-server names the account at CONNECT", "connect_info"],
+    ["asked", "the server does not name it: the gateway users' account connz", "account_connz"],
   ] as const;
-  describe.each(ways)("%s: %s", (way) => {
+  describe.each(ways)("%s: %s", (way, _what, via) => {
     it.each([5, 4] as const)(
       "MQTT %s: QoS 1 and 2 publishes acknowledged and kept for an offline persistent subscriber of its account",
       async (version) => {
@@ -169,6 +164,9 @@ describe("a narrow client user (publish plant.> only, no routing rule) in a mult
           clients: Array<{ account: string }>;
         };
         expect(page.clients.map((c) => c.account)).toEqual(["PLANT_A"]);
+        // How it was learnt (the log line is read from stderr, which may trail the socket).
+        const learnt = await gw.waitForLog((l) => l.msg === "client account learnt" && l.user === "narrow-a");
+        expect([learnt.account, learnt.via]).toEqual(["PLANT_A", via]);
         for (let i = 1; i <= 3; i++) {
           pub.send({
             cmd: "publish",
@@ -254,6 +252,7 @@ describe("a narrow client user (publish plant.> only, no routing rule) in a mult
       pub.end();
       await pub.waitClosed();
     }
+    await gw.waitForLog((l) => String(l.msg).includes("account of this user is unknown"));
     const said = gw.logs.filter((l) => String(l.msg).includes("account of this user is unknown"));
     expect(said.map((l) => l.user)).toEqual(["narrow-c"]);
   });
