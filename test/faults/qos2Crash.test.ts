@@ -110,6 +110,12 @@ describe("QoS 2 publisher's gateway killed (SIGKILL): exactly once across gatewa
     jsm = await jetstreamManager(nc);
     await jsm.streams.add({ name: "ONCE", subjects: ["once.>"] });
     survivor = await startGateway({ nats: nats.url, config });
+    // The MQTT store keeps a copy while a session wants it: a persistent subscriber, away.
+    const away = await RawMqtt.connected(survivor.port("mqtt"), 5, persistent("q2k-away", 5));
+    away.send({ cmd: "subscribe", messageId: 1, subscriptions: [{ topic: "free/#", qos: 2 }] } as mqtt.Packet);
+    expect(((await away.next("suback")) as mqtt.ISubackPacket).granted).toEqual([2]);
+    away.end();
+    await away.waitClosed();
   });
   afterAll(async () => {
     await survivor?.stop();
@@ -117,12 +123,12 @@ describe("QoS 2 publisher's gateway killed (SIGKILL): exactly once across gatewa
     await nats?.stop();
   });
 
-  /** The payloads the stream holds on `subject`, in order. */
-  async function stored(subject: string): Promise<string[]> {
-    const info = await jsm.streams.info("ONCE", { subjects_filter: subject });
+  /** The payloads `stream` holds on `subject`, in order. */
+  async function stored(subject: string, stream = "ONCE"): Promise<string[]> {
+    const info = await jsm.streams.info(stream, { subjects_filter: subject });
     const count = info.state.subjects?.[subject] ?? 0;
     if (count === 0) return [];
-    const consumer = await jetstream(nc).consumers.get("ONCE", { filter_subjects: [subject] });
+    const consumer = await jetstream(nc).consumers.get(stream, { filter_subjects: [subject] });
     const out: string[] = [];
     const batch = await consumer.fetch({ max_messages: count, expires: 5_000 });
     for await (const m of batch) {
@@ -132,16 +138,22 @@ describe("QoS 2 publisher's gateway killed (SIGKILL): exactly once across gatewa
     return out;
   }
 
-  const cases = ([5, 4] as const).flatMap((version) => moments.map((m, i) => [version, m.name, i] as const));
-  it.each(cases)("MQTT %s: %s", async (version, _name, index) => {
+  // A bound stream (the client's own JetStream publish), every moment, both versions; and a
+  // subject no binding stores (the MQTT store's copy, made by the gateway) where the client resends the PUBLISH.
+  const cases = [
+    ...([5, 4] as const).flatMap((version) => moments.map((m, i) => [version, "bound", m.name, i] as const)),
+    ...moments.flatMap((m, i) => (m.resend === "publish" ? [[5, "store", m.name, i] as const] : [])),
+  ];
+  it.each(cases)("MQTT %s, %s: %s", async (version, where, _name, index) => {
     const moment = moments[index]!;
-    const tag = `q2k${version}m${index}`;
-    const topic = `once/${tag}`;
-    const subject = `once.${tag}`;
+    const tag = `q2k${version}${where}m${index}`;
+    const topic = where === "bound" ? `once/${tag}` : `free/${tag}`;
+    // Where the copy that must be kept once goes: the bound stream, or the MQTT store.
+    const [stream, subject] = where === "bound" ? ["ONCE", `once.${tag}`] : ["MQGW_MSGS", `$MQG.msgs.free.${tag}`];
     const doomed = await startGateway({ nats: nats.url, config });
     const kill = () => doomed.process.kill("SIGKILL");
     let sub: Subscription | undefined;
-    // The bound stream's subject carries the message as the stream takes it: the test sees it then and kills.
+    // The stored copy's subject carries it as the stream takes it: the test sees it then and kills.
     const killWhenStored = async () => {
       sub = nc.subscribe(subject, { callback: () => kill() });
       await nc.flush();
@@ -177,14 +189,14 @@ describe("QoS 2 publisher's gateway killed (SIGKILL): exactly once across gatewa
       // A PUBREL whose exchange the dead gateway had already ended: 0x92 (MQTT 5) says so, nothing is lost.
       expect([0, 0x92]).toContain(comp.reasonCode ?? 0);
       // Every copy the client's exchange could make is in by PUBCOMP: one.
-      expect(await stored(subject)).toEqual(["first"]);
+      expect(await stored(subject, stream)).toEqual(["first"]);
 
       // The packet id reused after PUBCOMP is a new message, stored.
       back.send(publish(topic, "second", false));
       expect(((await back.next("pubrec", 10_000)) as mqtt.IPubrecPacket).reasonCode ?? 0).toBe(0);
       back.send(pubrel);
       expect(((await back.next("pubcomp", 10_000)) as mqtt.IPubcompPacket).reasonCode ?? 0).toBe(0);
-      expect(await stored(subject)).toEqual(["first", "second"]);
+      expect(await stored(subject, stream)).toEqual(["first", "second"]);
       back.end();
     } finally {
       sub?.unsubscribe();
