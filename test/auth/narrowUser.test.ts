@@ -13,6 +13,7 @@ import { promisify } from "node:util";
 import type mqtt from "mqtt-packet";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
+import { AmqpClient, rhea, send } from "../amqp/rheaClient.js";
 import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
 import { publishesOf } from "../helpers/inbound.js";
 import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
@@ -138,7 +139,7 @@ describe("a narrow client user (publish plant.> only, no routing rule) in a mult
   ] as const;
   describe.each(ways)("%s: %s", (way, _what, via) => {
     it.each([5, 4] as const)(
-      "MQTT %s: QoS 1 and 2 publishes acknowledged and kept for an offline persistent subscriber of its account",
+      "MQTT %s: QoS 1 and 2 publishes (and an AMQP transfer of the same user) acknowledged and kept for an offline persistent subscriber of its account",
       async (version) => {
         const gw = gateways[way]!;
         const tag = `${way}${version}`;
@@ -194,6 +195,13 @@ describe("a narrow client user (publish plant.> only, no routing rule) in a mult
         await pub.next("pubcomp");
         expect(pub.closed).toBe(false);
         pub.end();
+        // The same user over AMQP: an unsettled transfer is accepted and kept.
+        const amqp = await AmqpClient.open(gw.port("amqp"), { username: "narrow-a", password: "narrow-pw" });
+        const sender = await amqp.sender({ target: { address: `plant.${tag}.line` } });
+        expect(await send(sender, { body: rhea.message.data_section(Buffer.from("amqp-1")) })).toEqual({
+          state: "accepted",
+        });
+        amqp.conn.close();
 
         const resume = async (reader: string) => {
           const back = await RawMqtt.open(gw.port("mqtt"), version);
@@ -209,7 +217,9 @@ describe("a narrow client user (publish plant.> only, no routing rule) in a mult
           return { back, got };
         };
         const a = await resume("reader-a");
-        await expect.poll(() => a.got.payloads(), { timeout: 10_000 }).toEqual(["q1-1", "q1-2", "q1-3", "q2-1"]);
+        await expect
+          .poll(() => a.got.payloads(), { timeout: 10_000 })
+          .toEqual(["q1-1", "q1-2", "q1-3", "q2-1", "amqp-1"]);
         // The other account's subscriber of the same topic: only its own account's message,
         // published after A's (anything of A's kept in B's account would come before it).
         const b = await resume("reader-b");
