@@ -241,6 +241,7 @@ describe("a narrow client user (publish plant.> only, no routing rule) in a mult
         b.back.end();
         expect(gw.logs.filter((l) => String(l.msg).includes("account of this user is unknown"))).toEqual([]);
       },
+      60_000,
     );
   });
 

@@ -144,66 +144,71 @@ describe("QoS 2 publisher's gateway killed (SIGKILL): exactly once across gatewa
     ...([5, 4] as const).flatMap((version) => moments.map((m, i) => [version, "bound", m.name, i] as const)),
     ...moments.flatMap((m, i) => (m.resend === "publish" ? [[5, "store", m.name, i] as const] : [])),
   ];
-  it.each(cases)("MQTT %s, %s: %s", async (version, where, _name, index) => {
-    const moment = moments[index]!;
-    const tag = `q2k${version}${where}m${index}`;
-    const topic = where === "bound" ? `once/${tag}` : `free/${tag}`;
-    // Where the copy that must be kept once goes: the bound stream, or the MQTT store.
-    const [stream, subject] = where === "bound" ? ["ONCE", `once.${tag}`] : ["MQGW_MSGS", `$MQG.msgs.free.${tag}`];
-    const doomed = await startGateway({ nats: nats.url, config });
-    const kill = () => doomed.process.kill("SIGKILL");
-    let sub: Subscription | undefined;
-    // The stored copy's subject carries it as the stream takes it: the test sees it then and kills.
-    const killWhenStored = async () => {
-      sub = nc.subscribe(subject, { callback: () => kill() });
-      await nc.flush();
-      return async () => {
-        await eventually(() => (doomed.process.signalCode ? true : undefined), 10_000, "killed as stored");
+  it.each(cases)(
+    "MQTT %s, %s: %s",
+    async (version, where, _name, index) => {
+      const moment = moments[index]!;
+      const tag = `q2k${version}${where}m${index}`;
+      const topic = where === "bound" ? `once/${tag}` : `free/${tag}`;
+      // Where the copy that must be kept once goes: the bound stream, or the MQTT store.
+      const [stream, subject] = where === "bound" ? ["ONCE", `once.${tag}`] : ["MQGW_MSGS", `$MQG.msgs.free.${tag}`];
+      const doomed = await startGateway({ nats: nats.url, config });
+      const kill = () => doomed.process.kill("SIGKILL");
+      let sub: Subscription | undefined;
+      // The stored copy's subject carries it as the stream takes it: the test sees it then and kills.
+      const killWhenStored = async () => {
+        sub = nc.subscribe(subject, { callback: () => kill() });
+        await nc.flush();
+        return async () => {
+          await eventually(() => (doomed.process.signalCode ? true : undefined), 10_000, "killed as stored");
+        };
       };
-    };
-    try {
-      const c = await RawMqtt.connected(doomed.port("mqtt"), version, persistent(tag, version));
-      await moment.reach(c, topic, kill, killWhenStored);
-      await doomed.stop();
-      sub?.unsubscribe();
-      c.end();
+      try {
+        const c = await RawMqtt.connected(doomed.port("mqtt"), version, persistent(tag, version));
+        await moment.reach(c, topic, kill, killWhenStored);
+        await doomed.stop();
+        sub?.unsubscribe();
+        c.end();
 
-      // The client comes back to the other gateway with its session.
-      const back = await RawMqtt.open(survivor.port("mqtt"), version);
-      back.send({
-        cmd: "connect",
-        protocolId: "MQTT",
-        protocolVersion: version,
-        keepalive: 60,
-        ...persistent(tag, version),
-      } as mqtt.Packet);
-      const connack = (await back.next("connack", 15_000)) as mqtt.IConnackPacket;
-      expect(connack.returnCode ?? connack.reasonCode ?? 0).toBe(0);
-      expect(connack.sessionPresent).toBe(true);
-      if (moment.resend === "publish") {
-        back.send(publish(topic, "first", true));
+        // The client comes back to the other gateway with its session.
+        const back = await RawMqtt.open(survivor.port("mqtt"), version);
+        back.send({
+          cmd: "connect",
+          protocolId: "MQTT",
+          protocolVersion: version,
+          keepalive: 60,
+          ...persistent(tag, version),
+        } as mqtt.Packet);
+        const connack = (await back.next("connack", 15_000)) as mqtt.IConnackPacket;
+        expect(connack.returnCode ?? connack.reasonCode ?? 0).toBe(0);
+        expect(connack.sessionPresent).toBe(true);
+        if (moment.resend === "publish") {
+          back.send(publish(topic, "first", true));
+          expect(((await back.next("pubrec", 10_000)) as mqtt.IPubrecPacket).reasonCode ?? 0).toBe(0);
+        }
+        back.send(pubrel);
+        const comp = (await back.next("pubcomp", 10_000)) as mqtt.IPubcompPacket;
+        // A PUBREL whose exchange the dead gateway had already ended: 0x92 (MQTT 5) says so, nothing is lost.
+        expect([0, 0x92]).toContain(comp.reasonCode ?? 0);
+        // Every copy the client's exchange could make is in by PUBCOMP: one.
+        expect(await stored(subject, stream)).toEqual(["first"]);
+
+        // The packet id reused after PUBCOMP is a new message, stored.
+        back.send(publish(topic, "second", false));
         expect(((await back.next("pubrec", 10_000)) as mqtt.IPubrecPacket).reasonCode ?? 0).toBe(0);
+        back.send(pubrel);
+        expect(((await back.next("pubcomp", 10_000)) as mqtt.IPubcompPacket).reasonCode ?? 0).toBe(0);
+        expect(await stored(subject, stream)).toEqual(["first", "second"]);
+        back.end();
+      } finally {
+        sub?.unsubscribe();
+        kill();
+        await doomed.stop();
       }
-      back.send(pubrel);
-      const comp = (await back.next("pubcomp", 10_000)) as mqtt.IPubcompPacket;
-      // A PUBREL whose exchange the dead gateway had already ended: 0x92 (MQTT 5) says so, nothing is lost.
-      expect([0, 0x92]).toContain(comp.reasonCode ?? 0);
-      // Every copy the client's exchange could make is in by PUBCOMP: one.
-      expect(await stored(subject, stream)).toEqual(["first"]);
-
-      // The packet id reused after PUBCOMP is a new message, stored.
-      back.send(publish(topic, "second", false));
-      expect(((await back.next("pubrec", 10_000)) as mqtt.IPubrecPacket).reasonCode ?? 0).toBe(0);
-      back.send(pubrel);
-      expect(((await back.next("pubcomp", 10_000)) as mqtt.IPubcompPacket).reasonCode ?? 0).toBe(0);
-      expect(await stored(subject, stream)).toEqual(["first", "second"]);
-      back.end();
-    } finally {
-      sub?.unsubscribe();
-      kill();
-      await doomed.stop();
-    }
-  });
+    },
+    // A gateway start and a session takeover, on a loaded machine.
+    120_000,
+  );
 
   it("paho (3.1.1) streaming 3,000 QoS 2 messages, its gateway killed twice and restarted on the same port: each stored once, none lost", async () => {
     const port = await freePort();
@@ -246,5 +251,5 @@ describe("QoS 2 publisher's gateway killed (SIGKILL): exactly once across gatewa
       paho.kill();
       await gw.stop();
     }
-  });
+  }, 300_000);
 });
