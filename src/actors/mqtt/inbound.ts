@@ -169,7 +169,10 @@ export class InboundPublisher {
       }
       return this.publishCore(inbound, subject, reply, pairs, isWill);
     }
-    const msgId = this.ids.identify(messageId, dup);
+    const msgId =
+      inbound.qos === 2 && !isWill
+        ? this.ids.identifyQos2(messageId, dup, subject, inbound.payload)
+        : this.ids.identify(messageId, dup);
     // [MQTT-4.3.3-9] across a crash of this process: the id is in the session record before
     // the message can be stored, so the client's DUP resend to the next gateway gets it
     // again and the stream keeps one copy (docs/decisions/publish-identity.md).

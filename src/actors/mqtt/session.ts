@@ -79,7 +79,10 @@ export class ClientSession {
     this.persistent = expirySec > 0;
     this.deliveries = new Deliveries(link, deps.retained, receiveMaximum);
     this.writer = new SessionWriter(deps.store, link.account, link.clientId, onMovedOn);
-    this.inbound = new InboundState(() => (this.persistent ? this.saveConnected() : Promise.resolve()));
+    this.inbound = new InboundState(
+      () => (this.persistent ? this.saveConnected() : Promise.resolve()),
+      this.persistent,
+    );
   }
 
   /** A session with nothing to resume: its consumers get names of their own. */
