@@ -2,14 +2,38 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import type { RoutingRule } from "../config/schema.js";
 
 /**
- * A client's account: the routing table first, else what NATS says of the client's own
- * user ($SYS.REQ.USER.INFO on its connection), else empty. Answers are cached per
- * connection, since clients that share a connection share its user.
+ * How the gateway learns a client's account without anything from the client's own
+ * permissions beyond what NATS already said (docs/decisions/client-account.md).
+ */
+export interface AccountLookup {
+  /** The accounts the gateway has a user of its own in (gateway_users). */
+  readonly gatewayAccounts?: () => readonly string[];
+  /** That user's connection, which asks its account's connz for the client's connection. */
+  readonly gatewayConnection?: (account: string) => Promise<NatsConnection>;
+  /** No way gave the account: the caller says so (once per user) and what the user needs. */
+  readonly unknown?: (username: string | undefined) => void;
+  /** Which way told it (for the debug log). */
+  readonly learnt?: (username: string | undefined, account: string, via: AccountSource) => void;
+}
+
+export type AccountSource = "connect_info" | "user_info" | "account_connz";
+
+/**
+ * A client's account, in this order: the routing table; what nats-server said of the
+ * connection when it took its CONNECT (`remote_account` in the INFO it answers with,
+ * nats-server 2.12 and later); what it answers the client's user on `$SYS.REQ.USER.INFO`
+ * (older servers, if the user may ask); which gateway user's account lists the connection
+ * in its connz (`$SYS.REQ.ACCOUNT.PING.CONNZ`, a service nats-server gives every account);
+ * else empty. Answers are cached per connection, since clients that share a connection
+ * share its user.
  */
 export class AccountResolver {
   private readonly cache = new WeakMap<NatsConnection, Promise<string>>();
 
-  constructor(private readonly rules: () => readonly RoutingRule[]) {}
+  constructor(
+    private readonly rules: () => readonly RoutingRule[],
+    private readonly lookup: AccountLookup = {},
+  ) {}
 
   resolve(nc: NatsConnection, username: string | undefined): Promise<string> {
     if (username !== undefined) {
@@ -17,22 +41,92 @@ export class AccountResolver {
     }
     let answer = this.cache.get(nc);
     if (!answer) {
-      answer = askUserInfo(nc);
+      answer = this.learn(nc, username);
       this.cache.set(nc, answer);
     }
     return answer;
   }
+
+  private async learn(nc: NatsConnection, username: string | undefined): Promise<string> {
+    const ways: Array<[AccountSource, () => Promise<string | undefined>]> = [
+      ["connect_info", () => toldAtConnect(nc)],
+      ["user_info", () => askUserInfo(nc)],
+      ["account_connz", () => this.listedIn(nc)],
+    ];
+    for (const [via, ask] of ways) {
+      const account = await ask();
+      if (account === undefined) continue;
+      this.lookup.learnt?.(username, account, via);
+      return account;
+    }
+    this.lookup.unknown?.(username);
+    return "";
+  }
+
+  /** The gateway account whose connz lists this connection (its server id and client id). */
+  private async listedIn(nc: NatsConnection): Promise<string | undefined> {
+    const { gatewayAccounts, gatewayConnection } = this.lookup;
+    const serverId = nc.info?.server_id;
+    const cid = nc.info?.client_id;
+    if (!gatewayAccounts || !gatewayConnection || !serverId || cid === undefined) return undefined;
+    const found = await Promise.all(
+      gatewayAccounts().map(async (account) => {
+        try {
+          return (await listsConnection(await gatewayConnection(account), serverId, cid)) ? account : undefined;
+        } catch {
+          return undefined;
+        }
+      }),
+    );
+    return found.find((a) => a !== undefined);
+  }
 }
 
-async function askUserInfo(nc: NatsConnection): Promise<string> {
+/**
+ * nats-server 2.12 and later follow the PONG to a client's first PING with an INFO that
+ * names the account it bound the connection to (nats-server#6936). The connection is
+ * ready at that PONG, so the INFO may not have been read yet: one more PING's PONG comes
+ * after it. Read at once: a later INFO (cluster changes) replaces it without repeating it.
+ */
+async function toldAtConnect(nc: NatsConnection): Promise<string | undefined> {
+  const told = () => {
+    const info = nc.info as { connect_info?: boolean; remote_account?: string } | undefined;
+    return info?.connect_info && info.remote_account ? info.remote_account : undefined;
+  };
+  if (told() === undefined) await nc.flush().catch(() => {});
+  return told();
+}
+
+async function askUserInfo(nc: NatsConnection): Promise<string | undefined> {
   try {
     const reply = await nc.request("$SYS.REQ.USER.INFO", "", { timeout: 1_000 });
     const info = reply.json<{ data?: { account?: string } }>();
-    return info.data?.account ?? "";
+    return info.data?.account || undefined;
   } catch {
-    // Not allowed to ask, or no system account: the client has an empty account.
-    return "";
+    // Not allowed to ask, or no system account.
+    return undefined;
   }
+}
+
+const CONNZ_WAIT_MS = 1_000;
+
+/**
+ * Whether the account of `gw` has the connection `cid` on server `serverId`: every server
+ * answers the account's connz ping with the account's connections there, filtered by cid
+ * (a cid is per server, so only the client's server's answer counts).
+ */
+async function listsConnection(gw: NatsConnection, serverId: string, cid: number): Promise<boolean> {
+  const replies = await gw.requestMany("$SYS.REQ.ACCOUNT.PING.CONNZ", JSON.stringify({ cid }), {
+    maxWait: CONNZ_WAIT_MS,
+    strategy: "timer",
+  });
+  for await (const m of replies) {
+    if (m.data.length === 0) continue;
+    const r = m.json<{ server?: { id?: string }; data?: { connections?: Array<{ cid?: number }> } }>();
+    if (r.server?.id !== serverId) continue;
+    return r.data?.connections?.some((c) => c.cid === cid) === true;
+  }
+  return false;
 }
 
 export function globMatch(pattern: string, text: string): boolean {

@@ -101,6 +101,10 @@ export function natsServerPermissions(config: GatewayConfig): string {
       ),
       "      # The account's client users go here; they get default_permissions, e.g.:",
       `      # { user: "sensor-7", password: "..." }`,
+      "      # A user with permissions of its own needs only what it does (docs/accounts.md): publish on",
+      "      # its subjects (any QoS), subscribe on what it subscribes to, and subscribe _INBOX.MQGW.> if it",
+      "      # publishes QoS 1/2 to a stream's subjects; the gateway learns its account from nats-server:",
+      `      # { user: "sensor-8", password: "...", permissions: { publish: ["plant.>"], subscribe: ["plant.>"] } }`,
       "    ]",
       "  }",
     ].join("\n");
@@ -172,6 +176,9 @@ function gatewayPermissions(config: GatewayConfig, bindingStreams: readonly stri
       ...ownStreamWrites(config),
       // jetstreamManager() asks for the account's JetStream info first.
       "$JS.API.INFO",
+      // Which account a client's connection is in, on a nats-server that does not say it at
+      // CONNECT, for a client user that may not ask $SYS.REQ.USER.INFO (docs/decisions/client-account.md).
+      "$SYS.REQ.ACCOUNT.PING.CONNZ",
       ...ownStreams(config).flatMap(ownStreamApi),
       ...bindingStreams.flatMap(storedDeliveryApi),
       ...mqttStoreApi(config.mqtt.messages_stream),

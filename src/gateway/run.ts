@@ -102,7 +102,22 @@ const gateway = (initial: GatewayConfig, log: Logger, role: WorkerRole | undefin
     yield* Effect.addFinalizer(() => Effect.sync(() => core.release()));
     log.info({ servers, server_version: core.nc.info?.version, server_name: core.nc.info?.server_name }, "connected to NATS");
 
-    const accounts = new AccountResolver(() => config.routing);
+    // Said once per user: what that client cannot do, and what would tell its account (docs/decisions/client-account.md).
+    const unknownAccountOf = new Set<string>();
+    const accounts = new AccountResolver(() => config.routing, {
+      gatewayAccounts: () => Object.keys(config.gateway_users),
+      gatewayConnection: async (account) => (await services.jetstream(account)).lease.nc,
+      learnt: (username, account, via) => log.debug({ user: username ?? null, account, via }, "client account learnt"),
+      unknown: (username) => {
+        const user = username ?? "";
+        if (Object.keys(config.gateway_users).length === 0 || unknownAccountOf.has(user) || unknownAccountOf.size >= 1_000) return;
+        unknownAccountOf.add(user);
+        log.warn(
+          { user: username ?? null },
+          "the NATS account of this user is unknown (nats-server did not name it at CONNECT, the user may not ask $SYS.REQ.USER.INFO, and no gateway user's $SYS.REQ.ACCOUNT.PING.CONNZ lists it): what the gateway keeps for it in its account (the MQTT store's copies of its QoS 1/2 publishes, its session, its retained messages) fails; name its account in routing (docs/accounts.md)",
+        );
+      },
+    });
     const services = new AccountServices(bridge, core, () => config, log, () => accounts.resolve(core.nc, undefined));
     const messages = new MessageStore(services, () => config, log);
     const bindings = new Bindings(log, async (account) => (account === null ? core.nc : (await services.jetstream(account)).lease.nc));

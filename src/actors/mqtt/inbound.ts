@@ -204,7 +204,14 @@ export class InboundPublisher {
       }
       return this.publishCore(inbound, subject, reply, pairs, isWill);
     }
-    const msgId = this.ids.identify(messageId, dup);
+    const msgId =
+      inbound.qos === 2 && !isWill
+        ? this.ids.identifyQos2(messageId, dup, subject, inbound.payload)
+        : this.ids.identify(messageId, dup);
+    // [MQTT-4.3.3-9] across a crash of this process: the id is in the session record before
+    // the message can be stored, so the client's DUP resend to the next gateway gets it
+    // again and the stream keeps one copy (docs/decisions/publish-identity.md).
+    if (inbound.qos === 2 && !isWill) await this.rememberBeforeStoring();
     const stream = this.bindings.storedIn(link.account, subject);
     // One header block, Nats-Msg-Id included, for the client's publish and the store's copy.
     const h = headerBlock(pairs ?? NONE, msgId);
@@ -259,6 +266,14 @@ export class InboundPublisher {
       return this.notAuthorized(inbound, messageId, subject, isWill, msgId);
     if (inbound.retain) await this.storeRetained(subject, inbound.payload, pairs);
     if (!isWill) await this.ack(inbound.qos, messageId, msgId);
+  }
+
+  private async rememberBeforeStoring(): Promise<void> {
+    await this.state
+      .save()
+      .catch((e: Error) =>
+        this.link.log.warn({ err: e.message }, "could not save the session before storing a QoS 2 publish"),
+      );
   }
 
   /** QoS 0 with RETAIN, and QoS 0 wills: a core publish, flushed when retained (the retained copy waits for NATS's verdict). */

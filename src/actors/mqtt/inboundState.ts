@@ -13,6 +13,7 @@ export class InboundState {
   // connection were about 0.5 KiB of its heap (docs/performance.md, idle memory).
   private unackedIds: Map<number, string> | undefined;
   private qos2Ids: Map<number, string> | undefined;
+  private storingDigests: Map<number, string> | undefined;
 
   /** Packet id -> Nats-Msg-Id of a QoS 1/2 publish taken and not yet acknowledged to the client. */
   get unacked(): Map<number, string> {
@@ -24,7 +25,20 @@ export class InboundState {
     return (this.qos2Ids ??= new Map());
   }
 
-  constructor(private readonly persist: () => Promise<void> = async () => {}) {}
+  /**
+   * Packet id -> digest of topic and payload of a QoS 2 publish being stored, not yet
+   * PUBRECed: a client that resends it after a crash of the gateway without DUP (Debian's
+   * paho-mqtt 1.6.1 does, for some of what it had in flight) is known by it.
+   */
+  get storing(): Map<number, string> {
+    return (this.storingDigests ??= new Map());
+  }
+
+  constructor(
+    private readonly persist: () => Promise<void> = async () => {},
+    /** The session outlives the connection: what is remembered is saved (else nothing needs a digest). */
+    readonly kept = false,
+  ) {}
 
   /** Writes the session record now; resolves once it is stored (or at once for a session kept in memory only). */
   save(): Promise<void> {
@@ -34,13 +48,18 @@ export class InboundState {
   /** The session record's form: pairs, since JSON has no Map. */
   toRecord(): InboundRecord | undefined {
     if (!this.unackedIds?.size && !this.qos2Ids?.size) return undefined;
-    return { unacked: [...(this.unackedIds ?? [])], qos2: [...(this.qos2Ids ?? [])] };
+    return {
+      unacked: [...(this.unackedIds ?? [])],
+      qos2: [...(this.qos2Ids ?? [])],
+      ...(this.storingDigests?.size ? { storing: [...this.storingDigests] } : {}),
+    };
   }
 
   /** Takes what a saved session remembered (a resume, on this gateway or another). */
   restore(record: InboundRecord | undefined): void {
     for (const [id, msgId] of record?.unacked ?? []) this.unacked.set(id, msgId);
     for (const [id, msgId] of record?.qos2 ?? []) this.qos2.set(id, msgId);
+    for (const [id, digest] of record?.storing ?? []) this.storing.set(id, digest);
   }
 }
 
@@ -48,4 +67,5 @@ export class InboundState {
 export interface InboundRecord {
   readonly unacked?: ReadonlyArray<readonly [number, string]>;
   readonly qos2?: ReadonlyArray<readonly [number, string]>;
+  readonly storing?: ReadonlyArray<readonly [number, string]>;
 }

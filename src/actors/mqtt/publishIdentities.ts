@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { newPublishId } from "../publishId.js";
 import type { InboundState } from "./inboundState.js";
 
@@ -36,6 +37,22 @@ export class PublishIdentities {
     return msgId;
   }
 
+  /**
+   * A QoS 2 publish of a session that outlives its connection: as `identify`, and also
+   * a resend when DUP is 0 but the session holds this packet id as being stored with the
+   * same topic and payload. A client may not reuse a QoS 2 packet id before PUBCOMP
+   * [MQTT-2.3.1-2], so that is the message the gateway may have stored before it died,
+   * sent again without DUP (paho-mqtt 1.6.1 does so for part of what it had in flight).
+   */
+  identifyQos2(messageId: number | undefined, dup: boolean, subject: string, payload: Uint8Array): string {
+    if (messageId === undefined || !this.state.kept) return this.identify(messageId, dup);
+    const digest = createHash("sha1").update(subject).update("\u0000").update(payload).digest("base64url");
+    const again = !dup && this.state.storing.get(messageId) === digest;
+    const msgId = this.identify(messageId, dup || again);
+    this.state.storing.set(messageId, digest);
+    return msgId;
+  }
+
   /** Refused after it may have been stored: no longer passed on, but a resend after a reconnect keeps its id. */
   unsettled(messageId: number | undefined): void {
     this.handling?.delete(messageId ?? -1);
@@ -45,6 +62,7 @@ export class PublishIdentities {
   forget(messageId: number | undefined, msgId: string | undefined): void {
     if (messageId === undefined) return;
     this.handling?.delete(messageId);
+    this.state.storing.delete(messageId);
     if (msgId !== undefined && this.state.unacked.get(messageId) === msgId) this.state.unacked.delete(messageId);
   }
 

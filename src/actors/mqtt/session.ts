@@ -93,7 +93,7 @@ export class ClientSession {
     this.kept = expirySec > 0;
     this.deliveries = new Deliveries(link, deps.retained, receiveMaximum);
     this.writer = new SessionWriter(deps.store, link.account, link.clientId, onMovedOn);
-    this.inbound = new InboundState(() => (this.kept ? this.saveConnected() : Promise.resolve()));
+    this.inbound = new InboundState(() => (this.kept ? this.saveConnected() : Promise.resolve()), this.kept);
   }
 
   /** A session with nothing to resume: its consumers get names of their own. */

@@ -1,0 +1,79 @@
+"""A QoS 2 publisher with Debian's paho-mqtt (1.6), MQTT 3.1.1, that keeps its session.
+
+usage: paho_qos2_stream.py PORT CLIENT_ID TOPIC COUNT RATE
+
+Queues COUNT QoS 2 publishes (payloads "0".."COUNT-1"), RATE a second, with clean session 0 and lets paho
+do the rest: at most 20 in flight, and when the connection drops, reconnecting to the
+same port (a restarted gateway) and resending what was in flight as paho does (PUBLISH
+with DUP set, or PUBREL). Prints {"done": n} every 250 completed (PUBCOMP), then
+{"finished": COUNT, "connects": n}; {"error": "..."} and exit 1 when it stalls.
+"""
+import json
+import sys
+import threading
+import time
+
+import paho.mqtt.client as mqtt
+
+
+def main():
+    port, client_id, topic, count, rate = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+    ahead_max = int(sys.argv[6]) if len(sys.argv) > 6 else 40
+    c = mqtt.Client(client_id=client_id, clean_session=False, protocol=mqtt.MQTTv311)
+    c.reconnect_delay_set(min_delay=1, max_delay=1)
+    state = {"done": 0, "connects": 0}
+    lock = threading.Lock()
+    finished = threading.Event()
+    connected = threading.Event()
+
+    def on_connect(client, userdata, flags, rc):
+        with lock:
+            state["connects"] += 1
+        connected.set()
+
+    def on_publish(client, userdata, mid):
+        with lock:
+            state["done"] += 1
+            done = state["done"]
+        if done % 250 == 0:
+            print(json.dumps({"done": done}), flush=True)
+        if done == count:
+            finished.set()
+
+    c.on_connect = on_connect
+    c.on_publish = on_publish
+    c.connect("127.0.0.1", port, keepalive=30)
+    c.loop_start()
+    if not connected.wait(15):
+        print(json.dumps({"error": "no CONNACK"}), flush=True)
+        sys.exit(1)
+    # Paced (RATE a second, and never more than 40 beyond what is complete, so nothing
+    # piles up while the gateway is away), that a test's kills land mid-stream however
+    # fast the gateway is; paho still keeps up to 20 in flight.
+    for i in range(count):
+        next_at = time.monotonic() + 1 / rate
+        while True:
+            with lock:
+                done = state["done"]
+            if i - done < ahead_max:
+                break
+            time.sleep(0.005)
+        c.publish(topic, str(i).encode(), qos=2)
+        ahead = next_at - time.monotonic()
+        if ahead > 0:
+            time.sleep(ahead)
+    last, since = -1, time.monotonic()
+    while not finished.wait(1):
+        with lock:
+            done = state["done"]
+        if done != last:
+            last, since = done, time.monotonic()
+        elif time.monotonic() - since > 60:
+            print(json.dumps({"error": f"stalled at {done} of {count}"}), flush=True)
+            sys.exit(1)
+    c.disconnect()
+    c.loop_stop()
+    print(json.dumps({"finished": count, "connects": state["connects"]}), flush=True)
+
+
+main()
