@@ -15,6 +15,8 @@ export interface ClientHandle {
   natsServer(): string;
   /** MQTT subscriptions (filters) or AMQP receiving links: read at a metrics scrape. */
   subscriptions?(): number;
+  /** Bytes held for the client on their way out: read when /clients is asked. */
+  heldBytes?(): number;
   /** The (shared) NATS connection the client rides; admin rebalance moves it. */
   natsConnection?(): NatsConnection;
   kick(): void;

@@ -17,6 +17,7 @@ import { beforeConnect, type ParserSettings, parsePacket, settingsAfterConnect }
 import { acquireNatsAccess } from "../client/natsAccess.js";
 import type { ClientHandle } from "../clients.js";
 import type { LeaseListener, LeaseStatus, NatsLease } from "../natsBridge.js";
+import { ClientBytes } from "./clientBytes.js";
 import { authAnswer, connackPacket, credentialsOf, readConnect } from "./connect.js";
 import { ConnectHold } from "./connectBuffers.js";
 import type { MqttDeps } from "./deps.js";
@@ -78,6 +79,13 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
     this.connectHold = new ConnectHold(deps.connectBuffers);
     this.outbox = new Outbox(socket);
     this.writer = new PacketWriter(this.outbox, this);
+    this.bytes = new ClientBytes(
+      this.settings.maxClientBuffer,
+      this.settings.writeDeadlineMs,
+      socket,
+      this.outbox,
+      () => this.protocolError(Reason.quotaExceeded, "slow consumer: nothing read for limits.write_deadline"),
+    );
   }
 
   // PacketDrops: a method each, not a closure each per connection (idle memory).
@@ -139,6 +147,7 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
   /** The actor's scope closes: release everything, keeping the session if it outlives us. */
   async cleanup(): Promise<void> {
     this.connectHold.release();
+    this.bytes.close();
     keepaliveWheel.unwatch(this);
     this.endConnectDeadline();
     this.lease?.unlisten(this);
@@ -469,10 +478,8 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
     this.actor.send({ type: "WILL_DONE" });
   }
 
-  /** Bytes written and not yet taken by the peer, and bytes still gathered for this tick. */
-  queuedBytes(): number {
-    return this.socket.writableLength + this.outbox.pending();
-  }
+  /** What this connection holds for the client on its way out (limits.max_client_buffer); a client stuck at it is ended. */
+  readonly bytes: ClientBytes;
 
   /** What this tick writes leaves in one buffer and one write when the tick ends (outbox.ts). */
   private readonly outbox: Outbox;

@@ -17,6 +17,8 @@ export class Outbox {
   /** Bytes this tick already wrote when its buffer filled, and the previous tick's total. */
   private tickBytes = 0;
   private lastTick = MIN;
+  /** Bytes handed to the socket so far: what has left it is this less its writableLength (clientBytes.ts). */
+  written = 0;
 
   constructor(private readonly sink: { write(chunk: Buffer): unknown; readonly destroyed: boolean }) {}
 
@@ -71,7 +73,10 @@ export class Outbox {
     this.end = 0;
     this.lastTick = this.tickBytes + n;
     this.tickBytes = 0;
-    if (!this.sink.destroyed && n > 0) this.sink.write(n === b.length ? b : b.subarray(0, n));
+    if (!this.sink.destroyed && n > 0) {
+      this.written += n;
+      this.sink.write(n === b.length ? b : b.subarray(0, n));
+    }
   };
 
   private reserve(size: number): number {
@@ -79,7 +84,10 @@ export class Outbox {
     if (b && b.length - this.end < size) {
       // Full: what is there goes first, the tick goes on in a larger buffer.
       const grown = b.length * 2;
-      if (!this.sink.destroyed) this.sink.write(b.subarray(0, this.end));
+      if (!this.sink.destroyed) {
+        this.written += this.end;
+        this.sink.write(b.subarray(0, this.end));
+      }
       this.tickBytes += this.end;
       b = this.buf = Buffer.allocUnsafe(Math.max(size, Math.min(grown, MAX)));
       this.end = 0;

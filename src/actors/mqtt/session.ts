@@ -399,6 +399,7 @@ export class ClientSession {
         onMessage: (m, seq, d) => this.deliveries.deliverStored(sub, prefix, m, seq, d),
         resume,
         log: link.log,
+        budget: link.bytes,
       });
       // Closed meanwhile (UNSUBSCRIBE, the same filter subscribed again, the connection ending).
       if (this.entries.get(sub.filter) === entry && sub.nats.length > 0) {

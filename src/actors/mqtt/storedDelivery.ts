@@ -5,7 +5,7 @@ import type { Logger } from "../../log.js";
 import { parseJsAckReply } from "../../protocol/jsAckReply.js";
 import type { AccountServices } from "../accountServices.js";
 import { ACK, settle } from "../client/jetStreamPull.js";
-import { PullWindow } from "./pullWindow.js";
+import { type PullBudget, PullWindow } from "./pullWindow.js";
 import type { StoredSubscription } from "./sessionStore.js";
 
 /**
@@ -48,11 +48,16 @@ export interface OpenOptions {
    */
   readonly resume?: { readonly floor: number; readonly above: readonly number[] } | undefined;
   readonly log?: Logger | undefined;
+  /** The client's bytes: the pull pauses while they are at their bound (pullWindow.ts). */
+  readonly budget?: PullBudget | undefined;
 }
 
 export class StoredDelivery {
-  /** What was received and not yet acknowledged, by stream sequence, in the order received. */
-  private readonly pending = new Map<number, Msg>();
+  /**
+   * What was received and not yet acknowledged: each one's ack subject by stream sequence, in
+   * the order received (not the message: its payload would stay until the client's PUBACK).
+   */
+  private readonly pending = new Map<number, string>();
   /** Sequences acknowledged while a lower one was still pending. */
   private ackedAbove: number[] = [];
   /** The highest sequence acknowledged so far (with the floor it started from). */
@@ -139,6 +144,7 @@ export class StoredDelivery {
       Math.min(options.maxAckPending, 256),
       PULL_EXPIRES_MS,
       (m) => delivery.received(m),
+      options.budget,
     );
     delivery.window = window;
     window.start();
@@ -153,18 +159,18 @@ export class StoredDelivery {
     if (this.pending.has(seq)) {
       // ack_wait ran out while the client holds it: MQTT sends nothing twice on one
       // connection [MQTT-4.4.0-1]; the newest delivery's reply is the one to acknowledge.
-      this.pending.set(seq, m);
+      this.pending.set(seq, m.reply!);
       return;
     }
-    if (this.skip.delete(seq)) return this.settle(m, ACK);
-    this.pending.set(seq, m);
+    if (this.skip.delete(seq)) return this.settle(m.reply!, ACK);
+    this.pending.set(seq, m.reply!);
     this.onMessage(m, seq, this);
   }
 
   /** The client took the message over (PUBACK / PUBREC), or it is not the client's to have. */
   ack(seq: number): void {
-    const m = this.pending.get(seq);
-    if (!m) return;
+    const reply = this.pending.get(seq);
+    if (reply === undefined) return;
     this.pending.delete(seq);
     if (seq > this.highestAcked) this.highestAcked = seq;
     const lowest = this.pending.keys().next().value;
@@ -173,7 +179,7 @@ export class StoredDelivery {
       // Below the lowest pending, a sequence is under the floor: a reset does not hand it back.
       if (this.ackedAbove.length > 2 * this.maxAckPending) this.ackedAbove = this.ackedAbove.filter((s) => s > lowest);
     }
-    this.settle(m, ACK);
+    this.settle(reply, ACK);
   }
 
   /**
@@ -195,8 +201,8 @@ export class StoredDelivery {
     this.pending.clear();
   }
 
-  private settle(m: Msg, body: Uint8Array): void {
-    settle(this.nc, m.reply!, body);
+  private settle(reply: string, body: Uint8Array): void {
+    settle(this.nc, reply, body);
   }
 
   static async remove(services: AccountServices, account: string, stream: string, name: string): Promise<void> {

@@ -1,0 +1,167 @@
+// Issue 22, item 8: what the gateway holds for one client is bounded by
+// limits.max_client_buffer, whatever that client reads, and goes when the client does.
+// Policy: docs/decisions/backpressure.md ("One client's bytes").
+
+import { type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { connect, headers, type NatsConnection } from "@nats-io/transport-node";
+import type mqttPacket from "mqtt-packet";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
+import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
+import { eventually } from "../helpers/poll.js";
+import { RawMqtt } from "../helpers/rawMqtt.js";
+import { metric, rssOf } from "./util.js";
+
+const MiB = 1024 * 1024;
+const BOUND = 4 * MiB; // limits.max_client_buffer's default
+const BIG = 400 * 1024;
+
+/** The client's held_bytes in /clients (undefined once it is gone). */
+async function heldBytes(gw: GatewayHandle, clientId: string): Promise<number | undefined> {
+  const page = (await (
+    await fetch(`http://127.0.0.1:${gw.port("http")}/clients?client_id=${encodeURIComponent(clientId)}`)
+  ).json()) as { clients: Array<{ held_bytes: number }> };
+  return page.clients[0]?.held_bytes;
+}
+
+/** What the gateway's V8 holds outside its heap (Buffers' bytes), from its /metrics. */
+const external = (gw: GatewayHandle) => metric(gw, "nodejs_external_memory_bytes");
+
+/** Samples `sample` every 20 ms while `work` runs; resolves with the highest value seen. */
+async function peakOf(sample: () => Promise<number>, work: () => Promise<void>): Promise<number> {
+  let peak = 0;
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      peak = Math.max(peak, await sample());
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  })();
+  try {
+    await work();
+  } finally {
+    running = false;
+    await loop;
+  }
+  return Math.max(peak, await sample());
+}
+
+/** A subscriber that reads and acknowledges everything; counts what it got, in order. */
+function reader(c: RawMqtt): { got: string[] } {
+  const got: string[] = [];
+  const take = () => {
+    for (const p of c.packets.splice(0)) {
+      if (p.cmd !== "publish") continue;
+      got.push((p as mqttPacket.IPublishPacket).payload.subarray(0, 8).toString().trim());
+      if (p.qos) c.send({ cmd: "puback", messageId: p.messageId } as mqttPacket.Packet);
+    }
+  };
+  c.socket.on("data", take);
+  take();
+  return { got };
+}
+
+/**
+ * `n` messages of `size` bytes, each starting with its number, on core NATS, as fast as the
+ * reading subscriber takes them (`got`, at most 8 ahead): its pace, not the slow one's.
+ */
+async function flood(
+  nc: NatsConnection,
+  subject: string,
+  n: number,
+  size: number,
+  qos: 0 | 1,
+  got: { length: number },
+): Promise<void> {
+  const h = headers();
+  h.set("Mqgw-QoS", String(qos));
+  for (let i = 1; i <= n; i++) {
+    const payload = Buffer.alloc(size, 0x61);
+    payload.write(String(i).padEnd(8));
+    nc.publish(subject, payload, { headers: h });
+    if (i % 8 === 0) {
+      await nc.flush();
+      await eventually(() => (got.length >= i - 8 ? true : undefined), 20_000, `message ${i - 8} read`);
+    }
+  }
+  await nc.flush();
+}
+
+describe("one client's bytes are bounded (limits.max_client_buffer)", () => {
+  let nats: NatsServerHandle;
+  let gw: GatewayHandle;
+  let nc: NatsConnection;
+  let jsm: JetStreamManager;
+
+  beforeAll(async () => {
+    nats = await startNatsServer();
+    nc = await connect({ servers: nats.url });
+    jsm = await jetstreamManager(nc);
+    await jsm.streams.add({ name: "SLOWBIG", subjects: ["kept.>"] });
+    gw = await startGateway({
+      nats: nats.url,
+      // A deadline longer than the floods: here the client is held at its bound, not ended.
+      config: {
+        bindings: [{ stream: "SLOWBIG" }],
+        limits: { write_deadline: "120s" },
+        log: { level: "info", format: "json" },
+      },
+    });
+  });
+  afterAll(async () => {
+    await nc?.close();
+    await gw?.stop();
+    await nats?.stop();
+  });
+
+  it("a clean-start QoS 1 subscriber that stops reading while 1,400 messages of 400 KB pass: the gateway holds at most the bound for it, another subscriber gets every one, and the memory goes when it leaves", async () => {
+    const slow = await RawMqtt.connected(gw.port("mqtt"), 5, { clientId: "stops-reading" });
+    const healthy = await RawMqtt.connected(gw.port("mqtt"), 5, { clientId: "keeps-reading" });
+    for (const c of [slow, healthy]) {
+      c.send({ cmd: "subscribe", messageId: 1, subscriptions: [{ topic: "big/q1", qos: 1 }] } as mqttPacket.Packet);
+      await c.next("suback");
+    }
+    const { got } = reader(healthy);
+    slow.socket.pause();
+    const dropsBefore = await metric(gw, "mqgw_dropped_total", { protocol: "mqtt", reason: "slow_consumer" });
+    const baseRss = rssOf(gw.process.pid!);
+    const baseExternal = await external(gw);
+    let rssPeak = baseRss;
+    const N = 1_400;
+    const heldPeak = await peakOf(
+      async () => {
+        rssPeak = Math.max(rssPeak, rssOf(gw.process.pid!));
+        return (await heldBytes(gw, "stops-reading")) ?? 0;
+      },
+      async () => {
+        await flood(nc, "big.q1", N, BIG, 1, got);
+        await eventually(() => (got.length === N ? true : undefined), 60_000, `all ${N} to the reading subscriber`);
+      },
+    );
+      heldPeak,
+      rssGrowth: (rssPeak - baseRss) / MiB,
+      baseRss: baseRss / MiB,
+      baseExternal: baseExternal / MiB,
+      ext: (await external(gw)) / MiB,
+    });
+    // The bound, and one message past it (the one that reached it).
+    expect(heldPeak).toBeGreaterThan(BOUND / 2);
+    expect(heldPeak).toBeLessThanOrEqual(BOUND + BIG + 1024);
+    // Before: 790 MiB more for this one client. What is left is the reading client's traffic
+    // that V8 has not collected yet.
+    expect(rssPeak - baseRss).toBeLessThan(160 * MiB);
+    expect(got).toEqual(Array.from({ length: N }, (_, i) => String(i + 1)));
+    expect(
+      (await metric(gw, "mqgw_dropped_total", { protocol: "mqtt", reason: "slow_consumer" })) - dropsBefore,
+    ).toBeGreaterThan(N / 2);
+    slow.end();
+    healthy.end();
+    await eventually(async () => ((await heldBytes(gw, "stops-reading")) === undefined ? true : undefined));
+    // Nothing of the client stays: V8's external bytes come back near where they were.
+    await eventually(
+      async () => ((await external(gw)) < baseExternal + 2 * BOUND ? true : undefined),
+      30_000,
+      "external memory back",
+    );
+  }, 120_000);
+});
