@@ -18,6 +18,8 @@ export class ClientBytes {
   /** The bound was reached since the last wake (a scheduling guard: who waits is woken once). */
   private wasFull = false;
   private stuckTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Found stuck: told once, never checked again. */
+  private ended = false;
   /** What had left the socket when the bound was reached: no change by the deadline is stuck. */
   private leftAtFull = 0;
 
@@ -63,7 +65,7 @@ export class ClientBytes {
   private reached(): void {
     this.wasFull = true;
     this.watchDrain();
-    if (this.stuckTimer === undefined && !this.socket.destroyed) this.armStuck();
+    if (this.stuckTimer === undefined && !this.ended && !this.socket.destroyed) this.armStuck();
   }
 
   /** How many messages of about `typical` bytes fit now (0 at the bound, at most `most`). */
@@ -96,6 +98,7 @@ export class ClientBytes {
     });
   }
 
+  /** Bytes the socket has written (it is handed at most 256 KiB ahead, outbox.ts). */
   private left(): number {
     return this.outbox.written - this.socket.writableLength;
   }
@@ -111,7 +114,11 @@ export class ClientBytes {
     if (this.socket.destroyed || this.held() < this.limit) return;
     // Still at the bound: stuck only if the socket holds bytes and took none all that time. A
     // client that reads but does not acknowledge holds a backlog, which the drops bound.
-    if (this.socket.writableLength > 0 && this.left() === this.leftAtFull) return this.onStuck();
+    if (this.socket.writableLength > 0 && this.left() === this.leftAtFull) {
+      this.close();
+      this.ended = true;
+      return this.onStuck();
+    }
     this.armStuck();
   }
 }

@@ -498,7 +498,7 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
   }
 
   private endSocket(): void {
-    this.outbox.flush();
+    this.outbox.close();
     if (!this.socket.destroyed) this.socket.end();
     // A peer that never reads must not keep the socket (and its buffers) alive.
     setTimeout(() => this.socket.destroy(), 2_000).unref();
