@@ -2,6 +2,7 @@
 // limits.max_client_buffer, whatever that client reads, and goes when the client does.
 // Policy: docs/decisions/backpressure.md ("One client's bytes").
 
+import { type Socket, connect as tcpConnect } from "node:net";
 import { type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect, headers, type NatsConnection } from "@nats-io/transport-node";
 import type mqttPacket from "mqtt-packet";
@@ -321,4 +322,77 @@ describe("a client stuck at its bound is disconnected after limits.write_deadlin
     slow.socket.resume();
     slow.end();
   }, 60_000);
+});
+
+describe("partial CONNECTs cost what they hold, and give it back", () => {
+  let nats: NatsServerHandle;
+  let gw: GatewayHandle;
+  let nc: NatsConnection;
+  beforeAll(async () => {
+    nats = await startNatsServer();
+    nc = await connect({ servers: nats.url });
+    // limits.max_connect_buffer at its default, 16 MiB.
+    gw = await startGateway({ nats: nats.url, config: { log: { level: "info", format: "json" } } });
+  });
+  afterAll(async () => {
+    await nc?.close();
+    await gw?.stop();
+    await nats?.stop();
+  });
+
+  it("50 sockets sending 900 KB of a CONNECT in 16 KiB writes: the gateway grows by about the 16 MiB it may hold, not by a copy per read, and it goes when they close", async () => {
+    const header = Buffer.from([0x10, 0x80, 0x90, 0x37]); // remaining length 900,096
+    const body = Buffer.alloc(900_000, 0x41);
+    const baseRss = rssOf(gw.process.pid!);
+    const baseExternal = await external(gw);
+    const sockets: Socket[] = [];
+    let closed = 0;
+    const peakExternal = await peakOf(
+      () => external(gw),
+      async () => {
+        for (let i = 0; i < 50; i++) {
+          const s = await new Promise<Socket>((resolve) => {
+            const sock = tcpConnect(gw.port("mqtt"), "127.0.0.1", () => resolve(sock));
+          });
+          s.on("error", () => {});
+          s.on("close", () => closed++);
+          s.write(header);
+          for (let at = 0; at < body.length; at += 16 * 1024) {
+            s.write(body.subarray(at, at + 16 * 1024));
+            await new Promise<void>((r) => setImmediate(r));
+          }
+          sockets.push(s);
+        }
+        // What the limit does not take is closed.
+        await eventually(
+          async () =>
+            (await metric(gw, "mqgw_refused_total", { reason: "connect_buffer_full" })) >= 30 ? true : undefined,
+          20_000,
+          "sockets past the limit refused",
+        );
+      },
+    );
+    const rssGrowth = rssOf(gw.process.pid!) - baseRss;
+    expect(peakExternal - baseExternal).toBeLessThan(48 * MiB);
+    expect(rssGrowth).toBeLessThan(96 * MiB);
+    expect(closed).toBeGreaterThanOrEqual(30);
+    for (const s of sockets) s.destroy();
+    // A normal client still connects; the held bytes are given back (V8 frees them when it
+    // collects: the client's traffic makes it).
+    const c = await RawMqtt.connected(gw.port("mqtt"), 5);
+    c.send({ cmd: "subscribe", messageId: 1, subscriptions: [{ topic: "gc/t", qos: 0 }] } as mqttPacket.Packet);
+    await c.next("suback");
+    reader(c);
+    await eventually(
+      async () => {
+        if ((await external(gw)) < baseExternal + 8 * MiB) return true;
+        for (let i = 0; i < 8; i++) nc.publish("gc.t", Buffer.alloc(BIG, 0x63));
+        await nc.flush();
+        return undefined;
+      },
+      30_000,
+      "external memory back",
+    );
+    c.end();
+  }, 120_000);
 });

@@ -25,6 +25,7 @@ import { MqttClientHandle } from "./handle.js";
 import { onPubrec, onPubrel } from "./handshakes.js";
 import { InboundPublisher } from "./inbound.js";
 import { InboundTopicAliases, takenPublish } from "./inboundAliases.js";
+import { InboundBytes } from "./inboundBytes.js";
 import { connectDeadline, connectWheel, type KeepaliveWatched, keepaliveWheel } from "./keepaliveWheel.js";
 import { ConnectionLink, DeniedSubjects } from "./link.js";
 import { Outbox } from "./outbox.js";
@@ -45,7 +46,8 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
   private actor!: Machine;
   /** The packets the fast path leaves go to one shared mqtt-packet parser (mqttParse.ts). */
   private parserSettings: ParserSettings = beforeConnect;
-  private buffered: Buffer = Buffer.alloc(0);
+  /** Reads not yet split into packets, joined once a packet is complete (inboundBytes.ts). */
+  private readonly buffered = new InboundBytes();
   private version: 4 | 5 = 4;
   private assignedId: string | undefined;
   private lease: NatsLease | undefined;
@@ -183,10 +185,14 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
 
   private onData(chunk: Buffer): void {
     if (this.keepaliveLimitMs > 0) this.lastActivity = Date.now();
-    this.buffered = this.buffered.length ? Buffer.concat([this.buffered, chunk]) : chunk;
-    const frames = splitFrames(this.buffered, this.settings.maxPacketSize);
+    const whole = this.buffered.add(chunk, this.settings.maxPacketSize);
+    if (whole === undefined) {
+      if (this.parserSettings === beforeConnect && !this.holdBeforeConnect(this.buffered.length)) return;
+      return this.flow();
+    }
+    const frames = splitFrames(whole, this.settings.maxPacketSize);
     if (frames.kind === "too_large") {
-      this.buffered = Buffer.alloc(0);
+      this.buffered.clear();
       this.socket.pause();
       this.deps.metrics.refused("mqtt", "packet_too_large");
       return this.protocolError(
@@ -195,11 +201,11 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
       );
     }
     if (frames.kind === "malformed") {
-      this.buffered = Buffer.alloc(0);
+      this.buffered.clear();
       this.socket.pause();
       return this.protocolError(Reason.malformedPacket, frames.reason);
     }
-    this.buffered = frames.rest;
+    this.buffered.keep(frames.rest);
     if (this.parserSettings === beforeConnect && !this.holdBeforeConnect(frames.rest.length)) return;
     for (const p of frames.packets) {
       if (this.actor.getSnapshot().status !== "active") return;
@@ -304,7 +310,7 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
 
   private holdBeforeConnect(bytes: number): boolean {
     if (this.connectHold.hold(bytes)) return true;
-    this.buffered = Buffer.alloc(0);
+    this.buffered.clear();
     this.deps.metrics.refused("mqtt", "connect_buffer_full");
     this.log.info({ bytes }, "closing a socket before CONNECT: limits.max_connect_buffer is full");
     this.socket.destroy();
