@@ -21,9 +21,7 @@ function feed(reads: Buffer[], maxPacket: number): Buffer[] | "too_large" {
   const bytes = new InboundBytes();
   const out: Buffer[] = [];
   for (const r of reads) {
-    const whole = bytes.add(r, maxPacket);
-    if (!whole) continue;
-    const frames = splitFrames(whole, maxPacket);
+    const frames = splitFrames(bytes.add(r, maxPacket), maxPacket);
     if (frames.kind === "too_large") return "too_large";
     if (frames.kind !== "packets") throw new Error(frames.kind);
     out.push(...frames.packets.map((p) => Buffer.from(p)));

@@ -1,3 +1,6 @@
+import { Reason } from "../../protocol/mqttReasons.js";
+import type { MqttSettings } from "./settings.js";
+
 /**
  * The bytes the gateway holds for one MQTT client on their way out (limits.max_client_buffer,
  * docs/decisions/backpressure.md): what its socket has not taken yet, what this tick gathered
@@ -35,6 +38,18 @@ export class ClientBytes {
     private readonly outbox: { pending(): number; readonly written: number },
     private readonly onStuck: () => void,
   ) {}
+
+  /** One MQTT connection's: ended as a slow consumer (MQTT 5: DISCONNECT 0x97) when stuck. */
+  static of(
+    settings: Pick<MqttSettings, "maxClientBuffer" | "writeDeadlineMs">,
+    socket: ClientBytes["socket"],
+    outbox: ClientBytes["outbox"],
+    owner: { protocolError(reasonCode: number, reason: string): void },
+  ): ClientBytes {
+    return new ClientBytes(settings.maxClientBuffer, settings.writeDeadlineMs, socket, outbox, () =>
+      owner.protocolError(Reason.quotaExceeded, "slow consumer: nothing read for limits.write_deadline"),
+    );
+  }
 
   /** Everything held for the client now. */
   held(): number {

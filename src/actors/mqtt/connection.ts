@@ -46,7 +46,6 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
   private actor!: Machine;
   /** The packets the fast path leaves go to one shared mqtt-packet parser (mqttParse.ts). */
   private parserSettings: ParserSettings = beforeConnect;
-  /** Reads not yet split into packets, joined once a packet is complete (inboundBytes.ts). */
   private readonly buffered = new InboundBytes();
   private version: 4 | 5 = 4;
   private assignedId: string | undefined;
@@ -81,13 +80,7 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
     this.connectHold = new ConnectHold(deps.connectBuffers);
     this.outbox = new Outbox(socket);
     this.writer = new PacketWriter(this.outbox, this);
-    this.bytes = new ClientBytes(
-      this.settings.maxClientBuffer,
-      this.settings.writeDeadlineMs,
-      socket,
-      this.outbox,
-      () => this.protocolError(Reason.quotaExceeded, "slow consumer: nothing read for limits.write_deadline"),
-    );
+    this.bytes = ClientBytes.of(this.settings, socket, this.outbox, this);
   }
 
   // PacketDrops: a method each, not a closure each per connection (idle memory).
@@ -185,12 +178,7 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
 
   private onData(chunk: Buffer): void {
     if (this.keepaliveLimitMs > 0) this.lastActivity = Date.now();
-    const whole = this.buffered.add(chunk, this.settings.maxPacketSize);
-    if (whole === undefined) {
-      if (this.parserSettings === beforeConnect && !this.holdBeforeConnect(this.buffered.length)) return;
-      return this.flow();
-    }
-    const frames = splitFrames(whole, this.settings.maxPacketSize);
+    const frames = splitFrames(this.buffered.add(chunk, this.settings.maxPacketSize), this.settings.maxPacketSize);
     if (frames.kind === "too_large") {
       this.buffered.clear();
       this.socket.pause();
@@ -206,7 +194,7 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
       return this.protocolError(Reason.malformedPacket, frames.reason);
     }
     this.buffered.keep(frames.rest);
-    if (this.parserSettings === beforeConnect && !this.holdBeforeConnect(frames.rest.length)) return;
+    if (this.parserSettings === beforeConnect && !this.holdBeforeConnect(this.buffered.length)) return;
     for (const p of frames.packets) {
       if (this.actor.getSnapshot().status !== "active") return;
       // The PUBLISH fast path (docs/performance.md); anything it does not take goes to mqtt-packet.
@@ -484,7 +472,7 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
     this.actor.send({ type: "WILL_DONE" });
   }
 
-  /** What this connection holds for the client on its way out (limits.max_client_buffer); a client stuck at it is ended. */
+  /** limits.max_client_buffer (clientBytes.ts). */
   readonly bytes: ClientBytes;
 
   /** What this tick writes leaves in one buffer and one write when the tick ends (outbox.ts). */

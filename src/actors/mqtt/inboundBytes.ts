@@ -1,3 +1,5 @@
+const EMPTY = Buffer.alloc(0);
+
 /**
  * The bytes of one MQTT socket not yet split into packets. A packet that arrives in many
  * reads (a CONNECT with a large will, a large PUBLISH) is kept as its reads and joined once,
@@ -12,21 +14,22 @@ export class InboundBytes {
   /**
    * Adds a read. Returns everything kept, joined, once the first packet in it is complete (or
    * its header says it is larger than `maxPacket` or malformed, for the splitter to refuse);
-   * undefined while it is not.
+   * nothing while it is not (the reads stay kept: `length` counts them).
    */
-  add(chunk: Buffer, maxPacket: number): Buffer | undefined {
+  add(chunk: Buffer, maxPacket: number): Buffer {
     this.chunks.push(chunk);
     this.length += chunk.length;
     const needed = this.needed();
-    if (needed !== undefined && needed <= maxPacket && this.length < needed) return undefined;
+    if (needed !== undefined && needed <= maxPacket && this.length < needed) return EMPTY;
     const whole = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks, this.length);
     this.chunks = [];
     this.length = 0;
     return whole;
   }
 
-  /** What is left after the complete packets: kept for the next read. */
+  /** What is left after the complete packets of what `add` returned: kept for the next read. */
   keep(rest: Buffer): void {
+    // Nothing was returned (the reads are still kept), or nothing is left.
     if (rest.length === 0) return;
     // A few bytes of a large read would keep the whole read alive.
     this.chunks = [rest.length * 2 < rest.buffer.byteLength ? Buffer.from(rest) : rest];
