@@ -17,6 +17,8 @@ export interface ClientHandle {
   subscriptions?(): number;
   /** MQTT subscriptions whose stored delivery waits for its stream to answer (storedDelivery.ts). */
   storedWaiting?(): number;
+  /** Bytes held for the client on their way out: read when /clients is asked. */
+  heldBytes?(): number;
   /** The (shared) NATS connection the client rides; admin rebalance moves it. */
   natsConnection?(): NatsConnection;
   kick(): void;

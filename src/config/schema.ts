@@ -174,6 +174,10 @@ export interface GatewayConfig {
     readonly connect_timeout: number;
     /** Bytes all MQTT sockets together may hold before their CONNECT is complete. An addition. */
     readonly max_connect_buffer: number;
+    /** Bytes the gateway holds for one MQTT client on their way out (socket, backlog). An addition. */
+    readonly max_client_buffer: number;
+    /** How long a client may stay at max_client_buffer while its socket takes nothing, in milliseconds. An addition. */
+    readonly write_deadline: number;
   };
   readonly source: ConfigSource;
 }
@@ -395,6 +399,8 @@ export const configFileSchema = z
           max_topic_levels: count().default(128),
           connect_timeout: duration.prefault("10s").pipe(z.number().min(1, "must be more than 0s")),
           max_connect_buffer: size.prefault("16MiB").pipe(z.number().min(1, "must be more than 0")),
+          max_client_buffer: size.prefault("4MiB").pipe(z.number().min(1, "must be more than 0")),
+          write_deadline: duration.prefault("10s").pipe(z.number().min(1, "must be more than 0s")),
         })
         .prefault({}),
     ),

@@ -28,7 +28,8 @@ export function mqttSettingsOf(config: GatewayConfig, natsMaxPayload: number | u
     topicAliasMaximum: 64,
     routes: new Map(routeList.map((r) => [r.subject, r])),
     routeList,
-    maxQueuedBytes: 8 * 1024 * 1024,
+    maxClientBuffer: config.limits.max_client_buffer,
+    writeDeadlineMs: config.limits.write_deadline,
     maxSubjectBytes: lines.subjectBytes,
     maxClientIdBytes: lines.clientIdBytes,
   };

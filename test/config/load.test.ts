@@ -108,6 +108,8 @@ describe("defaults", () => {
       max_topic_levels: 128,
       connect_timeout: 10_000,
       max_connect_buffer: 16 * 1024 * 1024,
+      max_client_buffer: 4 * 1024 * 1024,
+      write_deadline: 10_000,
     });
     expect(c.data).toBe(join(process.cwd(), "data"));
   });

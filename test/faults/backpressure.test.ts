@@ -58,7 +58,12 @@ describe("backpressure and slow consumers", () => {
     await jsm.streams.add({ name: "SLOW", subjects: ["stored.>"] });
     gw = await startGateway({
       nats: nats.url,
-      config: { bindings: [{ stream: "SLOW" }], log: { level: "info", format: "json" } },
+      // Clients here are held at their bound (limits.max_client_buffer), not ended as stuck.
+      config: {
+        bindings: [{ stream: "SLOW" }],
+        limits: { write_deadline: "300s" },
+        log: { level: "info", format: "json" },
+      },
     });
   });
   afterAll(async () => {

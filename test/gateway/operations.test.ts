@@ -174,6 +174,7 @@ describe("GET /clients", () => {
         remote: expect.stringMatching(/^127\.0\.0\.1:\d+$/),
         since: expect.stringMatching(/Z$/),
         subscriptions: 0,
+        held_bytes: 0,
         state: expect.stringMatching(/\bserving\b/),
         state_since: expect.stringMatching(/Z$/),
       });

@@ -22,6 +22,8 @@ export interface ClientView {
   readonly subscriptions: number;
   /** Of those, how many wait for their stream to answer (stored delivery retrying). */
   readonly stored_waiting: number;
+  /** Bytes the gateway holds for the client on their way out (MQTT: within limits.max_client_buffer; AMQP: 0, its bounds are per link). */
+  readonly held_bytes: number;
   /** The connection machine's state (docs/statecharts), and since when it is in it. */
   readonly state: string;
   readonly state_since: string | null;
@@ -119,6 +121,7 @@ function view(c: ClientHandle, actor: AnyActorRef | undefined, registry: ActorRe
     nats_server: c.natsServer(),
     subscriptions: c.subscriptions?.() ?? 0,
     stored_waiting: c.storedWaiting?.() ?? 0,
+    held_bytes: c.heldBytes?.() ?? 0,
     state: actor ? configuration(actor.getSnapshot()) : "",
     state_since: entered === undefined ? null : new Date(entered).toISOString(),
   };

@@ -15,6 +15,7 @@ import { Reason } from "../../protocol/mqttReasons.js";
 import { beforeConnect, type ParserSettings, parsePacket, settingsAfterConnect } from "../../vendor/mqttPacket.js";
 import type { ClientHandle } from "../clients.js";
 import type { LeaseListener, LeaseStatus, NatsLease } from "../natsBridge.js";
+import { ClientBytes } from "./clientBytes.js";
 import { authAnswer, connackPacket, readConnect } from "./connect.js";
 import type { MqttDeps } from "./deps.js";
 import { EarlyBytes } from "./earlyBytes.js";
@@ -22,6 +23,7 @@ import { MqttClientHandle } from "./handle.js";
 import { onPubrec, onPubrel } from "./handshakes.js";
 import { InboundPublisher } from "./inbound.js";
 import { InboundTopicAliases, takenPublish } from "./inboundAliases.js";
+import { InboundBytes } from "./inboundBytes.js";
 import { connectDeadline, connectWheel, type KeepaliveWatched, keepaliveWheel } from "./keepaliveWheel.js";
 import { ConnectionLink, DeniedSubjects } from "./link.js";
 import { acquireNatsForConnect } from "./natsForConnect.js";
@@ -48,7 +50,7 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
   private actor!: Machine;
   /** The packets the fast path leaves go to one shared mqtt-packet parser (mqttParse.ts). */
   private parserSettings: ParserSettings = beforeConnect;
-  private buffered: Buffer = Buffer.alloc(0);
+  private readonly buffered = new InboundBytes();
   private version: 4 | 5 = 4;
   private assignedId: string | undefined;
   private lease: NatsLease | undefined;
@@ -82,6 +84,7 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
     this.early = new EarlyBytes(deps.connectBuffers, socket, deps.metrics, this);
     this.outbox = new Outbox(socket);
     this.writer = new PacketWriter(this.outbox, this);
+    this.bytes = ClientBytes.of(this.settings, socket, this.outbox, this);
   }
 
   // PacketDrops: a method each, not a closure each per connection (idle memory).
@@ -121,7 +124,7 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
         return void this.publishWill(e.will);
       case "end_socket":
       case "close":
-        return this.endSocket();
+        return endSocket(this.socket, this.outbox);
     }
   }
 
@@ -145,11 +148,12 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
   /** The actor's scope closes: release everything, keeping the session if it outlives us. */
   async cleanup(): Promise<void> {
     this.early.release();
+    this.bytes.close();
     keepaliveWheel.unwatch(this);
     this.endConnectDeadline();
     this.lease?.unlisten(this);
     // Not destroyed: the peer reads the DISCONNECT first (socketEnd.ts).
-    this.endSocket();
+    endSocket(this.socket, this.outbox);
     if (this.handle) this.deps.clients.remove(this.handle);
     const sa = this.sessionActor;
     try {
@@ -185,10 +189,9 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
 
   private onData(chunk: Buffer): void {
     if (this.keepaliveLimitMs > 0) this.lastActivity = Date.now();
-    this.buffered = this.buffered.length ? Buffer.concat([this.buffered, chunk]) : chunk;
-    const frames = splitFrames(this.buffered, this.settings.maxPacketSize);
+    const frames = splitFrames(this.buffered.add(chunk, this.settings.maxPacketSize), this.settings.maxPacketSize);
     if (frames.kind === "too_large") {
-      this.buffered = Buffer.alloc(0);
+      this.buffered.clear();
       this.socket.pause();
       this.deps.metrics.refused("mqtt", "packet_too_large");
       return this.protocolError(
@@ -197,12 +200,12 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
       );
     }
     if (frames.kind === "malformed") {
-      this.buffered = Buffer.alloc(0);
+      this.buffered.clear();
       this.socket.pause();
       return this.protocolError(Reason.malformedPacket, frames.reason);
     }
-    this.buffered = frames.rest;
-    if (this.parserSettings === beforeConnect && !this.keepEarly(frames.rest.length)) return;
+    this.buffered.keep(frames.rest);
+    if (this.parserSettings === beforeConnect && !this.keepEarly(this.buffered.length)) return;
     const { packets } = frames;
     for (let i = 0; i < packets.length; i++) {
       const p = packets[i]!;
@@ -226,14 +229,14 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
     this.flow();
   }
 
-  /** Packets sent before the CONNACK wait unparsed, the socket paused, until `serve` lets `flow` read them (earlyBytes.ts). */
+  /** Packets sent before the CONNACK wait unparsed, the socket paused, until `flow` reads them (earlyBytes.ts). */
   private holdUntilServed(early: Buffer[]): void {
-    this.buffered = Buffer.concat([...early, this.buffered]);
+    this.buffered.putBack(early);
     this.paused = this.keepEarly(this.buffered.length);
     if (this.paused) this.socket.pause();
   }
 
-  /** Reads the socket only while NATS is up (the machine's natsDown) and the client's publishes are not piling up (TCP backpressure). */
+  /** Reads the socket only while NATS is up (natsDown) and the client's publishes do not pile up (backpressure). */
   private flow(): void {
     const state = this.actor.getSnapshot();
     const hold = state.hasTag("natsDown") || this.inbound?.busy() === true;
@@ -321,7 +324,7 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
 
   private keepEarly(bytes: number): boolean {
     if (this.early.keep(bytes)) return true;
-    this.buffered = EMPTY;
+    this.buffered.clear();
     return false;
   }
 
@@ -342,7 +345,7 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
     this.actor.send({ type: "CONNECT", request: outcome.request });
   }
 
-  /** Registers the client (taking over an earlier connection of its id here) and starts its session machine, which claims the id before it reads the store. */
+  /** Registers the client (taking over an earlier connection of its id here) and starts its session machine (it claims the id, then reads the store). */
   private openSession(): void {
     const request = this.actor.getSnapshot().context.request!;
     const { account } = this.actor.getSnapshot().context;
@@ -465,10 +468,8 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
     this.actor.send({ type: "WILL_DONE" });
   }
 
-  /** Bytes written and not yet taken by the peer, and bytes still gathered for this tick. */
-  queuedBytes(): number {
-    return this.socket.writableLength + this.outbox.pending();
-  }
+  /** limits.max_client_buffer (clientBytes.ts). */
+  readonly bytes: ClientBytes;
 
   /** What this tick writes leaves in one buffer and one write when the tick ends (outbox.ts). */
   private readonly outbox: Outbox;
@@ -484,10 +485,5 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
   /** The wheel found no packet within the limit. */
   keepaliveExpired(): void {
     this.actor.send({ type: "KEEPALIVE_EXPIRED" });
-  }
-
-  private endSocket(): void {
-    this.outbox.flush();
-    endSocket(this.socket);
   }
 }

@@ -23,6 +23,8 @@ export class Deliveries {
   readonly outbound: OutboundFlow;
   /** Deliveries that arrive before CONNACK is out wait here; undefined once the client is served. */
   private held: Array<() => void> | undefined = [];
+  /** Their payloads' bytes, counted in what the gateway holds for the client (clientBytes.ts). */
+  private heldBytes = 0;
   /** PUBRELs owed since the last connection, sent once CONNACK is out. */
   private pubrel: number[] = [];
   private permission: ReadPermission | undefined;
@@ -40,6 +42,7 @@ export class Deliveries {
       1000,
       (p) => link.write(p as Packet),
       () => link.metrics.dropped("mqtt", "backlog_full"),
+      link.bytes,
     );
   }
 
@@ -53,6 +56,8 @@ export class Deliveries {
     for (const messageId of this.pubrel.splice(0)) this.link.write({ cmd: "pubrel", messageId } as Packet);
     const held = this.held ?? [];
     this.held = undefined;
+    this.link.bytes.waiting -= this.heldBytes;
+    this.heldBytes = 0;
     for (const deliver of held) deliver();
   }
 
@@ -70,7 +75,9 @@ export class Deliveries {
     retained = false,
   ): void {
     if (this.held) {
-      this.held.push(() => this.deliver(sub, subject, headers, data, reply, retained));
+      // Live messages past the bound are dropped as they would be once served.
+      if (this.link.bytes.full()) return this.link.metrics.dropped("mqtt", "slow_consumer");
+      this.hold(data.byteLength, () => this.deliver(sub, subject, headers, data, reply, retained));
       return;
     }
     const { link } = this;
@@ -89,8 +96,9 @@ export class Deliveries {
       return;
     }
     if (out.lost) link.metrics.propertiesLost("mqtt", out.lost);
-    if (out.qos === 0 && link.queuedBytes() > link.settings.maxQueuedBytes) {
-      // A slow consumer loses QoS 0 messages, not the gateway's memory (docs/decisions/mqtt-sessions.md).
+    if (link.bytes.full()) {
+      // A slow consumer loses live messages (QoS 0, and QoS 1/2 no stream keeps), not the
+      // gateway's memory (docs/decisions/backpressure.md).
       link.metrics.dropped("mqtt", "slow_consumer");
       return;
     }
@@ -108,7 +116,7 @@ export class Deliveries {
     checked = false,
   ): void {
     if (this.held) {
-      this.held.push(() => this.deliverStored(sub, prefix, m, seq, d, checked));
+      this.hold(m.data.byteLength, () => this.deliverStored(sub, prefix, m, seq, d, checked));
       return;
     }
     const subject = prefix ? m.subject.slice(prefix.length) : m.subject;
@@ -143,6 +151,12 @@ export class Deliveries {
     // Too large for the client: dropped, and acknowledged as if delivered [MQTT-3.1.2-25].
     if (this.outbound.send(out, { onStored: () => d.ack(seq), origin, pid: this.outbound.handedBack(origin) }))
       this.link.metrics.messageOut("mqtt", "delivered_stored");
+  }
+
+  private hold(bytes: number, deliver: () => void): void {
+    this.heldBytes += bytes;
+    this.link.bytes.waiting += bytes;
+    this.held!.push(deliver);
   }
 
   async sendRetained(sub: ActiveSubscription): Promise<void> {

@@ -3,6 +3,7 @@ import type { Logger } from "../../log.js";
 import { RefusalTally } from "../client/refusalTally.js";
 import type { Metrics } from "../metrics.js";
 import type { NatsLease } from "../natsBridge.js";
+import type { ClientBytes } from "./clientBytes.js";
 import type { MqttSettings } from "./settings.js";
 
 /**
@@ -19,8 +20,8 @@ export interface ClientLink {
   readonly log: Logger;
   /** false only when the packet is larger than the client allows (dropped and counted). */
   write(packet: Packet): boolean;
-  /** Bytes written to the socket and not yet taken by the peer: a slow consumer's backlog. */
-  queuedBytes(): number;
+  /** What the gateway holds for the client on its way out, within limits.max_client_buffer. */
+  readonly bytes: ClientBytes;
   protocolError(reasonCode: number, reason: string): void;
   /** Subjects NATS refused this connection, reported by the bridge before the flush's PONG. */
   readonly denied: DeniedSubjects;
@@ -48,7 +49,7 @@ export class DeniedSubjects {
 interface LinkOwner {
   readonly log: Logger;
   write(packet: Packet): boolean;
-  queuedBytes(): number;
+  readonly bytes: ClientBytes;
   protocolError(reasonCode: number, reason: string): void;
 }
 
@@ -76,8 +77,8 @@ export class ConnectionLink implements ClientLink {
   write(packet: Packet): boolean {
     return this.owner.write(packet);
   }
-  queuedBytes(): number {
-    return this.owner.queuedBytes();
+  get bytes(): ClientBytes {
+    return this.owner.bytes;
   }
   protocolError(reasonCode: number, reason: string): void {
     this.owner.protocolError(reasonCode, reason);

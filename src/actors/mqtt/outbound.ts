@@ -19,10 +19,31 @@ export interface SendOptions {
   readonly pid?: number | undefined;
 }
 
+/**
+ * The bytes held for the client (clientBytes.ts): the backlog counts in `waiting`, and a
+ * message is written only while the socket's side is below the bound.
+ */
+export interface OutboundBytes {
+  waiting: number;
+  writable(): boolean;
+  /** Bytes went: wake what waited for room. */
+  settled(): void;
+  /** Set to the backlog's pump: the socket took everything it held. */
+  onSocketDrain: (() => void) | undefined;
+}
+
+/** Unbounded: for a flow that only counts messages. */
+const unbounded = (): OutboundBytes => ({
+  waiting: 0,
+  writable: () => true,
+  settled: () => {},
+  onSocketDrain: undefined,
+});
+
+// Not the PUBLISH: its bytes are in the socket once written, and keeping the packet kept
+// every payload in flight (256 of up to max_packet_size) until the client acknowledged it.
 interface InFlight {
-  /** undefined: a PUBREL owed since the last connection (the PUBLISH itself is the client's now). */
-  readonly packet: IPublishPacket | undefined;
-  /** QoS 2 after PUBREC: only the PUBREL is owed. */
+  /** QoS 2 after PUBREC (or a PUBREL owed since the last connection): only the PUBREL is owed. */
   released: boolean;
   readonly onStored: (() => void) | undefined;
   readonly origin: StoredOrigin | undefined;
@@ -31,6 +52,7 @@ interface InFlight {
 interface Waiting {
   readonly packet: IPublishPacket;
   readonly options: SendOptions | undefined;
+  readonly bytes: number;
 }
 
 /**
@@ -54,7 +76,10 @@ export class OutboundFlow {
     private readonly write: (packet: IPublishPacket) => boolean,
     /** A message dropped from a full backlog (counted in mqgw_dropped_total). */
     private readonly onDrop: (packet: IPublishPacket) => void = () => {},
-  ) {}
+    private readonly bytes: OutboundBytes = unbounded(),
+  ) {
+    bytes.onSocketDrain = () => this.pump();
+  }
 
   /**
    * false: the message is larger than the client allows and was dropped; a QoS 1/2 one
@@ -83,17 +108,42 @@ export class OutboundFlow {
       ...(msg.properties ? { properties: msg.properties as IPublishPacket["properties"] } : {}),
     };
     if (msg.qos === 0) return this.write(packet);
-    if (this.size() >= this.receiveMaximum) {
+    // Behind what waits already, for a slot or for the socket to take what it holds.
+    if (this.size() >= this.receiveMaximum || this.backlog?.length || !this.bytes.writable()) {
       const backlog = (this.backlog ??= []);
       if (backlog.length >= this.maxBacklog) {
         const oldest = backlog.shift()!;
+        this.bytes.waiting -= oldest.bytes;
         this.dropped++;
         this.onDrop(oldest.packet);
       }
-      backlog.push({ packet, options });
+      packet.payload = unpinned(packet.payload);
+      const bytes = packet.payload.byteLength + packet.topic.length;
+      this.bytes.waiting += bytes;
+      backlog.push({ packet, options, bytes });
       return true;
     }
     return this.dispatch(packet, options);
+  }
+
+  /** Sends what waits while slots are free and the socket's side is below the bound. */
+  private pump(): void {
+    const backlog = this.backlog;
+    if (!backlog) return;
+    let moved = false;
+    while (backlog.length > 0 && this.size() < this.receiveMaximum && this.bytes.writable()) {
+      const next = backlog.shift()!;
+      this.bytes.waiting -= next.bytes;
+      moved = true;
+      // One too large for the client frees its slot at once: the loop takes the next.
+      this.dispatch(next.packet, next.options);
+    }
+    if (moved) this.bytes.settled();
+  }
+
+  /** The connection ended: what waited is let go (stored messages come again from their stream). */
+  clear(): void {
+    for (const w of this.backlog?.splice(0) ?? []) this.bytes.waiting -= w.bytes;
   }
 
   private dispatch(packet: IPublishPacket, options: SendOptions | undefined): boolean {
@@ -107,7 +157,6 @@ export class OutboundFlow {
       return false;
     }
     (this.inflight ??= new Map()).set(id, {
-      packet,
       released: false,
       onStored: options?.onStored,
       origin: options?.origin,
@@ -121,9 +170,7 @@ export class OutboundFlow {
     if (!f) return false;
     this.inflight!.delete(id);
     if (!f.released) f.onStored?.();
-    // A backlogged message too large for the client frees its slot at once: take the next.
-    for (let next = this.backlog?.shift(); next; next = this.backlog?.shift())
-      if (this.dispatch(next.packet, next.options)) break;
+    this.pump();
     return true;
   }
 
@@ -153,7 +200,6 @@ export class OutboundFlow {
     const pubrel = record?.pubrel ?? [];
     for (const pid of pubrel)
       (this.inflight ??= new Map()).set(pid, {
-        packet: undefined,
         released: true,
         onStored: undefined,
         origin: undefined,
@@ -188,4 +234,13 @@ export class OutboundFlow {
     }
     throw new Error("no free packet id");
   }
+}
+
+/**
+ * A payload that is a small view of a larger buffer (nats.js hands out views of its read
+ * buffers) is copied before it waits, so what waits is what is counted.
+ */
+function unpinned(payload: Buffer | string): Buffer {
+  if (typeof payload === "string") return Buffer.from(payload);
+  return payload.byteLength * 2 < payload.buffer.byteLength ? Buffer.from(payload) : payload;
 }

@@ -4,6 +4,13 @@ import type { PublishProperties } from "../../protocol/mqttProperties.js";
 /** The smallest and largest buffer one tick's packets are gathered in. */
 const MIN = 256;
 const MAX = 64 * 1024;
+/**
+ * How far ahead of what the peer has taken the socket is handed bytes. Node hands libuv
+ * everything buffered as one write and reports nothing until all of it is written, so a
+ * socket handed 4 MiB shows no progress until the peer took 4 MiB; handed at most this
+ * much, it shows progress every 256 KiB (clientBytes.ts tells slow from stuck by it).
+ */
+const AHEAD = 256 * 1024;
 
 /**
  * What one event-loop tick writes to one socket, gathered in one buffer and written once
@@ -17,12 +24,30 @@ export class Outbox {
   /** Bytes this tick already wrote when its buffer filled, and the previous tick's total. */
   private tickBytes = 0;
   private lastTick = MIN;
+  /** Bytes handed to the socket so far: what has left it is this less its writableLength (clientBytes.ts). */
+  written = 0;
 
-  constructor(private readonly sink: { write(chunk: Buffer): unknown; readonly destroyed: boolean }) {}
+  /** Buffers gathered and waiting for the socket to take what it was handed (AHEAD). */
+  private queue: Buffer[] | undefined;
+  private queued = 0;
 
-  /** Bytes gathered and not yet written. */
+  constructor(
+    private readonly sink: {
+      write(chunk: Buffer, done?: () => void): unknown;
+      readonly destroyed: boolean;
+      readonly writableLength?: number;
+    },
+  ) {}
+
+  /** Bytes gathered and not yet handed to the socket. */
   pending(): number {
-    return this.end;
+    return this.end + this.queued;
+  }
+
+  /** The socket is ending: it is handed everything still queued first. */
+  close(): void {
+    this.flush();
+    this.feed(Number.POSITIVE_INFINITY);
   }
 
   /** A PUBLISH of `size` bytes (`publishLength`, `encodePublishInto`). */
@@ -71,15 +96,44 @@ export class Outbox {
     this.end = 0;
     this.lastTick = this.tickBytes + n;
     this.tickBytes = 0;
-    if (!this.sink.destroyed && n > 0) this.sink.write(n === b.length ? b : b.subarray(0, n));
+    if (n > 0) this.send(n === b.length ? b : b.subarray(0, n));
   };
+
+  private send(chunk: Buffer): void {
+    if (this.sink.destroyed) return;
+    if (this.queue === undefined && (this.sink.writableLength ?? 0) < AHEAD) {
+      this.written += chunk.length;
+      this.sink.write(chunk, this.taken);
+      return;
+    }
+    (this.queue ??= []).push(chunk);
+    this.queued += chunk.length;
+  }
+
+  /** A write was taken: hand the socket more while it holds less than AHEAD. */
+  private readonly taken = (): void => this.feed(AHEAD);
+
+  private feed(ahead: number): void {
+    const q = this.queue;
+    if (!q) return;
+    while (q.length > 0 && !this.sink.destroyed && (this.sink.writableLength ?? 0) < ahead) {
+      const chunk = q.shift()!;
+      this.queued -= chunk.length;
+      this.written += chunk.length;
+      this.sink.write(chunk, this.taken);
+    }
+    if (q.length === 0 || this.sink.destroyed) {
+      this.queue = undefined;
+      this.queued = 0;
+    }
+  }
 
   private reserve(size: number): number {
     let b = this.buf;
     if (b && b.length - this.end < size) {
       // Full: what is there goes first, the tick goes on in a larger buffer.
       const grown = b.length * 2;
-      if (!this.sink.destroyed) this.sink.write(b.subarray(0, this.end));
+      this.send(b.subarray(0, this.end));
       this.tickBytes += this.end;
       b = this.buf = Buffer.allocUnsafe(Math.max(size, Math.min(grown, MAX)));
       this.end = 0;

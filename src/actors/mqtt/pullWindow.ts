@@ -16,6 +16,9 @@ import { JetStreamPull, type PullReader } from "../client/jetStreamPull.js";
  */
 export class PullWindow implements PullReader {
   private readonly pull: JetStreamPull;
+  /** About how large this consumer's messages are (a running mean), to ask for what fits. */
+  private typical = 0;
+  private stopWaking: (() => void) | undefined;
 
   constructor(
     nc: NatsConnection,
@@ -26,6 +29,7 @@ export class PullWindow implements PullReader {
     private readonly onMessage: (m: Msg) => void,
     /** The consumer is gone (deleted, lost with a node): the stored delivery makes another from its floor. */
     private readonly onGone: (reason: string) => void,
+    private readonly budget?: PullBudget | undefined,
   ) {
     this.pull = new JetStreamPull({
       nc,
@@ -33,7 +37,8 @@ export class PullWindow implements PullReader {
       consumer,
       reader: this,
       expiresMs,
-      minBatch: Math.ceil(window / 2),
+      // Half a window, of the window that fits the client's bytes now (ask()).
+      minBatch: budget ? 1 : Math.ceil(window / 2),
       onGone: "end",
     });
   }
@@ -43,19 +48,44 @@ export class PullWindow implements PullReader {
   }
 
   start(): void {
-    this.pull.want(this.window);
+    if (this.budget) this.stopWaking = this.budget.onDrain(() => this.ask());
+    this.ask();
   }
 
   stop(): void {
+    this.stopWaking?.();
     this.pull.stop();
   }
 
   message(m: Msg): void {
+    const size = m.data.byteLength;
+    this.typical = this.typical === 0 ? size : this.typical + (size - this.typical) / 8;
     this.onMessage(m);
-    this.pull.want(this.window);
+    this.ask();
   }
 
   refill(): void {
-    this.pull.want(this.window);
+    this.ask();
   }
+
+  /**
+   * Asks for what the client's bytes leave room for, in messages of the typical size (a
+   * guess of an eighth of the bound before the first); nothing while they are at the bound.
+   * The drain of the client's socket asks again. The messages not asked for stay in the stream.
+   */
+  private ask(): void {
+    const budget = this.budget;
+    if (!budget) return this.pull.want(this.window);
+    const n = budget.room(this.typical || budget.limit / 8, this.window);
+    if (n > 0 && (this.pull.asked === 0 || n - this.pull.asked >= Math.ceil(n / 2))) this.pull.want(n);
+  }
+}
+
+/** The bytes held for the client (clientBytes.ts) as a pull sees them. */
+export interface PullBudget {
+  readonly limit: number;
+  /** Messages of about `typical` bytes that fit now, at most `most`; 0 at the bound. */
+  room(typical: number, most: number): number;
+  /** `wake` runs once the client's bytes went below the bound; the returned function stops that. */
+  onDrain(wake: () => void): () => void;
 }

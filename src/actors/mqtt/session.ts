@@ -424,6 +424,7 @@ export class ClientSession {
       },
       log: link.log.child({ filter: sub.filter }),
       registry: this.deps.registry,
+      budget: link.bytes,
     });
     entry.stored = stored;
     const outcome = await stored.first();

@@ -18,8 +18,10 @@ export interface MqttSettings {
   readonly topicAliasMaximum: number;
   readonly routes: ReadonlyMap<string, Route>;
   readonly routeList: readonly Route[];
-  /** Bytes queued on a slow client's socket before its QoS 0 messages are dropped. */
-  readonly maxQueuedBytes: number;
+  /** limits.max_client_buffer: bytes held for one client on their way out (clientBytes.ts). */
+  readonly maxClientBuffer: number;
+  /** limits.write_deadline: how long a client may stay at that bound while its socket takes nothing. */
+  readonly writeDeadlineMs: number;
   /** Subject plus reply (or queue group) bytes that fit a NATS protocol line (protocol/natsLimits.ts). */
   readonly maxSubjectBytes: number;
   /** Client id bytes whose sessions-bucket key fits a NATS protocol line. */

@@ -11,9 +11,11 @@ const drop = (): void => {};
  * peer still sends is read and dropped. Destroying a socket with unread bytes makes the
  * close a reset, and a reset can discard the DISCONNECT before the peer reads it (a
  * client still writing got EPIPE and never saw 0x93: Paho's test_flow_control2). A peer
- * that never closes is cut off after CLOSE_GRACE_MS.
+ * that never closes is cut off after CLOSE_GRACE_MS. What the outbox still holds is
+ * handed to the socket first, and the outbox takes nothing more (outbox.ts).
  */
-export function endSocket(socket: Duplex): void {
+export function endSocket(socket: Duplex, outbox?: { close(): void }): void {
+  outbox?.close();
   if (socket.destroyed) return;
   socket.removeAllListeners("data");
   socket.on("data", drop);

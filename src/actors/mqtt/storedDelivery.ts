@@ -10,7 +10,7 @@ import { missingPermission } from "../client/missingPermission.js";
 import { startChildMachine } from "../machineActor.js";
 import type { MessageStore } from "../messageStore.js";
 import type { ActorRegistry } from "../registry.js";
-import { PullWindow } from "./pullWindow.js";
+import { type PullBudget, PullWindow } from "./pullWindow.js";
 import type { StoredSubscription } from "./sessionStore.js";
 
 /**
@@ -64,6 +64,8 @@ export interface OpenOptions {
   readonly onConsumer?: (name: string) => void;
   readonly log?: Logger | undefined;
   readonly registry?: ActorRegistry | undefined;
+  /** The client's bytes: the pull pauses while they are at their bound (pullWindow.ts). */
+  readonly budget?: PullBudget | undefined;
 }
 
 /** What the first attempt came to: reading, waiting for the store, or refused for good. */
@@ -83,8 +85,11 @@ export const RETRY_BACKOFF_MAX_MS = 5_000;
 const CONSUMER_NOT_FOUND = 10014;
 
 export class StoredDelivery {
-  /** What was received and not yet acknowledged, by stream sequence, in the order received. */
-  private readonly pending = new Map<number, Msg>();
+  /**
+   * What was received and not yet acknowledged: each one's ack subject by stream sequence, in
+   * the order received (not the message: its payload would stay until the client's PUBACK).
+   */
+  private readonly pending = new Map<number, string>();
   /** Sequences acknowledged while a lower one was still pending. */
   private ackedAbove: number[] = [];
   /** The highest sequence acknowledged so far (with the floor it started from). */
@@ -277,6 +282,7 @@ export class StoredDelivery {
         PULL_EXPIRES_MS,
         (m) => this.received(m),
         (reason) => this.send({ type: "CONSUMER_LOST", reason }),
+        this.o.budget,
       );
       this.send({ type: "OPENED" });
       this.window.start();
@@ -323,20 +329,20 @@ export class StoredDelivery {
       // ack_wait ran out while the client holds it, or a reopened consumer hands it back:
       // MQTT sends nothing twice on one connection [MQTT-4.4.0-1]; the newest delivery's
       // reply is the one to acknowledge.
-      this.pending.set(seq, m);
+      this.pending.set(seq, m.reply!);
       return;
     }
-    if (this.skip.delete(seq)) return this.settle(m, ACK);
+    if (this.skip.delete(seq)) return this.settle(m.reply!, ACK);
     // Below the floor: acknowledged already (a reopened consumer starts at the floor).
-    if (seq <= this.highestAcked && this.pending.size === 0) return this.settle(m, ACK);
-    this.pending.set(seq, m);
+    if (seq <= this.highestAcked && this.pending.size === 0) return this.settle(m.reply!, ACK);
+    this.pending.set(seq, m.reply!);
     this.o.onMessage(m, seq, this);
   }
 
   /** The client took the message over (PUBACK / PUBREC), or it is not the client's to have. */
   ack(seq: number): void {
-    const m = this.pending.get(seq);
-    if (!m) return;
+    const reply = this.pending.get(seq);
+    if (reply === undefined) return;
     this.pending.delete(seq);
     if (seq > this.highestAcked) this.highestAcked = seq;
     const lowest = this.pending.keys().next().value;
@@ -347,8 +353,8 @@ export class StoredDelivery {
         this.ackedAbove = this.ackedAbove.filter((s) => s > lowest);
     }
     // Delivered by a consumer that was since replaced: its successor hands it back once more.
-    if (parseJsAckReply(m.reply)?.consumer !== this.current) this.skip.add(seq);
-    this.settle(m, ACK);
+    if (parseJsAckReply(reply)?.consumer !== this.current) this.skip.add(seq);
+    this.settle(reply, ACK);
   }
 
   /**
@@ -371,8 +377,8 @@ export class StoredDelivery {
     this.pending.clear();
   }
 
-  private settle(m: Msg, body: Uint8Array): void {
-    if (this.nc) settle(this.nc, m.reply!, body);
+  private settle(reply: string, body: Uint8Array): void {
+    if (this.nc) settle(this.nc, reply, body);
   }
 
   static async remove(services: AccountServices, account: string, stream: string, name: string): Promise<void> {
