@@ -322,8 +322,7 @@ describe("resuming MQTT sessions: the table of docs/decisions/mqtt-sessions.md",
     const [setupGw, rowGw, takeoverGw, probeGw] =
       variant.placement === "one gateway" ? [gws[0], gws[0], gws[0], gws[0]] : [gws[0], gws[1], gws[0], gws[1]];
     const pub = pubs[0]!;
-    // paho 1.6.1 cannot receive QoS 2 over MQTT 5 (it reads only the short PUBREL): QoS 1 there.
-    const qos = variant.client === "paho" && row.conn.v === 5 ? 1 : 2;
+    const qos = 2;
 
     // What the store holds: a session (expiry 3600, or 1 s let run out) that missed m1 (QoS 1) and m2 (QoS 2).
     if (row.stored !== "nothing") {

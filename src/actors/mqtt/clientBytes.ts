@@ -15,14 +15,15 @@ export class ClientBytes {
   waiting = 0;
   /** Made on the first stored subscription, or the first time the bound is reached. */
   private readonly drainListeners = new Set<() => void>();
-  private watchingDrain = false;
+  /** The socket's `drain` listener, attached on first need. */
+  private drainListener: (() => void) | undefined;
   /** The QoS 1/2 backlog's pump (outbound.ts): the socket took everything, the backlog may follow. */
   onSocketDrain: (() => void) | undefined;
   /** The bound was reached since the last wake (a scheduling guard: who waits is woken once). */
   private wasFull = false;
   private stuckTimer: ReturnType<typeof setTimeout> | undefined;
-  /** Found stuck: told once, never checked again. */
-  private ended = false;
+  /** Told once when found stuck (then dropped: nothing is checked again). */
+  private stuck: (() => void) | undefined;
   /** What had left the socket when the bound was reached: no change by the deadline is stuck. */
   private leftAtFull = 0;
 
@@ -36,8 +37,10 @@ export class ClientBytes {
     },
     /** Bytes gathered and not yet written, and bytes handed to the socket so far (outbox.ts). */
     private readonly outbox: { pending(): number; readonly written: number },
-    private readonly onStuck: () => void,
-  ) {}
+    onStuck: () => void,
+  ) {
+    this.stuck = onStuck;
+  }
 
   /** One MQTT connection's: ended as a slow consumer (MQTT 5: DISCONNECT 0x97) when stuck. */
   static of(
@@ -80,7 +83,7 @@ export class ClientBytes {
   private reached(): void {
     this.wasFull = true;
     this.watchDrain();
-    if (this.stuckTimer === undefined && !this.ended && !this.socket.destroyed) this.armStuck();
+    if (this.stuckTimer === undefined && this.stuck && !this.socket.destroyed) this.armStuck();
   }
 
   /** How many messages of about `typical` bytes fit now (0 at the bound, at most `most`). */
@@ -105,12 +108,12 @@ export class ClientBytes {
   }
 
   private watchDrain(): void {
-    if (this.watchingDrain) return;
-    this.watchingDrain = true;
-    this.socket.on("drain", () => {
+    if (this.drainListener) return;
+    this.drainListener = () => {
       this.onSocketDrain?.();
       this.settled();
-    });
+    };
+    this.socket.on("drain", this.drainListener);
   }
 
   /** Bytes the socket has written (it is handed at most 256 KiB ahead, outbox.ts). */
@@ -130,9 +133,10 @@ export class ClientBytes {
     // Still at the bound: stuck only if the socket holds bytes and took none all that time. A
     // client that reads but does not acknowledge holds a backlog, which the drops bound.
     if (this.socket.writableLength > 0 && this.left() === this.leftAtFull) {
+      const stuck = this.stuck;
       this.close();
-      this.ended = true;
-      return this.onStuck();
+      this.stuck = undefined;
+      return stuck?.();
     }
     this.armStuck();
   }

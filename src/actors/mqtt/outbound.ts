@@ -130,15 +130,14 @@ export class OutboundFlow {
   private pump(): void {
     const backlog = this.backlog;
     if (!backlog) return;
-    let moved = false;
+    const before = backlog.length;
     while (backlog.length > 0 && this.size() < this.receiveMaximum && this.bytes.writable()) {
       const next = backlog.shift()!;
       this.bytes.waiting -= next.bytes;
-      moved = true;
       // One too large for the client frees its slot at once: the loop takes the next.
       this.dispatch(next.packet, next.options);
     }
-    if (moved) this.bytes.settled();
+    if (backlog.length < before) this.bytes.settled();
   }
 
   /** The connection ended: what waited is let go (stored messages come again from their stream). */

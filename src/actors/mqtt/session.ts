@@ -67,12 +67,8 @@ export class ClientSession {
   private epoch: string | undefined;
   /** What the connection had in flight when it ended (stopDelivery), for the detached record. */
   private leftInFlight: OutboundRecord | undefined;
-  /**
-   * Its subscriptions read the store (consumers): the session outlives the connection
-   * (expiry > 0 at CONNECT), or this connection resumed a stored session, whose queued
-   * messages it is owed even when it ends with the connection (expiry 0, MQTT 5 3.1.2.11.2).
-   */
-  private persistent: boolean;
+  /** The stored session's epoch when this connection resumed one (resume): it reads the store. */
+  private resumedEpoch: string | undefined;
   /**
    * The record follows the session while connected (SUBSCRIBE, QoS 2 state) only when
    * another connection may resume it: a session resumed with expiry 0 is removed at its end.
@@ -80,6 +76,15 @@ export class ClientSession {
   private readonly kept: boolean;
   /** This connection wrote the record as its own (takeRecord, before CONNACK): later writes follow it. */
   private recordTaken: Promise<void> | undefined;
+
+  /**
+   * Its subscriptions read the store (consumers): the session outlives the connection
+   * (expiry > 0 at CONNECT), or this connection resumed a stored session, whose queued
+   * messages it is owed even when it ends with the connection (expiry 0, MQTT 5 3.1.2.11.2).
+   */
+  private get persistent(): boolean {
+    return this.kept || this.resumedEpoch !== undefined;
+  }
 
   constructor(
     private readonly link: ClientLink,
@@ -89,7 +94,6 @@ export class ClientSession {
     /** Another connection of the client id wrote the session: this one lost it. */
     onMovedOn: () => void,
   ) {
-    this.persistent = expirySec > 0;
     this.kept = expirySec > 0;
     this.deliveries = new Deliveries(link, deps.retained, receiveMaximum);
     this.writer = new SessionWriter(deps.store, link.account, link.clientId, onMovedOn);
@@ -117,7 +121,7 @@ export class ClientSession {
    */
   async resume(loaded: LoadedSession): Promise<void> {
     const { session: stored, revision } = loaded;
-    this.persistent = true;
+    this.resumedEpoch = stored.epoch;
     this.epoch = stored.epoch;
     this.writer.revision = revision;
     this.inbound.restore(stored.inbound);
