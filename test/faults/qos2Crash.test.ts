@@ -215,54 +215,63 @@ describe("QoS 2 publisher's gateway killed (SIGKILL): exactly once across gatewa
     120_000,
   );
 
-  it("paho (3.1.1) streaming 3,000 QoS 2 messages, its gateway killed twice and restarted on the same port: each stored once, none lost", async () => {
-    const port = await freePort();
-    const onPort = { ...config, mqtt: { listen: `127.0.0.1:${port}` } };
-    const count = 3_000;
-    const subject = "once.paho";
-    let gw = await startGateway({ nats: nats.url, config: onPort });
-    const started = [gw];
-    const paho = runPython(join(import.meta.dirname, "../mqtt/clients/paho_qos2_stream.py"), [
-      String(port),
-      "q2k-paho",
-      "once/paho",
-      String(count),
-      "500",
-    ]);
-    try {
-      for (const at of [750, 1_750]) {
-        await paho.line((l) => Number(l.done) >= at, 60_000);
-        // Killed with publishes in flight (paho keeps 20): some stored, some PUBRECed, some released.
-        gw.process.kill("SIGKILL");
+  // Paced: a few in flight at each kill. Unpaced: paho queues everything at once and sends
+  // all that is left at each reconnect, so the second kill lands with hundreds being
+  // stored, PUBRECed and released at once; 10,000, that the backlog cannot outrun the kill.
+  it.each([
+    ["paced", 500, 3_000, [750, 1_750]],
+    ["unpaced", 0, 10_000, [750, 1_500]],
+  ] as const)(
+    "paho (3.1.1) streaming QoS 2 messages %s (%i a second, 0: all queued at once; %i of them), its gateway killed twice and restarted on the same port: each stored once, none lost",
+    async (pacing, rate, count, kills) => {
+      const port = await freePort();
+      const onPort = { ...config, mqtt: { listen: `127.0.0.1:${port}` } };
+      const subject = `once.paho-${pacing}`;
+      let gw = await startGateway({ nats: nats.url, config: onPort });
+      const started = [gw];
+      const paho = runPython(join(import.meta.dirname, "../mqtt/clients/paho_qos2_stream.py"), [
+        String(port),
+        `q2k-paho-${pacing}`,
+        `once/paho-${pacing}`,
+        String(count),
+        String(rate),
+      ]);
+      try {
+        for (const at of kills) {
+          await paho.line((l) => Number(l.done) >= at, 60_000);
+          // Killed with publishes in flight (paho keeps 20, or all it has left after a reconnect): some stored, some PUBRECed, some released.
+          gw.process.kill("SIGKILL");
+          await gw.stop();
+          gw = await startGateway({ nats: nats.url, config: onPort });
+          started.push(gw);
+        }
+        const end = await paho.line((l) => l.finished !== undefined || l.error !== undefined, 120_000);
+        expect(end).toMatchObject({ finished: count });
+        expect(Number(end.connects)).toBeGreaterThanOrEqual(3);
+        const messages = await eventually(
+          async () => {
+            const got = await storedBySeq(subject, "ONCE");
+            return got.size >= count ? got : undefined;
+          },
+          30_000,
+          "every message stored",
+        );
+        const payloads = [...messages.values()].map((m) => m.payload);
+        const seen = new Map<string, Array<[number, string]>>();
+        for (const [seq, m] of messages) seen.set(m.payload, [...(seen.get(m.payload) ?? []), [seq, m.id]]);
+        // Each duplicate with the stream sequences and Nats-Msg-Ids of its copies, to tell how it came.
+        const duplicates = [...seen].filter(([, copies]) => copies.length > 1).slice(0, 5);
+        expect(
+          duplicates,
+          `connects ${String(end.connects)}; PUBRELs paho owed kept ${String(end.pubrels_kept)}; warnings ${JSON.stringify(started.flatMap((g) => g.logs.filter((l) => Number(l.level) >= 40)).slice(0, 8))}`,
+        ).toEqual([]);
+        expect(payloads.length).toBe(count);
+        expect(new Set(payloads)).toEqual(new Set(Array.from({ length: count }, (_, i) => String(i))));
+      } finally {
+        paho.kill();
         await gw.stop();
-        gw = await startGateway({ nats: nats.url, config: onPort });
-        started.push(gw);
       }
-      const end = await paho.line((l) => l.finished !== undefined || l.error !== undefined, 120_000);
-      expect(end).toMatchObject({ finished: count });
-      expect(Number(end.connects)).toBeGreaterThanOrEqual(3);
-      const messages = await eventually(
-        async () => {
-          const got = await storedBySeq(subject, "ONCE");
-          return got.size >= count ? got : undefined;
-        },
-        30_000,
-        "every message stored",
-      );
-      const payloads = [...messages.values()].map((m) => m.payload);
-      const seen = new Map<string, Array<[number, string]>>();
-      for (const [seq, m] of messages) seen.set(m.payload, [...(seen.get(m.payload) ?? []), [seq, m.id]]);
-      // Each duplicate with the stream sequences and Nats-Msg-Ids of its copies, to tell how it came.
-      const duplicates = [...seen].filter(([, copies]) => copies.length > 1).slice(0, 5);
-      expect(
-        duplicates,
-        `connects ${String(end.connects)}; warnings ${JSON.stringify(started.flatMap((g) => g.logs.filter((l) => Number(l.level) >= 40)).slice(0, 8))}`,
-      ).toEqual([]);
-      expect(payloads.length).toBe(count);
-      expect(new Set(payloads)).toEqual(new Set(Array.from({ length: count }, (_, i) => String(i))));
-    } finally {
-      paho.kill();
-      await gw.stop();
-    }
-  }, 300_000);
+    },
+    300_000,
+  );
 });

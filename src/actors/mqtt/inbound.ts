@@ -211,7 +211,13 @@ export class InboundPublisher {
     // [MQTT-4.3.3-9] across a crash of this process: the id is in the session record before
     // the message can be stored, so the client's DUP resend to the next gateway gets it
     // again and the stream keeps one copy (docs/decisions/publish-identity.md).
-    if (inbound.qos === 2 && !isWill) await this.rememberBeforeStoring();
+    if (inbound.qos === 2 && !isWill && !(await this.state.save())) {
+      // Not in the record: a copy stored now could not be known after a crash. Refused
+      // unstored (3.1.1: the connection closes), so the client's resend is the first copy.
+      this.ids.forget(messageId, msgId);
+      link.metrics.refused("mqtt", "jetstream_no_ack");
+      return this.refuse(inbound, messageId, Reason.unspecified, "the session could not be saved before storing");
+    }
     const stream = this.bindings.storedIn(link.account, subject);
     // One header block, Nats-Msg-Id included, for the client's publish and the store's copy.
     const h = headerBlock(pairs ?? NONE, msgId);
@@ -266,14 +272,6 @@ export class InboundPublisher {
       return this.notAuthorized(inbound, messageId, subject, isWill, msgId);
     if (inbound.retain) await this.storeRetained(subject, inbound.payload, pairs);
     if (!isWill) await this.ack(inbound.qos, messageId, msgId);
-  }
-
-  private async rememberBeforeStoring(): Promise<void> {
-    await this.state
-      .save()
-      .catch((e: Error) =>
-        this.link.log.warn({ err: e.message }, "could not save the session before storing a QoS 2 publish"),
-      );
   }
 
   /** QoS 0 with RETAIN, and QoS 0 wills: a core publish, flushed when retained (the retained copy waits for NATS's verdict). */

@@ -35,13 +35,17 @@ export class InboundState {
   }
 
   constructor(
-    private readonly persist: () => Promise<void> = async () => {},
+    private readonly persist: () => Promise<boolean> = async () => true,
     /** The session outlives the connection: what is remembered is saved (else nothing needs a digest). */
     readonly kept = false,
   ) {}
 
-  /** Writes the session record now; resolves once it is stored (or at once for a session kept in memory only). */
-  save(): Promise<void> {
+  /**
+   * Writes the session record now; resolves true once it is stored (at once for a session
+   * kept in memory only), false when it could not be (the store failed, or the session
+   * moved to another connection).
+   */
+  save(): Promise<boolean> {
     return this.persist();
   }
 

@@ -75,7 +75,7 @@ export class ClientSession {
    */
   private readonly kept: boolean;
   /** This connection wrote the record as its own (takeRecord, before CONNACK): later writes follow it. */
-  private recordTaken: Promise<void> | undefined;
+  private recordTaken: Promise<boolean> | undefined;
 
   /**
    * Its subscriptions read the store (consumers): the session outlives the connection
@@ -97,7 +97,7 @@ export class ClientSession {
     this.kept = expirySec > 0;
     this.deliveries = new Deliveries(link, deps.retained, receiveMaximum);
     this.writer = new SessionWriter(deps.store, link.account, link.clientId, onMovedOn);
-    this.inbound = new InboundState(() => (this.kept ? this.saveConnected() : Promise.resolve()), this.kept);
+    this.inbound = new InboundState(() => (this.kept ? this.saveConnected() : Promise.resolve(true)), this.kept);
   }
 
   /** A session with nothing to resume: its consumers get names of their own. */
@@ -299,21 +299,22 @@ export class ClientSession {
   takeRecord(): Promise<void> {
     this.writer.revision = undefined;
     this.recordTaken = this.saveConnected();
-    return this.recordTaken;
+    return this.recordTaken.then(() => {});
   }
 
-  /** The session's record while the client is connected (at CONNACK, on SUBSCRIBE, for QoS 2 state). */
-  saveConnected(): Promise<void> {
+  /** The record while connected (CONNACK, SUBSCRIBE, QoS 2 state); false: not written (store failed, or moved on). */
+  saveConnected(): Promise<boolean> {
     return this.writer
       .write(() => ({ session: this.record(true, this.expirySec) }))
       .catch((e: Error) => {
         this.link.metrics.jetstreamError("mqtt", "kv");
         this.link.log.warn({ err: e.message }, "could not save the MQTT session");
+        return false;
       });
   }
 
   /** The connection ended and the session outlives it for `expirySec`; the store drops it then. */
-  saveDetached(expirySec: number): Promise<void> {
+  saveDetached(expirySec: number): Promise<boolean> {
     return this.writer.write(() => ({ session: this.record(false, expirySec), ttlSec: expirySec }));
   }
 

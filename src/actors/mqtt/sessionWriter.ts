@@ -22,7 +22,7 @@ export class SessionWriter {
   /** Why this writer sends nothing more: another connection wrote the record, or the session ended. */
   private stopped: "moved on" | "closed" | undefined;
   private tail: Promise<void> = Promise.resolve();
-  private next: { build: () => RecordToWrite; done: Promise<void> } | undefined;
+  private next: { build: () => RecordToWrite; done: Promise<boolean> } | undefined;
 
   constructor(
     private readonly store: SessionStore,
@@ -31,22 +31,30 @@ export class SessionWriter {
     private readonly onMovedOn: () => void,
   ) {}
 
-  /** Writes what `build` gives when this write's turn comes (conditional once a revision is known). */
-  write(build: () => RecordToWrite): Promise<void> {
+  /**
+   * Writes what `build` gives when this write's turn comes (conditional once a revision is
+   * known). Resolves true once written, false when nothing was written (this writer had
+   * stopped, or found a newer record): a caller that needs the record to hold its state
+   * before going on must not go on then.
+   */
+  write(build: () => RecordToWrite): Promise<boolean> {
     if (this.next) {
       this.next.build = build;
       return this.next.done;
     }
-    const entry = { build, done: Promise.resolve() };
+    const entry = { build, done: Promise.resolve(false) };
     entry.done = this.tail.then(() => {
       if (this.next === entry) this.next = undefined;
       return this.run(() => {
         const { session, ttlSec } = entry.build();
         return this.store.save(this.account, this.clientId, session, { revision: this.revision, ttlSec });
-      }).then(() => {});
+      });
     });
     this.next = entry;
-    this.tail = entry.done.catch(() => {});
+    this.tail = entry.done.then(
+      () => {},
+      () => {},
+    );
     return entry.done;
   }
 
