@@ -107,6 +107,8 @@ export class StoredDelivery {
   /** Consumers of earlier incarnations still to delete. */
   private readonly retiring = new Set<string>();
   private outcome: StoredOutcome | undefined;
+  /** The permission the gateway user lacks, when that refused the last attempt: the log names it. */
+  private missing: ReturnType<typeof missingPermission>;
   private readonly settled: Promise<StoredOutcome>;
   private resolveFirst!: (o: StoredOutcome) => void;
   private readonly machine: ReturnType<typeof startChildMachine<typeof storedDeliveryMachine>>;
@@ -180,7 +182,10 @@ export class StoredDelivery {
         );
         return this.decided({ state: "waiting", reason: e.reason });
       case "refused":
-        this.o.log?.warn({ stream: this.o.stream, err: e.reason }, `stored delivery unavailable: ${e.reason}`);
+        this.o.log?.warn(
+          { stream: this.o.stream, err: e.reason, ...(this.missing ? { missing_permission: this.missing } : {}) },
+          `stored delivery unavailable: ${e.reason}`,
+        );
         return this.decided({ state: "refused", reason: e.reason, permission: e.permission });
       case "drop_reader":
         this.window?.stop();
@@ -289,6 +294,7 @@ export class StoredDelivery {
       if (this.retiring.size > 0) this.send({ type: "RETIRE" });
     } catch (e) {
       const missing = missingPermission(e);
+      this.missing = missing;
       const reason = missing
         ? `the gateway user may not ${missing.operation} ${missing.subject}`
         : (e as Error).message || String(e);
