@@ -16,6 +16,9 @@ import rhea, {
   type Session,
 } from "rhea";
 import { installFramePatches, upstreamFrames } from "./rheaFrames.js";
+import { freshEmptyList, outputWhileOpen, upstreamPatches } from "./rheaPatches.js";
+
+export { peerTerminus } from "./rheaPatches.js";
 
 /** rhea's endpoint state (lib/endpoint.js). */
 interface EndpointState {
@@ -59,14 +62,8 @@ const req = createRequire(import.meta.url);
 const sessionModule = req("rhea/lib/session.js") as { prototype: SessionPrototype & { _write_flow: unknown } };
 const saslModule = req("rhea/lib/sasl.js") as { Server: { prototype: SaslServerForInit } };
 const linkModule = req("rhea/lib/link.js") as { Sender: { prototype: object }; Receiver: { prototype: object } };
-const connectionModule = req("rhea/lib/connection.js") as { prototype: { input: unknown; output: ConnectionOutput } };
+const connectionModule = req("rhea/lib/connection.js") as { prototype: { input: unknown; output: unknown } };
 const endpointModule = req("rhea/lib/endpoint.js") as { prototype: object };
-/** rhea's type of list0 (lib/types.js `define_type('List0', 0x45, undefined, [])`): `create` is what the reader and `types.List0` call. */
-interface EmptyListType {
-  create: (() => { value: unknown[] }) & { typecode?: number };
-}
-const typesModule = req("rhea/lib/types.js") as { by_code: Record<number, EmptyListType>; List0: unknown };
-const list0 = typesModule.by_code[0x45]!;
 
 /**
  * The upstream functions the patches below replace, wrap or re-implement, and those whose
@@ -83,10 +80,9 @@ export const upstream: Readonly<Record<string, unknown>> = {
   "lib/link.js Sender": linkModule.Sender,
   "lib/link.js Receiver": linkModule.Receiver,
   "lib/connection.js Connection.prototype.input": connectionModule.prototype.input,
-  "lib/connection.js Connection.prototype.output": connectionModule.prototype.output,
   "lib/endpoint.js EndpointState": endpointModule,
-  "lib/types.js List0 create": list0.create,
   ...upstreamFrames,
+  ...upstreamPatches,
 };
 
 // -- messages as bytes ---------------------------------------------------------------
@@ -163,8 +159,8 @@ const SASL_AUTH = 1;
  *   `patchSaslInit`.
  * - rhea writes each transfer through its general composite encoder. See rheaFrames.ts.
  * - rhea arms its heartbeat timers on output to a socket that is already gone. See
- *   `outputWhileOpen`.
- * - rhea reads every empty list as one array shared process-wide. See `freshEmptyList`.
+ *   `outputWhileOpen` (rheaPatches.ts).
+ * - rhea reads every empty list as one array shared process-wide. See rheaPatches.ts.
  *
  * Fine in the gateway, which never uses rhea as a client.
  */
@@ -175,48 +171,11 @@ export function installServerPatches(): void {
   sessionModule.prototype.on_attach = onAttach;
   patchSaslInit();
   sessionModule.prototype.on_transfer = onTransfer;
-  connectionModule.prototype.output = outputWhileOpen;
+  outputWhileOpen();
   freshEmptyList();
   installFramePatches();
 }
 
-/**
- * Replaces lib/types.js list0's `create` (the reader's and `types.List0`'s): each empty
- * list gets its own array. rhea gives every list0 it reads or writes the one array its
- * type was defined with, and a composite read from one (a client's empty source or
- * target, as go-amqp and rhea write them) keeps that array as its fields: the first
- * field set on such a composite was set on every empty list of the process. The gateway
- * once filled it echoing a client's empty source (11 fields), and from then on each
- * empty target read back as 11 fields, which it echoed in its attach: go-amqp refused it
- * ("invalid field count 11 for 0x29", issue 22).
- */
-function freshEmptyList(): void {
-  const shared = list0.create;
-  // Each call makes a new Typed; only its value was shared.
-  const fresh: EmptyListType["create"] = () => {
-    const v = shared();
-    v.value = [];
-    return v;
-  };
-  fresh.typecode = shared.typecode;
-  list0.create = fresh;
-  typesModule.List0 = fresh;
-}
-
-type ConnectionOutput = (this: { socket?: { destroyed: boolean; writableEnded: boolean } }) => void;
-const originalOutput = connectionModule.prototype.output;
-/**
- * Wraps lib/connection.js `Connection.prototype.output`: nothing is written, and no
- * heartbeat armed, once the socket is destroyed or ended. rhea clears its heartbeat
- * timers when the socket goes, but output after that (a credit the gateway grants when a
- * NATS flush answers for a client that left) armed them again: a 2 x idle-timeout timer
- * that held the connection, and kept a stopped gateway's process from exiting.
- */
-const outputWhileOpen: ConnectionOutput = function () {
-  const socket = this.socket;
-  if (socket && (socket.destroyed || socket.writableEnded)) return;
-  originalOutput.call(this);
-};
 
 /** Replaces lib/message.js `decode`: the message stays its bytes (rawOf). */
 const decodeKeepingBytes = (buffer: Buffer) => ({ [RAW]: buffer });
@@ -303,20 +262,6 @@ export function holdAttach(l: Link): void {
   state.local_open = false;
 }
 
-/** Fields of each terminus type (part 3, 3.5.3 and 3.5.4). */
-const TERMINUS_FIELDS = { source: 11, target: 7 } as const;
-
-/**
- * A copy of the client's source or target to answer with (part 2, 2.6.3: the peer's
- * terminus echoed), as fields for `setLocalAttach`: its own list of at most the type's
- * fields. rhea's `set_source`/`set_target` given the client's composite itself would
- * share its list and write into it (see `freshEmptyList`), and echo any excess field.
- */
-export function peerTerminus(l: Link, which: "source" | "target"): Record<string, unknown> {
-  const value = (l as unknown as Record<string, { value?: unknown } | null | undefined>)[which]?.value;
-  // rhea's composite `create` copies a record's enumerable keys: `value` is its list.
-  return { value: Array.isArray(value) ? value.slice(0, TERMINUS_FIELDS[which]) : [] };
-}
 
 export interface LocalAttach {
   readonly source?: Record<string, unknown> | null;

@@ -77,11 +77,7 @@ export class ClientSession {
   /** This connection wrote the record as its own (takeRecord, before CONNACK): later writes follow it. */
   private recordTaken: Promise<boolean> | undefined;
 
-  /**
-   * Its subscriptions read the store (consumers): the session outlives the connection
-   * (expiry > 0 at CONNECT), or this connection resumed a stored session, whose queued
-   * messages it is owed even when it ends with the connection (expiry 0, MQTT 5 3.1.2.11.2).
-   */
+  /** Its subscriptions read the store: kept, or resumed (owed its queue even at expiry 0, MQTT 5 3.1.2.11.2). */
   private get persistent(): boolean {
     return this.kept || this.resumedEpoch !== undefined;
   }
