@@ -10,7 +10,7 @@ import { type MsgHdrs, PermissionViolationError } from "@nats-io/transport-node"
 import type { GatewayConfig } from "../config/schema.js";
 import type { Logger } from "../log.js";
 import type { AccountServices } from "./accountServices.js";
-import { publishPatiently, STORED_ANSWER_MS, type Turn } from "./mqtt/patientPublish.js";
+import { answersLater, pauseAfter, publishPatiently, STORED_ANSWER_MS, type Turn } from "./mqtt/patientPublish.js";
 import { StoredPublisher } from "./mqtt/storedPublish.js";
 
 /** A QoS 1/2 message on `<subject>` is kept in the MQTT store as `$MQG.msgs.<subject>`. */
@@ -73,15 +73,40 @@ export class MessageStore {
     this.followReload();
     if (!this.enabled()) return NO_STORE;
     const publisher = this.ready.get(account);
-    if (publisher) return this.send(account, publisher, subject, payload, headers, turn);
-    return this.prepare(account).then((p) => (p ? this.send(account, p, subject, payload, headers, turn) : "no_store"));
+    if (publisher) return this.send(account, publisher, subject, payload, headers, turn, this.answerMs);
+    // The bound covers finding the stream and storing the copy, from when the write began.
+    const deadline = Date.now() + this.answerMs;
+    return this.prepareWithin(account, turn ? deadline : 0).then((p) =>
+      p ? this.send(account, p, subject, payload, headers, turn, Math.max(1, deadline - Date.now())) : "no_store",
+    );
+  }
+
+  /**
+   * The account's store, looked for again while NATS or its JetStream is coming back (the
+   * look timed out, or a server with JetStream answered "no responders": still loading its
+   * streams after a restart), until `deadline`; 0: one look (AMQP's store copies, whose
+   * single wait is their answer). A loading JetStream is not "no store": taken for one, the
+   * copy would be skipped and the publish acknowledged unkept.
+   */
+  private async prepareWithin(account: string, deadline: number): Promise<StoredPublisher | undefined> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.prepare(account);
+      } catch (e) {
+        if (!(e instanceof ComingBack)) throw e;
+        const pause = pauseAfter(e.cause, attempt);
+        if (deadline - Date.now() <= pause) throw e.cause;
+        if (pause > 0) await new Promise((resolve) => setTimeout(resolve, pause));
+      }
+    }
   }
 
   /** Makes sure the account's stream exists (a subscriber may come before any publish); its name, or undefined without a store. */
   async ensure(account: string): Promise<string | undefined> {
     this.followReload();
     if (!this.enabled()) return undefined;
-    return (await this.prepare(account)) ? this.streamName() : undefined;
+    // Not reachable yet: thrown (the caller's attempt fails and is made again), not "no store".
+    return (await this.prepareWithin(account, 0)) ? this.streamName() : undefined;
   }
 
   /** After a reload (SIGHUP) each account's stream is looked at again: a new name, new limits. */
@@ -100,6 +125,7 @@ export class MessageStore {
     payload: Uint8Array,
     headers: MsgHdrs,
     turn: Turn | undefined,
+    boundMs: number,
   ): Promise<StoreOutcome> {
     try {
       // Sent again while the store does not answer (a node lost, JetStream loading), within the bound.
@@ -110,7 +136,7 @@ export class MessageStore {
         payload,
         headers,
         turn,
-        this.answerMs,
+        boundMs,
       );
       return ack.duplicate ? "duplicate" : "stored";
     } catch (e) {
@@ -132,11 +158,13 @@ export class MessageStore {
   }
 
   private async open(account: string): Promise<StoredPublisher | undefined> {
-    let handles: Awaited<ReturnType<AccountServices["jetstream"]>>;
+    let handles: Awaited<ReturnType<AccountServices["jetstream"]>> | undefined;
     try {
       handles = await this.services.jetstream(account);
       await this.ensureStream(account, handles.jsm);
     } catch (e) {
+      // NATS or JetStream on its way back (nats.js reports a loading JetStream as "not enabled"): ask again.
+      if ((e as Error).message === "timeout" || (handles && answersLater(e, handles.lease.nc))) throw new ComingBack(e);
       if (!isAbsent(e)) throw e; // unknown (NATS away, JetStream busy): the write is refused, not skipped
       this.absentUntil.set(account, Date.now() + RETRY_MS);
       if (!this.warned.has(account)) {
@@ -197,6 +225,14 @@ export class MessageStore {
         this.log.warn({ account, stream: name, err: e.message }, "could not update the MQTT store's limits");
       });
     }
+  }
+}
+
+/** The store could not be looked at yet: NATS or its JetStream is coming back (the cause says how). */
+class ComingBack extends Error {
+  declare readonly cause: unknown;
+  constructor(cause: unknown) {
+    super(`the MQTT store is not reachable yet: ${(cause as Error).message}`, { cause });
   }
 }
 

@@ -18,9 +18,21 @@ export const STORED_ATTEMPT_MS = 5_000;
  * server without JetStream, "no responders" is the answer; so is anything else (a
  * refusal, a JetStream error).
  */
-function answersLater(e: unknown, nc: NatsConnection): boolean {
+export function answersLater(e: unknown, nc: NatsConnection): boolean {
   const message = (e as Error).message ?? "";
-  return message === "timeout" || (/no responders/.test(message) && nc.info?.jetstream === true);
+  return message === "timeout" || (noResponders(e) && nc.info?.jetstream === true);
+}
+
+/** "No responders", also as nats.js's JetStream manager reports it: "jetstream is not enabled", caused by one. */
+function noResponders(e: unknown): boolean {
+  for (let c: unknown = e; c; c = (c as { cause?: unknown }).cause)
+    if (/no responders/.test((c as Error).message ?? "")) return true;
+  return false;
+}
+
+/** The pause before asking again after `e`: none after a timeout (it waited already), 250 ms doubling to 2 s after "no responders". */
+export function pauseAfter(e: unknown, attempt: number): number {
+  return (e as Error).message === "timeout" ? 0 : Math.min(250 * 2 ** (attempt - 1), 2_000);
 }
 
 /**
@@ -111,7 +123,7 @@ export async function publishPatiently(
       } catch (e) {
         // Without a turn (AMQP's store copies) nothing is sent again: one wait, as before.
         if (!answersLater(e, nc) || !turn || (!release && !turn.mayResend())) throw e;
-        const pause = (e as Error).message === "timeout" ? 0 : Math.min(250 * 2 ** (attempt - 1), 2_000);
+        const pause = pauseAfter(e, attempt);
         if (deadline - Date.now() <= pause) throw e;
         release ??= turn?.hold();
         if (pause > 0) await new Promise((resolve) => setTimeout(resolve, pause));
