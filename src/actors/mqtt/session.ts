@@ -14,7 +14,7 @@ import { tooManyLevels } from "./publishMapping.js";
 import type { RetainedMessages } from "./retained.js";
 import type { LoadedSession, OutboundRecord, SessionStore, StoredSession, StoredSubscription } from "./sessionStore.js";
 import { SessionWriter } from "./sessionWriter.js";
-import { StoredDelivery } from "./storedDelivery.js";
+import { RESUME_WAIT_MS, StoredDelivery, within } from "./storedDelivery.js";
 import { consumerDelivers, type StoredSource, storedSourceOf } from "./storedSource.js";
 import {
   type ActiveSubscription,
@@ -26,7 +26,7 @@ import {
 
 interface Entry {
   readonly sub: ActiveSubscription;
-  /** Where its QoS 1/2 messages are read from, and the consumer that reads them; undefined: live only. */
+  /** Where its QoS 1/2 messages are read from, and by which consumer; undefined: live only. */
   readonly source: StoredSource | undefined;
   consumer: string | undefined;
   stored?: StoredDelivery;
@@ -58,7 +58,7 @@ export class ClientSession {
   subscriptionCount(): number {
     return this.entries.size;
   }
-  /** What reaches the client (deliveries.ts); its QoS 1/2 flow is what the connection's acks complete. */
+  /** What reaches the client (deliveries.ts); the connection's acks complete its QoS 1/2 flow. */
   private readonly deliveries: Deliveries;
   /** The client's own QoS 1/2 publishes (inboundState.ts); saved with the record. */
   readonly inbound: InboundState;
@@ -67,14 +67,14 @@ export class ClientSession {
   private epoch: string | undefined;
   /** What the connection had in flight when it ended (stopDelivery), for the detached record. */
   private leftInFlight: OutboundRecord | undefined;
-  /** The stored session's epoch when this connection resumed one (resume): it reads the store. */
+  /** The stored session's epoch when this connection resumed one: it reads the store. */
   private resumedEpoch: string | undefined;
   /**
    * The record follows the session while connected (SUBSCRIBE, QoS 2 state) only when
    * another connection may resume it: a session resumed with expiry 0 is removed at its end.
    */
   private readonly kept: boolean;
-  /** This connection wrote the record as its own (takeRecord, before CONNACK): later writes follow it. */
+  /** The record written as this connection's (takeRecord, before CONNACK): later writes follow it. */
   private recordTaken: Promise<boolean> | undefined;
 
   /** Its subscriptions read the store: kept, or resumed (owed its queue even at expiry 0, MQTT 5 3.1.2.11.2). */
@@ -101,7 +101,7 @@ export class ClientSession {
     this.epoch = newUniqueId();
   }
 
-  /** The QoS 1/2 deliveries in flight to the client (its PUBACK, PUBREC and PUBCOMP complete them). */
+  /** QoS 1/2 deliveries in flight to the client (its PUBACK, PUBREC, PUBCOMP complete them). */
   get outbound(): OutboundFlow {
     return this.deliveries.outbound;
   }
@@ -124,7 +124,7 @@ export class ClientSession {
     this.deliveries.restore(stored.outbound);
     const acked = new Map((stored.outbound?.acked ?? []).map((a) => [a.filter, a]));
     const opened: Entry[] = [];
-    /** Subscriptions whose recorded consumer reads the stream they read now: taken over from its floor. */
+    // Their recorded consumer reads the stream they read now: taken over from its floor.
     const resumed = new Set<Entry>();
     for (const s of stored.subscriptions) {
       const plan = planSubscription(s.subscription, s.subscriptionId, this.link.settings.maxSubjectBytes);
@@ -142,24 +142,27 @@ export class ClientSession {
     // NATS judges them again (permissions may have changed since they were saved) before
     // any stored delivery, which reads with the gateway's own user, starts.
     await flushAndSettle(this.link.lease.nc).catch(() => {});
+    const first: Promise<unknown>[] = [];
     for (const e of opened) {
       const [main, ...parents] = e.sub.subjects;
       for (const p of parents) if (this.link.denied.subscribe.delete(p)) dropSubject(e.sub, p);
       if (main !== undefined && this.link.denied.subscribe.delete(main)) this.close(e.sub.filter, true);
       else {
-        // Not waited for: the consumer reads from the floor whenever it is made.
-        void this.startStored(
+        // Waited for, within RESUME_WAIT_MS; a waiting one reads from the floor later.
+        const started = this.startStored(
           e,
           resumed.has(e) ? (acked.get(e.sub.filter) ?? { floor: 0, above: [] }) : undefined,
           true,
         ).then((refused) => {
           if (refused === undefined || this.entries.get(e.sub.filter) !== e) return;
-          // Nobody to tell now (no SUBACK on resume): the subscription goes on live, QoS 1/2 copies included.
+          // No SUBACK to tell on resume: it goes on live, QoS 1/2 copies included.
           this.close(e.sub.filter, false);
           this.open(e.sub, true);
         });
+        first.push(started);
       }
     }
+    await within(Promise.all(first), RESUME_WAIT_MS);
   }
 
   /** A clean start or an expired session: what the stored one left goes, consumers first. */
@@ -222,7 +225,7 @@ export class ClientSession {
       if (granted[f.index] !== p.subscriptions[f.index]?.qos) continue;
       const failed = await this.startStored(f.entry, undefined, false);
       if (failed === undefined) continue;
-      // QoS 1/2 on a stored subject is the stream's to deliver: without it, not granted (the SUBACK says why).
+      // QoS 1/2 on a stored subject is the stream's to deliver: without it, not granted (SUBACK says why).
       this.close(f.entry.sub.filter, false);
       granted[f.index] =
         link.version === 5 ? (failed.permission ? Reason.notAuthorized : Reason.unspecified) : SubackFailureV4;
@@ -298,7 +301,7 @@ export class ClientSession {
     return this.recordTaken.then(() => {});
   }
 
-  /** The record while connected (CONNACK, SUBSCRIBE, QoS 2 state); false: not written (store failed, or moved on). */
+  /** The record while connected (CONNACK, SUBSCRIBE, QoS 2 state); false: not written (failed, moved on). */
   saveConnected(): Promise<boolean> {
     return this.writer
       .write(() => ({ session: this.record(true, this.expirySec) }))
@@ -314,7 +317,7 @@ export class ClientSession {
     return this.writer.write(() => ({ session: this.record(false, expirySec), ttlSec: expirySec }));
   }
 
-  /** The session's machine ended (saved, removed, refused, or it stopped waiting): nothing more is written. */
+  /** The session's machine ended (saved, removed, refused, stopped waiting): nothing more is written. */
   stopWriting(): void {
     this.writer.close();
   }
@@ -444,7 +447,7 @@ export class ClientSession {
     return { reason: outcome.reason, permission: outcome.state === "refused" && outcome.permission };
   }
 
-  /** Subscriptions waiting for their store to answer (/clients, docs/operations.md). */
+  /** Waiting for their store (/clients). */
   storedWaitingCount(): number {
     let n = 0;
     for (const e of this.entries.values()) if (e.stored?.waiting) n++;
