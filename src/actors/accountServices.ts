@@ -4,6 +4,7 @@ import type { GatewayConfig } from "../config/schema.js";
 import type { Logger } from "../log.js";
 import { bridgeCredentials } from "./gatewayCredentials.js";
 import type { NatsBridge, NatsLease } from "./natsBridge.js";
+import { isStreamMissing } from "./streamMissing.js";
 import { createWithReplicas, reportReplicas } from "./streamReplicas.js";
 
 /** The gateway's own JetStream handles in one client account. */
@@ -55,7 +56,10 @@ export class AccountServices {
         try {
           // open() does not look: ask for the bucket's stream to know whether it exists.
           info = await jsm.streams.info(stream);
-        } catch {
+        } catch (e) {
+          // Only a bucket that is not there is made: one that did not answer (a timeout, its
+          // leader being elected) is asked again by the next read.
+          if (!isStreamMissing(e)) throw e;
           this.log.info({ account, bucket: name }, "creating the MQTT sessions bucket");
           try {
             // A detached session's record is dropped by the server when it expires (markerTTL
@@ -66,17 +70,28 @@ export class AccountServices {
             this.ttlBuckets.add(account);
             return kv;
           } catch (e) {
-            this.log.warn({ account, bucket: name, err: (e as Error).message }, "sessions bucket without per-record TTL (nats-server before 2.11?): expired sessions are swept instead");
-            return this.withReplicas("sessions bucket", `KV_${name}`, account, (replicas) => kvm.create(name, { history: 1, replicas }));
+            this.log.warn(
+              { account, bucket: name, err: (e as Error).message },
+              "sessions bucket without per-record TTL (nats-server before 2.11?): expired sessions are swept instead",
+            );
+            return this.withReplicas("sessions bucket", `KV_${name}`, account, (replicas) =>
+              kvm.create(name, { history: 1, replicas }),
+            );
           }
         }
         if (info.config.allow_msg_ttl) this.ttlBuckets.add(account);
         else {
           try {
-            await jsm.streams.update(stream, { allow_msg_ttl: true, subject_delete_marker_ttl: SESSION_MARKER_TTL_MS * 1_000_000 });
+            await jsm.streams.update(stream, {
+              allow_msg_ttl: true,
+              subject_delete_marker_ttl: SESSION_MARKER_TTL_MS * 1_000_000,
+            });
             this.ttlBuckets.add(account);
           } catch (e) {
-            this.log.warn({ account, bucket: name, err: (e as Error).message }, "sessions bucket without per-record TTL: expired sessions are swept instead");
+            this.log.warn(
+              { account, bucket: name, err: (e as Error).message },
+              "sessions bucket without per-record TTL: expired sessions are swept instead",
+            );
           }
         }
         return kvm.open(name);
@@ -106,7 +121,8 @@ export class AccountServices {
       ready = (async () => {
         try {
           await handles.jsm.streams.info(name);
-        } catch {
+        } catch (e) {
+          if (!isStreamMissing(e)) throw e;
           this.log.info({ account, stream: name }, "creating the retained messages stream");
           await this.withReplicas("retained stream", name, account, (num_replicas) =>
             handles.jsm.streams.add({
@@ -134,7 +150,12 @@ export class AccountServices {
   }
 
   /** Creates one of the gateway's streams or buckets with the replicas `mqtt.stream_replicas` asks for (streamReplicas.ts). */
-  async withReplicas<T>(kind: string, name: string, account: string, create: (replicas: number) => Promise<T>): Promise<T> {
+  async withReplicas<T>(
+    kind: string,
+    name: string,
+    account: string,
+    create: (replicas: number) => Promise<T>,
+  ): Promise<T> {
     const { lease } = await this.jetstream(account);
     return createWithReplicas({ kind, name, account }, lease.nc, this.config().mqtt.stream_replicas, this.log, create);
   }
@@ -155,8 +176,7 @@ export class AccountServices {
       lease = await this.bridge.acquire(await bridgeCredentials(user), "gateway");
       // The gateway user removed or revoked: what was opened with it is opened again on next use.
       lease.onGone(() => this.forget(account));
-    }
-    else {
+    } else {
       // The core connection is in one account: what it keeps for a client of another
       // account (sessions, retained messages, consumers) would be that account's to read.
       const own = await this.coreAccount();
@@ -165,7 +185,11 @@ export class AccountServices {
       }
       lease = this.core;
     }
-    return { lease, js: jetstream(lease.nc, { timeout: 5_000 }), jsm: await jetstreamManager(lease.nc, { timeout: 5_000 }) };
+    return {
+      lease,
+      js: jetstream(lease.nc, { timeout: 5_000 }),
+      jsm: await jetstreamManager(lease.nc, { timeout: 5_000 }),
+    };
   }
 }
 

@@ -12,6 +12,7 @@ import type { Logger } from "../log.js";
 import type { AccountServices } from "./accountServices.js";
 import { answersLater, pauseAfter, publishPatiently, STORED_ANSWER_MS, type Turn } from "./mqtt/patientPublish.js";
 import { StoredPublisher } from "./mqtt/storedPublish.js";
+import { isStreamMissing } from "./streamMissing.js";
 
 /** A QoS 1/2 message on `<subject>` is kept in the MQTT store as `$MQG.msgs.<subject>`. */
 export const MSGS_PREFIX = "$MQG.msgs.";
@@ -191,7 +192,7 @@ export class MessageStore {
     try {
       existing = (await jsm.streams.info(name)).config;
     } catch (e) {
-      if (!(e instanceof JetStreamApiError && e.code === STREAM_NOT_FOUND)) throw e;
+      if (!isStreamMissing(e)) throw e;
     }
     if (!existing) {
       this.log.info({ account, stream: name }, "creating the MQTT store (QoS 1/2 messages for offline sessions)");

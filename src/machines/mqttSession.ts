@@ -19,7 +19,8 @@ export type MqttSessionEvent =
   /** No earlier session of this client id is still open on this gateway. */
   | { type: "CLAIMED" }
   | { type: "LOADED"; found: SessionFound }
-  | { type: "LOAD_FAILED"; reason: string }
+  /** `waitable`: the store did not answer (a timeout, no responders, a leader being elected), as opposed to refusing. */
+  | { type: "LOAD_FAILED"; reason: string; waitable: boolean }
   /** The gateway that held the session closed its connection and saved or removed the session. */
   | { type: "OWNER_RELEASED" }
   /** That gateway did not answer: it is gone, and what it held is handed back on resume. */
@@ -62,9 +63,42 @@ export interface MqttSessionContext {
   resumed?: boolean;
   found: SessionFound;
   reason: string;
+  /** Reads of the store that did not answer, this CONNECT (the wait between reads doubles). */
+  loadAttempts: number;
 }
 
 const nothing: SessionFound = { exists: false, expired: false };
+
+/** How long a CONNECT waits for a session store that does not answer (docs/decisions/faults.md). */
+export const LOAD_PATIENCE_MS = 15_000;
+
+/**
+ * Reading the store as a CONNECT waits on it: a read the store did not answer is tried
+ * again (250 ms doubling to 2 s) until `loadPatience`, then CONNACK "server unavailable";
+ * a refusal (the gateway user may not read it) is final at once.
+ */
+function patientLoad<const Loaded>(loaded: Loaded, cleanStartFailed: `#mqttSession.${string}`) {
+  return {
+    initial: "reading",
+    entry: "restartAttempts",
+    after: { loadPatience: { target: "#mqttSession.refused", actions: "storeSilent" } },
+    on: { DETACH: { target: "#mqttSession.ended" } },
+    states: {
+      reading: {
+        entry: "load",
+        on: {
+          LOADED: loaded,
+          LOAD_FAILED: [
+            { guard: "cleanStart", target: cleanStartFailed },
+            { guard: "waitable", target: "waiting", actions: ["keepReason", "countAttempt"] },
+            { target: "#mqttSession.refused", actions: "keepReason" },
+          ],
+        },
+      },
+      waiting: { after: { loadRetry: { target: "reading" } } },
+    },
+  } as const;
+}
 
 export const mqttSessionMachine = setup({
   types: {
@@ -75,18 +109,34 @@ export const mqttSessionMachine = setup({
   },
   actions: {
     readyFresh: emit({ type: "ready", sessionPresent: false }),
+    load: emit({ type: "load" }),
+    keepFound: assign({ found: ({ context, event }) => (event.type === "LOADED" ? event.found : context.found) }),
+    restartAttempts: assign({ loadAttempts: 0 }),
+    // Counted up to where the wait stops growing: a model checker sees a bounded state.
+    countAttempt: assign({ loadAttempts: ({ context }) => Math.min(4, context.loadAttempts + 1) }),
+    keepReason: assign({ reason: ({ event }) => (event.type === "LOAD_FAILED" ? event.reason : "") }),
+    storeSilent: assign({
+      reason: ({ context }) =>
+        `the session store did not answer within ${LOAD_PATIENCE_MS / 1000} s (${context.reason || "no answer"})`,
+    }),
   },
   delays: {
     // A gateway that does not answer in time is taken for dead (CONTRACT: taken over when that gateway is dead).
     // Past the asker's own bounds (liveness.ts: a 1 s ping, then the owner's release).
     ownerTimeout: 8_000,
     storeTimeout: 5_000,
+    // How long a CONNECT waits for a store that does not answer before CONNACK "server
+    // unavailable": a sessions bucket electing a leader after a node loss takes a few
+    // seconds; mqtt.js gives up on CONNACK after 30.
+    loadPatience: LOAD_PATIENCE_MS,
+    loadRetry: ({ context }) => Math.min(2_000, 250 * 2 ** (context.loadAttempts - 1)),
   },
   guards: {
     heldElsewhere: ({ event }) => event.type === "LOADED" && event.found.heldBy !== undefined,
     mustDiscard: ({ context }) => context.found.exists && (context.cleanStart || context.found.expired),
     canResume: ({ context }) => context.found.exists && !context.cleanStart && !context.found.expired,
     cleanStart: ({ context }) => context.cleanStart,
+    waitable: ({ event }) => event.type === "LOAD_FAILED" && event.waitable,
     nothingStored: ({ context }) => context.cleanStart && context.nothingStored === true,
     durable: ({ context }) => context.expirySec > 0,
     // A session that was in the store (expiry at CONNECT, or resumed from it) and ends without expiry leaves it.
@@ -101,6 +151,7 @@ export const mqttSessionMachine = setup({
     expirySec: input.expirySec,
     found: nothing,
     reason: "",
+    loadAttempts: 0,
   }),
   initial: "claiming",
   states: {
@@ -118,25 +169,14 @@ export const mqttSessionMachine = setup({
         DETACH: { target: "ended" },
       },
     },
-    loading: {
-      entry: emit({ type: "load" }),
-      on: {
-        LOADED: [
-          {
-            guard: "heldElsewhere",
-            target: "takingOver",
-            actions: assign({ found: ({ event }) => event.found }),
-          },
-          { target: "deciding", actions: assign({ found: ({ event }) => event.found }) },
-        ],
-        LOAD_FAILED: [
-          // A clean start needs nothing from the store: serve it fresh.
-          { guard: "cleanStart", target: "fresh" },
-          { target: "refused", actions: assign({ reason: ({ event }) => event.reason }) },
-        ],
-        DETACH: { target: "ended" },
-      },
-    },
+    // A clean start needs nothing from the store: served fresh when the store fails.
+    loading: patientLoad(
+      [
+        { guard: "heldElsewhere", target: "#mqttSession.takingOver", actions: "keepFound" },
+        { target: "#mqttSession.deciding", actions: "keepFound" },
+      ],
+      "#mqttSession.fresh",
+    ),
     takingOver: {
       // [MQTT-3.1.4-3] close the other connection first; its gateway answers on $MQG.alive.<id>
       // once that connection's session is saved, so what is read next is what it left.
@@ -148,18 +188,8 @@ export const mqttSessionMachine = setup({
       },
       after: { ownerTimeout: { target: "deciding" } },
     },
-    reloading: {
-      entry: emit({ type: "load" }),
-      on: {
-        LOADED: { target: "deciding", actions: assign({ found: ({ event }) => event.found }) },
-        LOAD_FAILED: [
-          // A clean start still clears what the first read found.
-          { guard: "cleanStart", target: "deciding" },
-          { target: "refused", actions: assign({ reason: ({ event }) => event.reason }) },
-        ],
-        DETACH: { target: "ended" },
-      },
-    },
+    // A clean start still clears what the first read found.
+    reloading: patientLoad({ target: "#mqttSession.deciding", actions: "keepFound" }, "#mqttSession.deciding"),
     deciding: {
       always: [
         { guard: "mustDiscard", target: "discarding" },

@@ -237,8 +237,10 @@ describe("QoS 2 publisher's gateway killed (SIGKILL): exactly once across gatewa
         String(rate),
       ]);
       try {
-        for (const at of kills) {
-          await paho.line((l) => Number(l.done) >= at, 60_000);
+        for (const [k, at] of kills.entries()) {
+          // On the connection this kill ends (k + 1 connects so far): a line printed before the
+          // previous kill would land this one while paho is still away, one reconnect fewer.
+          await paho.line((l) => Number(l.done) >= at && Number(l.connects) === k + 1, 60_000);
           // Killed with publishes in flight (paho keeps 20, or all it has left after a reconnect): some stored, some PUBRECed, some released.
           gw.process.kill("SIGKILL");
           await gw.stop();

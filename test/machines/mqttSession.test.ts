@@ -87,13 +87,51 @@ describe("mqttSession machine", () => {
     }
   });
 
-  it("a store that cannot be read refuses a persistent session but serves a clean one", () => {
+  it("a store that refuses (permissions) refuses a persistent session at once but serves a clean one", () => {
     const p = claimed({ cleanStart: false, expirySec: 60 });
-    p.actor.send({ type: "LOAD_FAILED", reason: "no JetStream" });
+    p.actor.send({ type: "LOAD_FAILED", reason: "permissions violation", waitable: false });
     expect(p.types()).toEqual(["claim", "load", "refuse"]);
     const c = claimed({ cleanStart: true, expirySec: 0 });
-    c.actor.send({ type: "LOAD_FAILED", reason: "no JetStream" });
+    c.actor.send({ type: "LOAD_FAILED", reason: "timeout", waitable: true });
     expect(c.types()).toEqual(["claim", "load", "ready"]);
+  });
+
+  it("a store that does not answer is read again, waits doubling from 250 ms to 2 s, until it answers or 15 s pass", () => {
+    vi.useFakeTimers();
+    try {
+      const answers = claimed({ cleanStart: false, expirySec: 60 });
+      const reads = () => answers.types().filter((t) => t === "load").length;
+      const waits: number[] = [];
+      for (let n = 1; n <= 5; n++) {
+        answers.actor.send({ type: "LOAD_FAILED", reason: "timeout", waitable: true });
+        expect(answers.actor.getSnapshot().matches({ loading: "waiting" })).toBe(true);
+        const before = Date.now();
+        while (reads() === n) vi.advanceTimersByTime(50);
+        waits.push(Date.now() - before);
+      }
+      expect(waits).toEqual([250, 500, 1000, 2000, 2000]);
+      answers.actor.send({ type: "LOADED", found: { exists: true, expired: false } });
+      answers.actor.send({ type: "RESUMED" });
+      expect(answers.emitted.at(-1)).toEqual({ type: "ready", sessionPresent: true });
+
+      // Never answering: refused at the bound, with the last reason; a read still out is not waited for.
+      const silent = claimed({ cleanStart: false, expirySec: 60 });
+      silent.actor.send({ type: "LOAD_FAILED", reason: "no responders", waitable: true });
+      vi.advanceTimersByTime(14_999);
+      expect(silent.types()).not.toContain("refuse");
+      vi.advanceTimersByTime(1);
+      expect(silent.emitted.at(-1)).toEqual({
+        type: "refuse",
+        reason: "the session store did not answer within 15 s (no responders)",
+      });
+      // A connection that goes while its session waits for the store leaves nothing behind.
+      const gone = claimed({ cleanStart: false, expirySec: 60 });
+      gone.actor.send({ type: "LOAD_FAILED", reason: "timeout", waitable: true });
+      gone.actor.send({ type: "DETACH", expirySec: 60 });
+      expect(gone.actor.getSnapshot().value).toBe("ended");
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it("at detach the expiry then decides: kept (with it), removed (stored, now 0), or nothing (never stored)", () => {

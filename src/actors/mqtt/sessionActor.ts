@@ -1,5 +1,6 @@
 import type { Actor, EmittedFrom } from "xstate";
 import { mqttSessionMachine } from "../../machines/mqttSession.js";
+import { missingPermission } from "../client/missingPermission.js";
 import { startChildMachine, whenEnded } from "../machineActor.js";
 import type { ActorRegistry } from "../registry.js";
 import type { ClientLink } from "./link.js";
@@ -123,7 +124,7 @@ export class SessionActor implements Claimant {
               },
             });
           },
-          (err: Error) => this.actor.send({ type: "LOAD_FAILED", reason: err.message }),
+          (err: Error) => this.actor.send({ type: "LOAD_FAILED", reason: err.message, waitable: storeMayAnswer(err) }),
         );
       case "ask_owner":
         return void owner.takeOverRemote(e.owner).then(
@@ -177,4 +178,12 @@ export class SessionActor implements Claimant {
     this.release?.();
     this.resolveDone?.();
   }
+}
+
+/**
+ * Whether a failed read of the session store may answer if asked again: a timeout, no
+ * responders, a bucket electing its leader may; a permission the gateway user lacks will not.
+ */
+function storeMayAnswer(err: Error): boolean {
+  return missingPermission(err) === undefined;
 }

@@ -35,7 +35,12 @@ const common: Invariant[] = [
       : last;
   }),
   // A transfer without credit, or a subscription NATS refused, while the address was resolved.
-  neverAfter("a fault while attaching refuses the attach", "a fault while attaching", (step) => step.event.type === "FAULT" && inState(step.before, "attaching"), ["attach", "flow"]),
+  neverAfter(
+    "a fault while attaching refuses the attach",
+    "a fault while attaching",
+    (step) => step.event.type === "FAULT" && inState(step.before, "attaching"),
+    ["attach", "flow"],
+  ),
   atMost("released once", "release"),
   invariant("released only at the end", null, (_: null, step) =>
     emits(step, "release") && step.after.status !== "done" ? new Broken("release while the link goes on") : null,

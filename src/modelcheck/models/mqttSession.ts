@@ -27,11 +27,12 @@ const sessionModel = (cleanStart: boolean, expirySec: number): Model => ({
   name: `mqttSession (${cleanStart ? "clean start" : "resume"}, expiry ${expirySec} s)`,
   input: { cleanStart, expirySec },
   bound:
-    "the bucket holds nothing, a live, an expired or a taken session, or cannot be read; every answer of the directory, the store and the other gateway (released or gone), the detach at any point with expiry 0 or 60 s; timers fire at any point",
+    "the bucket holds nothing, a live, an expired or a taken session, or does not answer (read again) or refuses; every answer of the directory, the store and the other gateway (released or gone), the detach at any point with expiry 0 or 60 s; timers fire at any point",
   events: [
     { type: "CLAIMED" },
     ...stored.map((found) => ({ type: "LOADED", found })),
-    { type: "LOAD_FAILED", reason: "no JetStream" },
+    { type: "LOAD_FAILED", reason: "timeout", waitable: true },
+    { type: "LOAD_FAILED", reason: "permissions violation", waitable: false },
     { type: "OWNER_RELEASED" },
     { type: "OWNER_GONE" },
     { type: "DISCARDED" },

@@ -273,7 +273,7 @@ export function mqttClientIdModel(options: ClientIdOptions = {}): SystemModel<Cl
       effects: [
         world<ClientIdWorld>(() => ({ ...w, wire })),
         op === "read"
-          ? post(S(i), { type: "LOAD_FAILED", reason: "timeout" })
+          ? post(S(i), { type: "LOAD_FAILED", reason: "timeout", waitable: true })
           : post("answers", { type: op, by: i, movedOn: false }),
       ],
     };

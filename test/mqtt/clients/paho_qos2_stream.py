@@ -5,7 +5,7 @@ usage: paho_qos2_stream.py PORT CLIENT_ID TOPIC COUNT RATE
 Queues COUNT QoS 2 publishes (payloads "0".."COUNT-1"), RATE a second (0: all at once), with clean session 0 and lets paho
 do the rest: at most 20 in flight, and when the connection drops, reconnecting to the
 same port (a restarted gateway) and resending what was in flight as paho does (PUBLISH
-with DUP set, or PUBREL). Prints {"done": n} every 250 completed (PUBCOMP), then
+with DUP set, or PUBREL). Prints {"done": n, "connects": n} every 250 completed (PUBCOMP), then
 {"finished": COUNT, "connects": n, "pubrels_kept": n}; {"error": "..."} and exit 1 when it stalls.
 
 paho-mqtt 1.6.1 resends a PUBLISH it has already released (a protocol violation: "MUST NOT
@@ -62,9 +62,9 @@ def main():
     def on_publish(client, userdata, mid):
         with lock:
             state["done"] += 1
-            done = state["done"]
+            done, connects = state["done"], state["connects"]
         if done % 250 == 0:
-            print(json.dumps({"done": done}), flush=True)
+            print(json.dumps({"done": done, "connects": connects}), flush=True)
         if done == count:
             finished.set()
 
