@@ -301,16 +301,21 @@ describe("a client stuck at its bound is disconnected after limits.write_deadlin
     await slow.next("suback");
     slow.socket.pause();
     let received = 0;
-    slow.socket.on("data", () => {
+    // Each burst reads 1 MiB (a quarter of the bound), then the reader pauses again.
+    const BURST = MiB;
+    let burst = 0;
+    slow.socket.on("data", (chunk: Buffer) => {
       received += slow.packets.splice(0).filter((p) => p.cmd === "publish").length;
+      burst += chunk.length;
+      if (burst >= BURST) slow.socket.pause();
     });
-    // Three deadlines of a publisher far faster than the reader, who reads 100 ms every second:
-    // the socket takes bytes within every deadline, though not all the time.
+    // Three deadlines of a publisher far faster than the reader, who reads a burst three times
+    // a deadline: the socket takes bytes within every deadline, though not all the time.
     const until = Date.now() + 3 * DEADLINE_MS;
     let atBound = 0;
     const bursts = setInterval(() => {
+      burst = 0;
       slow.socket.resume();
-      setTimeout(() => slow.socket.pause(), 100);
     }, DEADLINE_MS / 3);
     try {
       while (Date.now() < until) {
