@@ -10,8 +10,8 @@ import { type MsgHdrs, PermissionViolationError } from "@nats-io/transport-node"
 import type { GatewayConfig } from "../config/schema.js";
 import type { Logger } from "../log.js";
 import type { AccountServices } from "./accountServices.js";
-import { answersLater, pauseAfter, publishPatiently, STORED_ANSWER_MS, type Turn } from "./mqtt/patientPublish.js";
-import { StoredPublisher } from "./mqtt/storedPublish.js";
+import { StoredPublisher } from "./client/storedPublisher.js";
+import { answersLater, pauseAfter, publishPatiently, STORED_ANSWER_MS, type Turn } from "./client/storedWrite.js";
 import { isStreamMissing } from "./streamMissing.js";
 
 /** A QoS 1/2 message on `<subject>` is kept in the MQTT store as `$MQG.msgs.<subject>`. */
@@ -51,7 +51,7 @@ export class MessageStore {
     private readonly services: AccountServices,
     private readonly config: () => GatewayConfig,
     private readonly log: Logger,
-    /** How long a write may wait for the store's answer (patientPublish.ts). */
+    /** How long a write may wait for the store's answer (client/storedWrite.ts). */
     private readonly answerMs = STORED_ANSWER_MS,
   ) {}
 

@@ -3,7 +3,8 @@
 // per-message path writes.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { fixedNatsHeaders, toNatsHeaders } from "../../src/actors/client/natsHeaders.js";
+import { fixedNatsHeaders } from "../../src/actors/client/headerCache.js";
+import { toNatsHeaders } from "../../src/actors/client/natsHeaders.js";
 import { bareHeaders, mqttPublishToNats, type PublishContext } from "../../src/protocol/mqttToNats.js";
 
 const encoded = (h: unknown) => (h as { encode(): Uint8Array }).encode();
@@ -29,14 +30,19 @@ const publish = fc.record({
 describe("a bare publish's headers, encoded once", () => {
   it("the mapping gives the same result with the client's bare headers as without, and that very array for a bare publish", () => {
     fc.assert(
-      fc.property(fc.string({ unit: "grapheme", maxLength: 12 }), fc.constantFrom(4, 5) as fc.Arbitrary<4 | 5>, publish, (clientId, version, p) => {
-        const plain = mqttPublishToNats(p, ctxFor(clientId, version));
-        const bare = bareHeaders(clientId);
-        const cached = mqttPublishToNats(p, { ...ctxFor(clientId, version), bareHeaders: bare });
-        expect(cached).toEqual(plain);
-        const isBare = p.qos === 0 && !p.retain && (version === 4 || p.properties === undefined);
-        expect(cached.ok && cached.value.headers === bare).toBe(isBare);
-      }),
+      fc.property(
+        fc.string({ unit: "grapheme", maxLength: 12 }),
+        fc.constantFrom(4, 5) as fc.Arbitrary<4 | 5>,
+        publish,
+        (clientId, version, p) => {
+          const plain = mqttPublishToNats(p, ctxFor(clientId, version));
+          const bare = bareHeaders(clientId);
+          const cached = mqttPublishToNats(p, { ...ctxFor(clientId, version), bareHeaders: bare });
+          expect(cached).toEqual(plain);
+          const isBare = p.qos === 0 && !p.retain && (version === 4 || p.properties === undefined);
+          expect(cached.ok && cached.value.headers === bare).toBe(isBare);
+        },
+      ),
     );
   });
 

@@ -1,10 +1,11 @@
 import { PermissionViolationError } from "@nats-io/transport-node";
-import type { MsgHdrs } from "@nats-io/transport-node";
-import { fixedNatsHeaders } from "../client/natsHeaders.js";
+import { HeaderCache } from "../client/headerCache.js";
+import { headerBlock } from "../client/natsHeaders.js";
 import { RefusalTally } from "../client/refusalTally.js";
+import { AckInboxDenied } from "../client/storedPublisher.js";
+import { keepCopy, writeStored } from "../client/storedWrite.js";
 import type { MessageStore } from "../messageStore.js";
 import type { Metrics } from "../metrics.js";
-import { AckInboxDenied, headerBlock, StoredPublisher } from "../mqtt/storedPublish.js";
 import type { NatsLease } from "../natsBridge.js";
 import type { NatsMessage } from "./inbound.js";
 
@@ -42,7 +43,7 @@ export class Publisher {
   private flushScheduled = false;
   private readonly unlisten: () => void;
   /** The last header pairs published and their nats.js headers, encoded once: a link's messages mostly carry the same few. */
-  private lastHeaders: { readonly pairs: ReadonlyArray<readonly [string, string]>; readonly h: MsgHdrs } | undefined;
+  private readonly headers = new HeaderCache();
 
   constructor(
     private readonly lease: NatsLease,
@@ -61,7 +62,7 @@ export class Publisher {
     this.scheduleFlush();
     try {
       this.lease.nc.publish(m.subject, m.payload, {
-        ...(m.headers ? { headers: this.headersOf(m.headers) } : {}),
+        ...(m.headers ? { headers: this.headers.headersOf(m.headers) } : {}),
         ...(m.reply ? { reply: m.reply } : {}),
       });
     } catch (e) {
@@ -77,14 +78,22 @@ export class Publisher {
    * (amqp.dedupe_message_id), so a resend within the duplicate window is stored once.
    */
   async store(m: NatsMessage, msgId: string): Promise<Settlement> {
-    const started = performance.now();
-    // The raw publish on one shared inbox, as MQTT's (storedPublish.ts): it confirms that inbox first.
-    const published = StoredPublisher.of(this.lease.nc).publish(m.subject, m.payload, m.headers, msgId, this.storedTimeoutMs);
+    // The stored-write step both doors take (client/storedWrite.ts): the raw publish on one
+    // shared inbox, which it confirms first; one wait, no resend (no turn).
+    const h = headerBlock(m.headers ?? [], msgId);
+    const published = writeStored(
+      this.lease.nc,
+      this.metrics,
+      m.subject,
+      m.payload,
+      h,
+      undefined,
+      this.storedTimeoutMs,
+    );
     // Its -ERR, if NATS refuses it, must be counted off here and not charged to a core publish.
     const confirmed = this.confirm(m.subject);
     try {
       await published;
-      this.metrics.jsAckLatency.observe((performance.now() - started) / 1000);
       await confirmed;
       return ACCEPTED;
     } catch (e) {
@@ -120,10 +129,8 @@ export class Publisher {
     }
     const published = await this.confirm(m.subject);
     if (!published.ok) return published;
-    const started = performance.now();
     try {
-      if ((await this.messages.write(this.account, m.subject, m.payload, h)) !== "no_store")
-        this.metrics.jsAckLatency.observe((performance.now() - started) / 1000);
+      await keepCopy(this.messages, this.metrics, this.account, m.subject, m.payload, h);
       return ACCEPTED;
     } catch (e) {
       return {
@@ -133,20 +140,6 @@ export class Publisher {
         reason: "not_stored",
       };
     }
-  }
-
-  /**
-   * Headers for a core publish: the same pairs as the last publish's reuse its encoded
-   * block (nats.js encodes a publish's headers on every publish; issue 16). Safe to share:
-   * nats.js does not change the headers of a publish without trace options, and the block
-   * is the same bytes toNatsHeaders would give.
-   */
-  private headersOf(pairs: ReadonlyArray<readonly [string, string]>): MsgHdrs {
-    const last = this.lastHeaders;
-    if (last && samePairs(last.pairs, pairs)) return last.h;
-    const h = fixedNatsHeaders(pairs);
-    this.lastHeaders = { pairs, h };
-    return h;
   }
 
   close(): void {
@@ -206,12 +199,6 @@ export class Publisher {
       w.resolve(denied(w.subject));
     }
   }
-}
-
-function samePairs(a: ReadonlyArray<readonly [string, string]>, b: ReadonlyArray<readonly [string, string]>): boolean {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i]![0] !== b[i]![0] || a[i]![1] !== b[i]![1]) return false;
-  return true;
 }
 
 const isTooLarge = (e: unknown) => /max.?payload/i.test(String((e as Error)?.message ?? e));

@@ -4,17 +4,17 @@ import type { WillMessage } from "../../machines/mqttConnection.js";
 import { Reason } from "../../protocol/mqttReasons.js";
 import type { InboundPublish, PublishProperties } from "../../protocol/mqttToNats.js";
 import type { Bindings } from "../bindings.js";
-import { toNatsHeaders } from "../client/natsHeaders.js";
+import { headerBlock, toNatsHeaders } from "../client/natsHeaders.js";
+import { AckInboxDenied } from "../client/storedPublisher.js";
+import { keepCopy, PublishOrder, STORED_ANSWER_MS, writeStored } from "../client/storedWrite.js";
 import type { MessageStore } from "../messageStore.js";
 import { flushAndSettle } from "../natsBridge.js";
 import type { InboundState } from "./inboundState.js";
 import type { ClientLink } from "./link.js";
-import { PublishOrder, publishPatiently, STORED_ANSWER_MS } from "./patientPublish.js";
 import { PublishIdentities } from "./publishIdentities.js";
 import { type Mapped, PublishMapping } from "./publishMapping.js";
 import { ReceiveQuota } from "./receiveQuota.js";
 import type { RetainedMessages } from "./retained.js";
-import { AckInboxDenied, headerBlock, StoredPublisher } from "./storedPublish.js";
 
 /** QoS 0 bytes a client may publish before the gateway waits for NATS to take them (docs/decisions/backpressure.md). */
 const QOS0_FLUSH_BYTES = 1024 * 1024;
@@ -224,16 +224,15 @@ export class InboundPublisher {
     let step: "client" | "store" = "client";
     this.order ??= new PublishOrder();
     const order = this.order;
-    // A publish on this subject is being sent again: this one goes after it (patientPublish.ts).
+    // A publish on this subject is being sent again: this one goes after it (client/storedWrite.ts).
     for (let held = order.heldBy(subject); held; held = order.heldBy(subject)) await held;
     const turn = order.take(subject);
     const started = performance.now();
     try {
       if (stream) {
         // A raw publish with its reply on one shared inbox, not js.publish (docs/performance.md).
-        // Sent again while the stream does not answer, up to STORED_ANSWER_MS (patientPublish.ts).
-        const ack = await publishPatiently(nc, StoredPublisher.of(nc), subject, inbound.payload, h, turn);
-        link.metrics.jsAckLatency.observe((performance.now() - started) / 1000);
+        // Sent again while the stream does not answer, up to STORED_ANSWER_MS (client/storedWrite.ts).
+        const ack = await writeStored(nc, link.metrics, subject, inbound.payload, h, turn);
         link.metrics.messageIn("mqtt", ack.duplicate ? "stored_duplicate" : "stored");
       } else {
         nc.publish(subject, inbound.payload, { headers: h, ...(reply ? { reply } : {}) });
@@ -241,8 +240,7 @@ export class InboundPublisher {
         await flushAndSettle(nc);
         if (link.denied.publish.delete(subject)) return this.notAuthorized(inbound, messageId, subject, isWill, msgId);
         step = "store";
-        const kept = await this.store.write(link.account, subject, inbound.payload, h, turn);
-        if (kept !== "no_store") link.metrics.jsAckLatency.observe((performance.now() - started) / 1000);
+        const kept = await keepCopy(this.store, link.metrics, link.account, subject, inbound.payload, h, turn, started);
         link.metrics.messageIn(
           "mqtt",
           kept === "duplicate" ? "stored_duplicate" : kept === "stored" ? "stored" : "published",

@@ -1,7 +1,7 @@
 import type { MsgHdrs } from "@nats-io/transport-node";
 import { Reason } from "../../protocol/mqttReasons.js";
 import { bareHeaders, type InboundPublish, mqttPublishToNats, type PublishContext } from "../../protocol/mqttToNats.js";
-import { fixedNatsHeaders } from "../client/natsHeaders.js";
+import { fixedNatsHeaders } from "../client/headerCache.js";
 import type { ClientLink } from "./link.js";
 
 /** A publish as NATS gets it: shared between the bare publishes of one topic (`lastBare`), so only read. */

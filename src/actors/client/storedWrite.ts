@@ -1,5 +1,12 @@
 import type { MsgHdrs, NatsConnection } from "@nats-io/transport-node";
-import type { StoredAck, StoredPublisher } from "./storedPublish.js";
+import type { MessageStore, StoreOutcome } from "../messageStore.js";
+import type { Metrics } from "../metrics.js";
+import { type StoredAck, StoredPublisher } from "./storedPublisher.js";
+
+// The stored-write step both doors take for a message that is stored: into the stream a
+// binding names (`writeStored`), or as a copy in the MQTT store after the client's core
+// publish (`keepCopy`). Each door answers a failure in its own terms (MQTT PUBACK/PUBREC
+// reason codes, AMQP outcomes); the header block comes from natsHeaders.ts `headerBlock`.
 
 /**
  * How long a stored QoS 1/2 publish may wait for its stream, from when the gateway read it
@@ -132,4 +139,50 @@ export async function publishPatiently(
   } finally {
     release?.();
   }
+}
+
+/**
+ * A message to a subject a binding stores: the client's own publish (its connection, so
+ * its permissions apply) of `headers` (a `headerBlock`: Nats-Msg-Id included, so a resend
+ * is stored once) into the stream, settled by the stream's ack. Sent again while the
+ * stream is coming back, within `boundMs`, when `turn` allows it (MQTT's publishes, kept in
+ * order per subject); without a turn, one wait (AMQP's transfers). The ack's latency is
+ * observed. Fails as the publish failed; `AckInboxDenied`: the client may not read the
+ * stream's acks, which each door answers as a denial.
+ */
+export async function writeStored(
+  nc: NatsConnection,
+  metrics: Metrics,
+  subject: string,
+  payload: Uint8Array,
+  headers: MsgHdrs,
+  turn: Turn | undefined,
+  boundMs = STORED_ANSWER_MS,
+): Promise<StoredAck> {
+  const started = performance.now();
+  const ack = await publishPatiently(nc, StoredPublisher.of(nc), subject, payload, headers, turn, boundMs);
+  metrics.jsAckLatency.observe((performance.now() - started) / 1000);
+  return ack;
+}
+
+/**
+ * A message to a subject no binding stores, once NATS took the client's core publish of it
+ * (the door confirms that first: nothing a client may not publish is kept): its copy in the
+ * MQTT store (messageStore.ts) with the same header block. The latency from `started` (when
+ * the door began) is observed when the account has a store. Fails when a store exists and
+ * did not keep the copy.
+ */
+export async function keepCopy(
+  store: MessageStore,
+  metrics: Metrics,
+  account: string,
+  subject: string,
+  payload: Uint8Array,
+  headers: MsgHdrs,
+  turn?: Turn,
+  started = performance.now(),
+): Promise<StoreOutcome> {
+  const kept = await store.write(account, subject, payload, headers, turn);
+  if (kept !== "no_store") metrics.jsAckLatency.observe((performance.now() - started) / 1000);
+  return kept;
 }

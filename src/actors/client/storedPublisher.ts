@@ -2,11 +2,9 @@ import {
   type Msg,
   type MsgHdrs,
   type NatsConnection,
-  headers as natsHeaders,
   PermissionViolationError,
   type Subscription,
 } from "@nats-io/transport-node";
-import { encodeHeaderBlock } from "../../protocol/natsHeaderBlock.js";
 import { readPubAck } from "../../protocol/pubAck.js";
 import { inboxOf } from "../natsBridge.js";
 
@@ -41,22 +39,6 @@ interface Waiter {
   readonly deadline: number;
 }
 
-const MSG_ID = "Nats-Msg-Id";
-const NONE: ReadonlyArray<readonly [string, string]> = [];
-
-/**
- * The headers as nats.js's `publish` takes them. It only calls `encode()` on them
- * (nats-core ProtocolHandler.publish), so a block encoded once is handed over as is;
- * what the encoder steps aside for goes through MsgHdrs, which throws as before.
- */
-export function headerBlock(pairs: ReadonlyArray<readonly [string, string]>, msgId: string): MsgHdrs {
-  const block = encodeHeaderBlock(pairs, MSG_ID, msgId);
-  if (block) return { encode: () => block } as unknown as MsgHdrs;
-  const h = natsHeaders();
-  for (const [k, v] of pairs) h.append(k, v);
-  h.set(MSG_ID, msgId);
-  return h;
-}
 const SWEEP_MS = 250;
 
 /**
@@ -137,18 +119,10 @@ export class StoredPublisher {
     }
   }
 
-  /** Publishes `headers` with `Nats-Msg-Id` set, as `js.publish` does. */
-  publish(
-    subject: string,
-    payload: Uint8Array,
-    headers: ReadonlyArray<readonly [string, string]> | undefined,
-    msgId: string,
-    timeoutMs: number,
-  ): Promise<StoredAck> {
-    return this.publishWith(subject, payload, headerBlock(headers ?? NONE, msgId), timeoutMs);
-  }
-
-  /** Publishes with a header block made by `headerBlock` (one block serves a core copy and the stored one). */
+  /**
+   * Publishes with a header block made by `headerBlock` (natsHeaders.ts: Nats-Msg-Id set,
+   * as `js.publish` does; one block serves a core copy and the stored one).
+   */
   publishWith(subject: string, payload: Uint8Array, h: MsgHdrs, timeoutMs: number): Promise<StoredAck> {
     if (this.inbox === "granted") return this.send(subject, payload, h, timeoutMs);
     return within(this.confirmInbox(), timeoutMs).then(() => this.send(subject, payload, h, timeoutMs));
