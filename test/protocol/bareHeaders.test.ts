@@ -3,7 +3,7 @@
 // per-message path writes.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { fixedNatsHeaders } from "../../src/actors/client/headerCache.js";
+import { fixedNatsHeaders, HeaderCache } from "../../src/actors/client/headerCache.js";
 import { toNatsHeaders } from "../../src/actors/client/natsHeaders.js";
 import { bareHeaders, mqttPublishToNats, type PublishContext } from "../../src/protocol/mqttToNats.js";
 
@@ -55,6 +55,26 @@ describe("a bare publish's headers, encoded once", () => {
         expect(Buffer.from(encoded(fixed)).equals(Buffer.from(fresh))).toBe(true);
         expect(encoded(fixed)).toBe(encoded(fixed));
         expect(fixed.get("Mqgw-Mqtt-Client-Id")).toBe(pairs[0]![1]);
+      }),
+    );
+  });
+});
+
+describe("the last headers a publisher sent, encoded once (both doors' HeaderCache)", () => {
+  const pair = fc.tuple(fc.constantFrom("Mqgw-QoS", "Mqgw-Amqp-Container-Id", "x-k"), fc.constantFrom("1", "2", "c"));
+  it("gives the bytes nats.js writes for the pairs asked, and the same object while the pairs stay the same", () => {
+    fc.assert(
+      fc.property(fc.array(fc.array(pair, { maxLength: 3 }), { minLength: 1, maxLength: 8 }), (sends) => {
+        const cache = new HeaderCache();
+        let last: { pairs: Array<[string, string]>; h: unknown } | undefined;
+        for (const pairs of sends) {
+          // A copy: equal pairs in a new array are the same headers.
+          const h = cache.headersOf(pairs.map(([k, v]) => [k, v] as [string, string]));
+          expect(Buffer.from(encoded(h)).equals(Buffer.from(encoded(toNatsHeaders(pairs))))).toBe(true);
+          if (last && JSON.stringify(last.pairs) === JSON.stringify(pairs)) expect(h).toBe(last.h);
+          else if (last) expect(h).not.toBe(last.h);
+          last = { pairs, h };
+        }
       }),
     );
   });
