@@ -1,4 +1,4 @@
-import { PermissionViolationError } from "@nats-io/transport-node";
+import { type MsgHdrs, PermissionViolationError } from "@nats-io/transport-node";
 import { HeaderCache } from "../client/headerCache.js";
 import { headerBlock } from "../client/natsHeaders.js";
 import { RefusalTally } from "../client/refusalTally.js";
@@ -42,8 +42,8 @@ export class Publisher {
   private waiting: Waiting[] = [];
   private flushScheduled = false;
   private readonly unlisten: () => void;
-  /** The last header pairs published and their nats.js headers, encoded once: a link's messages mostly carry the same few. */
-  private readonly headers = new HeaderCache();
+  /** The last header pairs published and their nats.js headers, encoded once: a link's messages mostly carry the same few. Made on first use. */
+  private headers: HeaderCache | undefined;
 
   constructor(
     private readonly lease: NatsLease,
@@ -62,7 +62,7 @@ export class Publisher {
     this.scheduleFlush();
     try {
       this.lease.nc.publish(m.subject, m.payload, {
-        ...(m.headers ? { headers: this.headers.headersOf(m.headers) } : {}),
+        ...(m.headers ? { headers: this.headersOf(m.headers) } : {}),
         ...(m.reply ? { reply: m.reply } : {}),
       });
     } catch (e) {
@@ -140,6 +140,12 @@ export class Publisher {
         reason: "not_stored",
       };
     }
+  }
+
+  /** A core publish's headers, through the link's HeaderCache (client/headerCache.ts). */
+  private headersOf(pairs: ReadonlyArray<readonly [string, string]>): MsgHdrs {
+    if (!this.headers) this.headers = new HeaderCache();
+    return this.headers.headersOf(pairs);
   }
 
   close(): void {
