@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { createActor, createMachine } from "xstate";
+import { createMachine } from "xstate";
+import { MachineActor } from "../src/actors/machineActor.js";
 import { RecentTransitions } from "../src/actors/recentTransitions.js";
 import { ActorRegistry, type ActorTransition, configuration } from "../src/actors/registry.js";
 
@@ -18,11 +19,11 @@ const door = createMachine({
   },
 });
 
-/** Tracks and starts an actor the way startMachine does, untracking when it completes. */
+/** Tracks and starts an actor the way startMachine does, untracking when it ends. */
 function live(registry: ActorRegistry, id: string) {
-  const actor = createActor(door, { id });
+  const actor = new MachineActor(door, undefined, undefined, id);
   const untrack = registry.track("door", actor);
-  actor.subscribe({ complete: () => untrack() });
+  actor.whenEnded(() => untrack());
   actor.start();
   return actor;
 }

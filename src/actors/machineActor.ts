@@ -1,15 +1,15 @@
 import { Effect, type Scope } from "effect";
-import {
-  type AnyActorRef,
-  type AnyStateMachine,
-  type Actor,
-  createActor,
-  type EmittedFrom,
-  fromCallback,
-  type InputFrom,
+import type {
+  AnyMachineSnapshot,
+  AnyStateMachine,
+  EmittedFrom,
+  EventFromLogic,
+  EventObject,
+  InputFrom,
+  SnapshotFrom,
 } from "xstate";
-import { emitTo, hasParent, stopChild } from "../vendor/xstate.js";
-import { type ActorRegistry, WatchedActor } from "./registry.js";
+import { INIT, initialStep, STOP, type Step, type Effect as StepEffect, step } from "../machines/step.js";
+import type { ActorRegistry } from "./registry.js";
 
 type EmitHandlers<M extends AnyStateMachine> = {
   [K in EmittedFrom<M>["type"]]?: (event: Extract<EmittedFrom<M>, { type: K }>) => void;
@@ -22,76 +22,210 @@ interface StartOptions<M extends AnyStateMachine> {
   readonly on?: EmitHandlers<M>;
   /** Or one handler for every command (one function per actor instead of one per command). */
   readonly onEmit?: (event: EmittedFrom<M>) => void;
-  /**
-   * Run inside a shared actor system (see `takeHost`) instead of building one of its own.
-   * For actors there are many of (one or two per client connection): a root actor's own
-   * system costs about 2 KiB of closures, Maps and Sets (docs/performance.md).
-   */
-  readonly shared?: boolean;
+  /** Where delays are timed (a test's simulated clock); the process's timers by default. */
+  readonly clock?: Clock;
 }
+
+/** What times an actor's delays: the process's timers, or a test's clock (xstate's `SimulatedClock` is one). */
+export interface Clock {
+  setTimeout(fn: () => void, ms: number): unknown;
+  clearTimeout(id: unknown): void;
+}
+
+const processTimers: Clock = {
+  setTimeout: (fn, ms) => setTimeout(fn, ms),
+  clearTimeout: (id) => clearTimeout(id as ReturnType<typeof setTimeout>),
+};
+
+/** Who follows an actor's snapshots (the registry's entry for the live statecharts page). */
+export interface SnapshotWatcher {
+  seen(snapshot: { status: string; value?: unknown }, event: { type: string }): void;
+}
+
+let nextId = 0;
 
 /**
- * Hosts of shared actor systems. An xstate actor created with a `parent` joins the
- * parent's system; a host is a do-nothing callback actor that only exists to be that
- * parent (it ignores what its children tell it: done and error events; each child's
- * owner follows it with `subscribe`, as for a root actor). A system keeps every delayed
- * event of its actors in one table that is scanned when one of them stops, so a host
- * takes at most HOST_CAPACITY live actors; hosts are reused once they have room again.
+ * A machine run as an actor: its own mailbox (an event sent while it takes one waits its
+ * turn, so events are taken one at a time, in order), its timers, and its commands (what
+ * the machine emits) handed to the one handler its edge gave, after the snapshot moved.
+ * Each event is one pure step (machines/step.ts); nothing of xstate's `Actor` runs, so an
+ * actor is a snapshot, a handler and what is pending, and there is no actor system.
+ *
+ * A command handler or custom action that throws fails the actor (status "error"): its
+ * owner hears the error (`whenEnded`) and ends what it supervises, and the process stays up.
  */
-const HOST_CAPACITY = 64;
-interface Host {
-  readonly ref: AnyActorRef;
-  live: number;
-}
-const hosts: Host[] = [];
-let current: Host | undefined;
+export class MachineActor<M extends AnyStateMachine> {
+  readonly id: string;
+  /** Told each new snapshot with the event that made it (registry.ts), from the first. */
+  watcher: SnapshotWatcher | undefined = undefined;
+  private snapshot: AnyMachineSnapshot;
+  /** Events that arrived while a step was being taken (or before start). */
+  private mailbox: EventObject[] | undefined = undefined;
+  private stepping = true;
+  private over = false;
+  private timers: Map<string, unknown> | undefined = undefined;
+  private ends: Array<(error?: unknown) => void> | undefined = undefined;
+  private readonly initial: Step;
 
-function takeHost(): Host {
-  if (!current || current.live >= HOST_CAPACITY) {
-    current = hosts.find((h) => h.live < HOST_CAPACITY);
-    if (!current) {
-      current = { ref: createActor(fromCallback(() => {})).start(), live: 0 };
-      hosts.push(current);
+  constructor(
+    readonly machine: M,
+    input: InputFrom<M>,
+    private readonly onEmit: ((event: EmittedFrom<M>) => void) | undefined,
+    id?: string,
+    private readonly clock: Clock = processTimers,
+  ) {
+    this.id = id ?? `x:${nextId++}`;
+    this.initial = initialStep(machine, input);
+    this.snapshot = this.initial.snapshot;
+  }
+
+  /** Carries out what the initial state asks, then the events sent meanwhile. */
+  start(): this {
+    this.settle(this.initial, INIT);
+    this.drain();
+    return this;
+  }
+
+  send(event: EventFromLogic<M>): void {
+    if (this.over) return;
+    if (this.stepping) {
+      this.mailbox ??= [];
+      this.mailbox.push(event);
+      return;
+    }
+    this.stepping = true;
+    this.take(event);
+    this.drain();
+  }
+
+  getSnapshot(): SnapshotFrom<M> {
+    return this.snapshot as SnapshotFrom<M>;
+  }
+
+  /** Ends the actor where it is (status "stopped"): no timer fires and no event is taken after. */
+  stop(): void {
+    if (this.over) return;
+    try {
+      this.snapshot = step(this.machine, this.snapshot, STOP).snapshot;
+    } catch {
+      this.snapshot = { ...this.snapshot, status: "stopped" } as unknown as AnyMachineSnapshot;
+    }
+    this.finish(undefined);
+  }
+
+  /** Calls `f` once when the actor ends (done or stopped: no argument; failed: its error); at once if it has. */
+  whenEnded(f: (error?: unknown) => void): () => void {
+    if (this.over) {
+      f(this.snapshot.status === "error" ? this.snapshot.error : undefined);
+      return () => {};
+    }
+    this.ends ??= [];
+    this.ends.push(f);
+    return () => {
+      const i = this.ends?.indexOf(f) ?? -1;
+      if (i >= 0) this.ends!.splice(i, 1);
+    };
+  }
+
+  private drain(): void {
+    for (let e = this.mailbox?.shift(); e !== undefined && !this.over; e = this.mailbox?.shift()) this.take(e);
+    this.stepping = false;
+  }
+
+  private take(event: EventObject): void {
+    let next: Step;
+    try {
+      next = step(this.machine, this.snapshot, event);
+    } catch (e) {
+      return this.fail(e);
+    }
+    this.settle(next, event);
+  }
+
+  private settle({ snapshot, effects }: Step, event: EventObject): void {
+    this.snapshot = snapshot;
+    for (const effect of effects) {
+      if (this.over) return;
+      this.carryOut(effect);
+    }
+    if (this.over) return;
+    this.watcher?.seen(snapshot, event);
+    if (snapshot.status !== "active") this.finish(undefined);
+  }
+
+  private carryOut(effect: StepEffect): void {
+    switch (effect.kind) {
+      case "emit":
+        try {
+          this.onEmit?.(effect.event as EmittedFrom<M>);
+        } catch (e) {
+          this.fail(e);
+        }
+        return;
+      case "schedule": {
+        this.timers ??= new Map();
+        const timers = this.timers;
+        if (timers.has(effect.id)) this.clock.clearTimeout(timers.get(effect.id));
+        const { id, event } = effect;
+        timers.set(
+          id,
+          this.clock.setTimeout(() => {
+            this.timers?.delete(id);
+            this.send(event as EventFromLogic<M>);
+          }, effect.delay),
+        );
+        return;
+      }
+      case "cancel":
+        if (this.timers?.has(effect.id)) this.clock.clearTimeout(this.timers.get(effect.id));
+        this.timers?.delete(effect.id);
+        return;
+      case "run":
+        try {
+          effect.exec();
+        } catch (e) {
+          this.fail(e);
+        }
     }
   }
-  current.live++;
-  return current;
+
+  private fail(error: unknown): void {
+    if (this.over) return;
+    this.snapshot = { ...this.snapshot, status: "error", error };
+    this.finish(error);
+  }
+
+  private finish(error: unknown): void {
+    this.over = true;
+    this.mailbox = undefined;
+    if (this.timers) for (const t of this.timers.values()) this.clock.clearTimeout(t);
+    this.timers = undefined;
+    const ends = this.ends;
+    this.ends = undefined;
+    if (ends) for (const f of ends) f(error);
+  }
 }
 
-function create<M extends AnyStateMachine>(machine: M, options: StartOptions<M>): { actor: Actor<M>; stop: () => void } {
-  const host = options.shared ? takeHost() : undefined;
-  const actorOptions = {
-    input: options.input,
-    ...(options.id ? { id: options.id } : {}),
-    ...(host ? { parent: host.ref } : {}),
-  };
-  // A tracked actor tells the registry of its snapshots itself (registry.ts WatchedActor).
-  const actor = new WatchedActor(machine, actorOptions) as unknown as Actor<M>;
+function create<M extends AnyStateMachine>(
+  machine: M,
+  options: StartOptions<M>,
+): { actor: MachineActor<M>; stop: () => void } {
   const handlers = options.on as Record<string, ((e: unknown) => void) | undefined> | undefined;
   const onEmit = options.onEmit
-    ? (options.onEmit as (e: unknown) => void)
+    ? options.onEmit
     : handlers
-      ? (e: unknown) => handlers[(e as { type: string }).type]?.(e)
+      ? (e: EmittedFrom<M>) => handlers[(e as { type: string }).type]?.(e)
       : undefined;
-  // One function per actor for what it emits, in place of xstate's Map of Sets (vendor/xstate.ts).
-  if (onEmit) emitTo(actor, onEmit);
-  const untrack = options.registry?.track(machine.id, actor);
+  const actor = new MachineActor(machine, options.input, onEmit, options.id, options.clock);
+  let untrack = options.registry?.track(machine.id, actor);
   actor.start();
-  // Who the actor runs under until it is stopped; undefined after (stop runs once). Not
-  // once(): two more closures per actor, and there are two actors per MQTT connection.
-  let under: Host | "root" | undefined = host ?? "root";
   return {
-    actor: actor as Actor<M>,
+    actor,
     stop: () => {
-      const was = under;
-      under = undefined;
-      if (was === undefined) return;
-      if (was === "root") actor.stop();
-      else {
-        stopChild(actor);
-        was.live--;
-      }
+      actor.stop();
+      // Once: the registry records the actor's leaving.
       untrack?.();
+      untrack = undefined;
     },
   };
 }
@@ -104,44 +238,26 @@ function create<M extends AnyStateMachine>(machine: M, options: StartOptions<M>)
 export const startMachine = <M extends AnyStateMachine>(
   machine: M,
   options: StartOptions<M>,
-): Effect.Effect<Actor<M>, never, Scope.Scope> =>
+): Effect.Effect<MachineActor<M>, never, Scope.Scope> =>
   Effect.acquireRelease(
     Effect.sync(() => create(machine, options)),
     ({ stop }) => Effect.sync(stop),
   ).pipe(Effect.map(({ actor }) => actor));
 
 /**
- * Waits until the actor reaches a final state (or stops); a machine error becomes a
+ * Waits until the actor reaches a final state (or stops); a failed actor becomes a
  * defect. `onDone` runs then (no continuation is held for it while the actor lives).
  */
-export const awaitDone = (actor: Actor<AnyStateMachine>, onDone?: () => void): Effect.Effect<void> =>
+export const awaitDone = (actor: MachineActor<AnyStateMachine>, onDone?: () => void): Effect.Effect<void> =>
   Effect.callback<void>((resume) => {
     const done = () => resume(onDone ? Effect.sync(onDone) : Effect.void);
-    const unwatch = whenEnded(actor, (e) => (e === undefined ? done() : resume(Effect.die(e))));
+    const unwatch = actor.whenEnded((e) => (e === undefined ? done() : resume(Effect.die(e))));
     return Effect.sync(unwatch);
   });
 
-/**
- * Calls `f` once when the actor ends: done or stopped (no argument), or failed (its error);
- * at once when it already has. An actor made here under a shared host tells its one owner
- * directly (registry.ts `WatchedActor.onEnd`); any other, or a second owner, through `subscribe`.
- * Returns what stops the watch.
- */
-export function whenEnded(actor: AnyActorRef, f: (error?: unknown) => void): () => void {
-  const status = actor.getSnapshot().status;
-  if (status !== "active") {
-    f(status === "error" ? (actor.getSnapshot() as { error?: unknown }).error : undefined);
-    return () => {};
-  }
-  // A root actor keeps an observer: without one, xstate would report its error as unhandled.
-  if (actor instanceof WatchedActor && actor.onEnd === undefined && hasParent(actor)) {
-    actor.onEnd = f;
-    return () => {
-      if (actor.onEnd === f) actor.onEnd = undefined;
-    };
-  }
-  const sub = actor.subscribe({ complete: () => f(), error: (e) => f(e ?? new Error("machine failed")) });
-  return () => sub.unsubscribe();
+/** Calls `f` once when the actor ends: done or stopped (no argument), or failed (its error). Returns what stops the watch. */
+export function whenEnded(actor: MachineActor<AnyStateMachine>, f: (error?: unknown) => void): () => void {
+  return actor.whenEnded(f);
 }
 
 /**
@@ -151,6 +267,6 @@ export function whenEnded(actor: AnyActorRef, f: (error?: unknown) => void): () 
 export function startChildMachine<M extends AnyStateMachine>(
   machine: M,
   options: Omit<StartOptions<M>, "id">,
-): { actor: Actor<M>; stop: () => void } {
+): { actor: MachineActor<M>; stop: () => void } {
   return create(machine, options);
 }

@@ -10,7 +10,7 @@ import {
   type TlsOptions,
 } from "@nats-io/transport-node";
 import { Deferred, Effect } from "effect";
-import type { Actor } from "xstate";
+import type { MachineActor } from "./machineActor.js";
 import type { Logger } from "../log.js";
 import { clientInboxPrefix, gatewayInboxPrefix } from "../protocol/deliveryGuard.js";
 import type { LoginCredentials } from "../protocol/natsLogin.js";
@@ -144,7 +144,7 @@ interface Shared {
   ready: Promise<NatsConnection>;
   /** Once connected: its server pool is where new connections dial too (pool()). */
   nc?: NatsConnection;
-  actor?: Actor<typeof natsConnectionMachine>;
+  actor?: MachineActor<typeof natsConnectionMachine>;
   listeners: Set<LeaseListener>;
   released: Deferred.Deferred<void>;
 }
@@ -327,7 +327,7 @@ const REFUSED_CREDENTIALS_MS = 5_000;
 
 function watchStatus(
   nc: NatsConnection,
-  actor: Actor<typeof natsConnectionMachine>,
+  actor: MachineActor<typeof natsConnectionMachine>,
   entry: Shared,
   onReconnect: (() => void) | undefined,
   gone: (reason: string, auth: boolean) => void,

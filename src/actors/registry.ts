@@ -1,11 +1,13 @@
-import type { AnyActorRef } from "xstate";
-import { onSnapshots, SnapshotHookedActor } from "../vendor/xstate.js";
+import type { AnyStateMachine } from "xstate";
+import type { MachineActor, SnapshotWatcher } from "./machineActor.js";
 import { RecentTransitions, type Transition } from "./recentTransitions.js";
+
+type AnyActor = MachineActor<AnyStateMachine>;
 
 /** A transition of one tracked actor, for whoever follows them all (the live statecharts page). */
 export interface ActorTransition extends Transition {
   readonly machine: string;
-  readonly actor: AnyActorRef;
+  readonly actor: AnyActor;
 }
 
 /** How many transitions each actor remembers for the drill-down. */
@@ -16,13 +18,13 @@ const RECENT = 16;
  * state counts from here on demand, so nothing is counted on the per-message path.
  */
 export class ActorRegistry {
-  private readonly byMachine = new Map<string, Set<AnyActorRef>>();
+  private readonly byMachine = new Map<string, Set<AnyActor>>();
   private readonly listeners = new Set<(t: ActorTransition) => void>();
-  private readonly history = new Map<AnyActorRef, Entry>();
+  private readonly history = new Map<AnyActor, Entry>();
   /** Entries into each state (dotted path, parents included), per machine, since start: rates per state. */
   private readonly entries = new Map<string, Map<string, number>>();
 
-  track(machineId: string, actor: AnyActorRef): () => void {
+  track(machineId: string, actor: AnyActor): () => void {
     let set = this.byMachine.get(machineId);
     if (!set) {
       set = new Set();
@@ -34,25 +36,22 @@ export class ActorRegistry {
     // Watched from its start, whether or not anyone listens yet, so a page opened later
     // still shows how an actor got where it is. Machines hear lifecycle events only (the
     // per-message work is plain functions in the actors), so this is off the hot path.
-    if (actor instanceof WatchedActor) actor.watcher = entry;
-    // An actor made elsewhere (createActor): its own `update` is wrapped instead.
-    else onSnapshots(actor, (snapshot, event) => entry.seen(snapshot, event));
+    actor.watcher = entry;
     return () => {
       set.delete(actor);
       this.history.delete(actor);
-      // xstate announces a final snapshot only after completing the actor, and completing
-      // it is what ends its scope and calls this: let that announcement arrive first.
-      queueMicrotask(() => entry.leave());
+      // An actor tells its watcher of its final snapshot before its owner hears of the end.
+      entry.leave();
     };
   }
 
   /** The remembered transitions of a tracked actor, oldest first. */
-  recent(actor: AnyActorRef): Transition[] {
+  recent(actor: AnyActor): Transition[] {
     return this.history.get(actor)?.recent?.toArray() ?? [];
   }
 
   /** The tracked actor with this id (the id given to startMachine), and its machine. */
-  find(actorId: string): { machine: string; actor: AnyActorRef } | undefined {
+  find(actorId: string): { machine: string; actor: AnyActor } | undefined {
     for (const [machine, actors] of this.byMachine) {
       for (const actor of actors) if (actor.id === actorId) return { machine, actor };
     }
@@ -92,12 +91,12 @@ export class ActorRegistry {
   }
 
   /** The live actors of one machine (for views that walk them once, such as /clients). */
-  actorsOf(machineId: string): Iterable<AnyActorRef> {
+  actorsOf(machineId: string): Iterable<AnyActor> {
     return this.byMachine.get(machineId) ?? [];
   }
 
   /** When each tracked actor entered its current state (ms since the epoch), for "since" columns. */
-  enteredAt(actor: AnyActorRef): number | undefined {
+  enteredAt(actor: AnyActor): number | undefined {
     return this.history.get(actor)?.recent?.lastAt();
   }
 
@@ -138,7 +137,7 @@ export class ActorRegistry {
 type Snapshot = { status: string; value?: unknown };
 
 /** One tracked actor: its state's name and its recent transitions. */
-class Entry {
+class Entry implements SnapshotWatcher {
   state = "";
   recent: RecentTransitions | undefined = undefined;
   /** Until the actor leaves the registry: snapshots after that (none but the final one) are not news. */
@@ -147,7 +146,7 @@ class Entry {
   constructor(
     registry: ActorRegistry,
     readonly machine: string,
-    readonly actor: AnyActorRef,
+    readonly actor: AnyActor,
   ) {
     this.registry = registry;
   }
@@ -164,27 +163,6 @@ class Entry {
     const registry = this.registry;
     this.registry = undefined;
     registry?.record(this, "left", "");
-  }
-}
-
-/**
- * An xstate Actor that hands each new snapshot straight to its registry entry (the
- * registry used to watch actor systems through `system.inspect`: a third of the machines'
- * CPU per MQTT connect, docs/performance.md).
- */
-export class WatchedActor extends SnapshotHookedActor {
-  watcher: Entry | undefined = undefined;
-  /** Its owner, told once when it ends (machineActor.ts `whenEnded`): no argument when done or stopped, the error when it failed. */
-  onEnd: ((error?: unknown) => void) | undefined = undefined;
-
-  protected seen(snapshot: Snapshot, event: { type: string }): void {
-    this.watcher?.seen(snapshot, event);
-  }
-
-  protected ended(error?: unknown): void {
-    const onEnd = this.onEnd;
-    this.onEnd = undefined;
-    onEnd?.(error);
   }
 }
 

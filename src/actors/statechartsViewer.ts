@@ -1,6 +1,6 @@
 import type { ServerResponse } from "node:http";
 import { Effect, type Scope } from "effect";
-import type { Actor } from "xstate";
+import type { MachineActor } from "./machineActor.js";
 import { statechartsViewerMachine } from "../machines/statechartsViewer.js";
 import { awaitDone, startMachine } from "./machineActor.js";
 import type { ActorRegistry, ActorTransition } from "./registry.js";
@@ -34,7 +34,7 @@ export const transitionView = (t: ActorTransition): TransitionView => ({
   to: t.to,
 });
 
-type Machine = Actor<typeof statechartsViewerMachine>;
+type Machine = MachineActor<typeof statechartsViewerMachine>;
 
 /** The edge of one viewer: its response stream, the batch of changes, the flush timer. */
 class ViewerStream {

@@ -1,5 +1,5 @@
 import { Cause, Deferred, Effect, Exit, Scope } from "effect";
-import type { Actor } from "xstate";
+import type { MachineActor } from "../actors/machineActor.js";
 import { AccountResolver } from "../actors/accounts.js";
 import { ClientRegistry } from "../actors/clients.js";
 import { type HostPort, type ListenError, listenTcp, listenTls, listenWebSocket } from "../actors/listeners.js";
@@ -178,7 +178,7 @@ const gateway = (initial: GatewayConfig, log: Logger, role: WorkerRole | undefin
     };
 
     // New clients are taken only while the gateway machine says so (opening, serving).
-    let gw: Actor<typeof gatewayMachine> | undefined;
+    let gw: MachineActor<typeof gatewayMachine> | undefined;
     const accepting = () => gw?.getSnapshot().hasTag("accepting") === true;
     // limits.max_connections counts accepted sockets of both doors, from accept to close
     // (socketGate.ts), so sockets that never finish CONNECT / open count too.

@@ -1,7 +1,7 @@
 // What the gateway's HTTP port shows of one gateway: health, metrics, clients. A lone
 // gateway serves them on its own port (viewRoutes); a worker of `run --workers` hands them
 // to the primary, which merges every worker's (workerChannel.ts, workersHttp.ts).
-import type { Actor } from "xstate";
+import type { MachineActor } from "../actors/machineActor.js";
 import type { AdminStatus } from "../actors/admin/start.js";
 import type { ClientRegistry } from "../actors/clients.js";
 import { type Handler, sendJson } from "../actors/http.js";
@@ -25,7 +25,7 @@ export interface GatewayViews {
 
 export function gatewayViews(deps: {
   readonly id: string;
-  readonly gateway: Actor<typeof gatewayMachine>;
+  readonly gateway: MachineActor<typeof gatewayMachine>;
   readonly core: NatsLease;
   readonly admin: AdminStatus;
   readonly listeners: Record<string, string>;

@@ -2,12 +2,13 @@
 // handles as the registry holds them. What a real connection does is in the other files.
 import { Effect } from "effect";
 import { describe, expect, it } from "vitest";
-import { createActor, SimulatedClock } from "xstate";
+import { SimulatedClock } from "xstate";
 import { infoReply } from "../../src/actors/admin/info.js";
 import { type KickReply, kickActor, kickTarget } from "../../src/actors/admin/kick.js";
 import { LIST_MAX_CLIENTS, listReply } from "../../src/actors/admin/list.js";
 import { parseAdminSubject } from "../../src/actors/admin/subjects.js";
 import { type ClientHandle, ClientRegistry } from "../../src/actors/clients.js";
+import { startChildMachine } from "../../src/actors/machineActor.js";
 import { ActorRegistry } from "../../src/actors/registry.js";
 import { adminConnectionMachine } from "../../src/machines/adminConnection.js";
 import { adminKickMachine } from "../../src/machines/adminKick.js";
@@ -161,9 +162,11 @@ describe("kick", () => {
   it("the machine: found -> kicking -> failed after its timeout", () => {
     const clock = new SimulatedClock();
     const emitted: string[] = [];
-    const actor = createActor(adminKickMachine, { input: { timeoutMs: 5_000 }, clock });
-    actor.on("*", (e) => emitted.push(e.type));
-    actor.start();
+    const { actor } = startChildMachine(adminKickMachine, {
+      input: { timeoutMs: 5_000 },
+      clock,
+      onEmit: (e) => emitted.push(e.type),
+    });
     actor.send({ type: "FOUND", cid: 4 });
     expect(actor.getSnapshot().value).toBe("kicking");
     clock.increment(4_999);
@@ -178,10 +181,11 @@ describe("lame duck machine", () => {
   it("asks one client now and the rest evenly over the window, then waits for them", () => {
     const clock = new SimulatedClock();
     const asked: number[] = [];
-    const actor = createActor(lameDuckMachine, { input: { clients: 4, overMs: 1_000, graceMs: 5_000 }, clock });
-    actor.on("close_next", () => asked.push(clock.now()));
-    actor.on("timed_out", () => asked.push(-1));
-    actor.start();
+    const { actor } = startChildMachine(lameDuckMachine, {
+      input: { clients: 4, overMs: 1_000, graceMs: 5_000 },
+      clock,
+      on: { close_next: () => asked.push(clock.now()), timed_out: () => asked.push(-1) },
+    });
     for (let t = 0; t < 1_000; t += 50) clock.increment(50);
     expect(asked).toEqual([0, 250, 500, 750]);
     expect(actor.getSnapshot().value).toBe("waiting");
@@ -190,10 +194,15 @@ describe("lame duck machine", () => {
   });
 
   it("with no clients it is drained at once; clients that outstay the grace time it out", () => {
-    const none = createActor(lameDuckMachine, { input: { clients: 0, overMs: 1_000, graceMs: 5_000 } }).start();
+    const { actor: none } = startChildMachine(lameDuckMachine, {
+      input: { clients: 0, overMs: 1_000, graceMs: 5_000 },
+    });
     expect(none.getSnapshot().value).toBe("drained");
     const clock = new SimulatedClock();
-    const stuck = createActor(lameDuckMachine, { input: { clients: 1, overMs: 1_000, graceMs: 5_000 }, clock }).start();
+    const { actor: stuck } = startChildMachine(lameDuckMachine, {
+      input: { clients: 1, overMs: 1_000, graceMs: 5_000 },
+      clock,
+    });
     clock.increment(5_000);
     expect(stuck.getSnapshot().value).toBe("timedOut");
   });
@@ -203,9 +212,11 @@ describe("admin connection machine", () => {
   it("serves, goes down and back with the client library, retries a refused user with backoff", () => {
     const clock = new SimulatedClock();
     const emitted: string[] = [];
-    const actor = createActor(adminConnectionMachine, { clock });
-    actor.on("*", (e) => emitted.push(e.type));
-    actor.start();
+    const { actor } = startChildMachine(adminConnectionMachine, {
+      input: undefined,
+      clock,
+      onEmit: (e) => emitted.push(e.type),
+    });
     actor.send({ type: "CONNECT_FAILED", reason: "Authorization Violation", auth: true });
     expect(actor.getSnapshot().value).toBe("refused");
     clock.increment(1_000);

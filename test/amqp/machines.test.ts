@@ -2,7 +2,8 @@
 // leads to and which commands it emits for the actor to carry out.
 
 import { describe, expect, it } from "vitest";
-import { type AnyStateMachine, createActor, SimulatedClock } from "xstate";
+import { type AnyStateMachine, SimulatedClock } from "xstate";
+import { startChildMachine } from "../../src/actors/machineActor.js";
 import { stateName } from "../../src/actors/registry.js";
 import { amqpConnectionMachine } from "../../src/machines/amqpConnection.js";
 import { amqpReceiverLinkMachine, amqpSenderLinkMachine } from "../../src/machines/amqpLink.js";
@@ -10,10 +11,8 @@ import { amqpSessionMachine } from "../../src/machines/amqpSession.js";
 
 function run(machine: AnyStateMachine, input: unknown) {
   const clock = new SimulatedClock();
-  const actor = createActor(machine, { input, clock });
   const emitted: Array<{ type: string } & Record<string, unknown>> = [];
-  actor.on("*", (e) => emitted.push(e as never));
-  actor.start();
+  const { actor } = startChildMachine(machine, { input, clock, onEmit: (e) => emitted.push(e as never) });
   return {
     actor,
     emitted,
@@ -206,7 +205,6 @@ describe("amqpConnection", () => {
       error: { condition: "amqp:connection:framing-error", description: "too big" },
     });
   });
-
 });
 
 describe("amqpSenderLink and amqpReceiverLink", () => {

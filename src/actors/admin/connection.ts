@@ -8,7 +8,7 @@ import {
   type TlsOptions,
 } from "@nats-io/transport-node";
 import { Effect, type Scope } from "effect";
-import type { Actor } from "xstate";
+import type { MachineActor } from "../machineActor.js";
 import type { Credentials } from "../../config/schema.js";
 import type { Logger } from "../../log.js";
 import { type AdminConnectionEvent, adminConnectionMachine } from "../../machines/adminConnection.js";
@@ -36,7 +36,7 @@ export interface AdminConnectionOptions {
  * when to connect and what to warn about; this connects, subscribes and reports back.
  */
 export class AdminConnection {
-  private actor: Actor<typeof adminConnectionMachine> | undefined;
+  private actor: MachineActor<typeof adminConnectionMachine> | undefined;
   /** Reports that arrive before startMachine has handed over the actor. */
   private early: AdminConnectionEvent[] = [];
   private nc: NatsConnection | undefined;

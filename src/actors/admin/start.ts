@@ -1,5 +1,5 @@
 import { Effect } from "effect";
-import type { Actor } from "xstate";
+import type { MachineActor } from "../machineActor.js";
 import type { GatewayConfig } from "../../config/schema.js";
 import type { Logger } from "../../log.js";
 import type { gatewayMachine } from "../../machines/gateway.js";
@@ -41,7 +41,7 @@ export function startAdmin(deps: {
   readonly supervisor: Supervisor;
   readonly metrics: Metrics;
   readonly log: Logger;
-  readonly gateway: Actor<typeof gatewayMachine>;
+  readonly gateway: MachineActor<typeof gatewayMachine>;
   readonly version: string;
 }): AdminStatus {
   const { config, clients, supervisor, log } = deps;

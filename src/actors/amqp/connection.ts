@@ -2,7 +2,7 @@ import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import { Effect, FiberMap, type Scope } from "effect";
 import type { Connection, EventContext } from "rhea";
-import type { Actor } from "xstate";
+import type { MachineActor } from "../machineActor.js";
 import type { Logger } from "../../log.js";
 import { amqpConnectionMachine, type Login } from "../../machines/amqpConnection.js";
 import type { Bindings } from "../bindings.js";
@@ -43,7 +43,7 @@ export interface AmqpDeps {
   readonly version: string;
 }
 
-type Machine = Actor<typeof amqpConnectionMachine>;
+type Machine = MachineActor<typeof amqpConnectionMachine>;
 
 const CLOSE_GRACE_MS = 2_000;
 

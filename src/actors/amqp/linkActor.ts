@@ -1,5 +1,5 @@
 import { Effect, type Scope } from "effect";
-import type { Actor } from "xstate";
+import type { MachineActor } from "../machineActor.js";
 import type { Logger } from "../../log.js";
 import type { amqpReceiverLinkMachine, amqpSenderLinkMachine } from "../../machines/amqpLink.js";
 import { awaitDone, startMachine } from "../machineActor.js";
@@ -11,7 +11,7 @@ type LinkMachine = typeof amqpSenderLinkMachine | typeof amqpReceiverLinkMachine
 /** The edge of one link: carries out its machine's commands and feeds it rhea's events. */
 export interface LinkEdge<M extends LinkMachine> {
   commands(): NonNullable<Parameters<typeof startMachine<M>>[1]["on"]>;
-  start(actor: Actor<M>): void;
+  start(actor: MachineActor<M>): void;
   /** Releases what the link holds; runs however the link ends, and more than once is fine. */
   cleanup(): void;
   /** The client detached the link, or ended its session (rhea tells the session, not its links). */
@@ -38,7 +38,7 @@ export const linkActor = <M extends LinkMachine>(
   });
 
 /** A command failed: the link is refused (still attaching) or detached with amqp:internal-error. */
-export function failLink<M extends LinkMachine>(actor: Actor<M> | undefined, log: Logger, e: unknown): void {
+export function failLink<M extends LinkMachine>(actor: MachineActor<M> | undefined, log: Logger, e: unknown): void {
   log.error({ err: e instanceof Error ? e.stack : String(e) }, "AMQP link failed");
   if (!actor) return;
   const error = { condition: "amqp:internal-error", description: "the gateway failed on this link" };
@@ -50,7 +50,7 @@ export function failLink<M extends LinkMachine>(actor: Actor<M> | undefined, log
  * The client detached, or its session ended. Dispositions that came in the same read
  * are dispatched by rhea on the next tick: they are heard before the link lets go.
  */
-export function detachedByClient<M extends LinkMachine>(actor: () => Actor<M> | undefined): void {
+export function detachedByClient<M extends LinkMachine>(actor: () => MachineActor<M> | undefined): void {
   setImmediate(() => {
     const a = actor();
     if (a) sendIfActive(a, { type: "REMOTE_DETACH" } as never);
@@ -58,6 +58,6 @@ export function detachedByClient<M extends LinkMachine>(actor: () => Actor<M> | 
 }
 
 /** Sends to a machine that may have stopped meanwhile (async work finishing late). */
-export function sendIfActive<M extends LinkMachine>(actor: Actor<M>, event: Parameters<Actor<M>["send"]>[0]): void {
+export function sendIfActive<M extends LinkMachine>(actor: MachineActor<M>, event: Parameters<MachineActor<M>["send"]>[0]): void {
   if ((actor.getSnapshot() as { status: string }).status === "active") actor.send(event as never);
 }

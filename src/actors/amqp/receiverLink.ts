@@ -2,7 +2,7 @@ import type { ConsumerInfo } from "@nats-io/jetstream";
 import { AckPolicy, DeliverPolicy } from "@nats-io/jetstream";
 import { createInbox, nanos } from "@nats-io/transport-node";
 import type { Delivery, EventContext, Sender } from "rhea";
-import type { Actor } from "xstate";
+import type { MachineActor } from "../machineActor.js";
 import type { amqpReceiverLinkMachine, LinkError } from "../../machines/amqpLink.js";
 import { addressTooLong, classifySource, tooManyTokens } from "../../protocol/amqpAddress.js";
 import type { HeaderEntries, MessageMeta } from "../../protocol/headers.js";
@@ -62,7 +62,7 @@ export const MAX_QUEUED_BYTES = 8 * 1024 * 1024;
  * credit and the queue bound allow, and not at all while the outflow is full.
  */
 export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
-  private actor!: Actor<Machine>;
+  private actor!: MachineActor<Machine>;
   private feed: Feed | undefined;
   private plan: SourcePlan | undefined;
   /** The gateway's snd-settle-mode (part 2, 2.8.2), as the plan decided it: 1 sends presettled. */
@@ -112,7 +112,7 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
     };
   }
 
-  start(actor: Actor<Machine>): void {
+  start(actor: MachineActor<Machine>): void {
     this.actor = actor;
     this.ctx.outflow.add(this);
     const l = this.link;

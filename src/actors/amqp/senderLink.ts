@@ -1,6 +1,6 @@
 import { createInbox } from "@nats-io/transport-node";
 import type { Delivery, EventContext, Receiver } from "rhea";
-import type { Actor } from "xstate";
+import type { MachineActor } from "../machineActor.js";
 import type { amqpSenderLinkMachine, LinkError } from "../../machines/amqpLink.js";
 import { addressTooLong, classifyTarget, tooManyTokens } from "../../protocol/amqpAddress.js";
 import { tooLong } from "../../protocol/natsLimits.js";
@@ -20,7 +20,7 @@ type Machine = typeof amqpSenderLinkMachine;
  * unsettled delivery is accepted only once NATS took it (or the stream stored it).
  */
 export class SenderLink implements LinkEdge<Machine> {
-  private actor!: Actor<Machine>;
+  private actor!: MachineActor<Machine>;
   /** The subject every message goes to; null for the anonymous relay. */
   private target: string | null = null;
   private granted = 0;
@@ -68,7 +68,7 @@ export class SenderLink implements LinkEdge<Machine> {
     };
   }
 
-  start(actor: Actor<Machine>): void {
+  start(actor: MachineActor<Machine>): void {
     this.actor = actor;
     this.link.on("message", (c: EventContext) => this.onMessage(c));
     this.link.on("receiver_close", () => this.detachedByClient());

@@ -1,5 +1,5 @@
 import type { Session } from "rhea";
-import type { Actor } from "xstate";
+import type { MachineActor } from "../machineActor.js";
 import type { Logger } from "../../log.js";
 import { amqpSessionMachine } from "../../machines/amqpSession.js";
 import { remoteChannelOf } from "../../vendor/rhea.js";
@@ -21,7 +21,7 @@ export interface SessionLink {
  * the session's links when they go with it.
  */
 export class AmqpSessionActor {
-  private readonly actor: Actor<typeof amqpSessionMachine>;
+  private readonly actor: MachineActor<typeof amqpSessionMachine>;
   private readonly stopActor: () => void;
   private readonly links = new Map<number, SessionLink>();
   /** Lets go of the links and the machine: from the machine's end or the connection's, whichever comes first. */

@@ -90,7 +90,6 @@ export class JetStreamPull {
     this.machine = startChildMachine(jetStreamPullMachine, {
       input: { onGone: o.onGone, pauseMs: PAUSE_MS },
       registry: o.registry,
-      shared: true,
       onEmit: (e) => this.command(e),
     });
   }

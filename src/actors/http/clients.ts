@@ -3,9 +3,10 @@
 // hundred thousand clients without one huge answer. The admin `list` (over NATS) covers
 // every gateway at once; this is the same view of one gateway, over its HTTP port.
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { AnyActorRef } from "xstate";
+import type { AnyStateMachine } from "xstate";
 import type { ClientHandle, ClientRegistry } from "../clients.js";
 import { sendJson } from "../http.js";
+import type { MachineActor } from "../machineActor.js";
 import { type ActorRegistry, configuration } from "../registry.js";
 
 export const DEFAULT_LIMIT = 1024;
@@ -102,14 +103,14 @@ export function clientsPage(
 }
 
 /** Each client's connection actor by id (`mqtt-<cid>`, `amqp-<cid>`), found in one walk. */
-export function connectionActors(registry: ActorRegistry): Map<string, AnyActorRef> {
-  const out = new Map<string, AnyActorRef>();
+export function connectionActors(registry: ActorRegistry): Map<string, MachineActor<AnyStateMachine>> {
+  const out = new Map<string, MachineActor<AnyStateMachine>>();
   for (const machine of ["mqttConnection", "amqpConnection"])
     for (const actor of registry.actorsOf(machine)) out.set(actor.id, actor);
   return out;
 }
 
-function view(c: ClientHandle, actor: AnyActorRef | undefined, registry: ActorRegistry): ClientView {
+function view(c: ClientHandle, actor: MachineActor<AnyStateMachine> | undefined, registry: ActorRegistry): ClientView {
   const entered = actor ? registry.enteredAt(actor) : undefined;
   return {
     cid: c.cid,

@@ -1,6 +1,6 @@
 import type { Duplex } from "node:stream";
 import type { IAuthPacket, IConnectPacket, IPublishPacket, Packet } from "mqtt-packet";
-import type { Actor } from "xstate";
+import type { MachineActor } from "../machineActor.js";
 import type { Logger } from "../../log.js";
 import {
   effectiveKeepalive,
@@ -35,7 +35,7 @@ import { SessionActor, type SessionOwner } from "./sessionActor.js";
 import type { MqttSettings } from "./settings.js";
 import { endSocket } from "./socketEnd.js";
 
-type Machine = Actor<typeof mqttConnectionMachine>;
+type Machine = MachineActor<typeof mqttConnectionMachine>;
 const EMPTY = Buffer.alloc(0);
 /** Between an accepted CONNECT and its CONNACK: NATS access and the session are on their way. */
 const awaitingConnack = (state: ReturnType<Machine["getSnapshot"]>) =>

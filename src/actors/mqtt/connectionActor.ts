@@ -29,7 +29,6 @@ export const mqttConnectionActor = (
           input: { connectTimeoutMs: settings.connectTimeoutMs, maxKeepaliveSec: settings.maxKeepaliveSec },
           registry: deps.registry,
           onEmit: (e) => client.command(e),
-          shared: true,
         }),
       ),
       Effect.flatMap((actor) => {

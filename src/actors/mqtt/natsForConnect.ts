@@ -1,4 +1,4 @@
-import type { Actor } from "xstate";
+import type { MachineActor } from "../machineActor.js";
 import type { ConnectRequest, mqttConnectionMachine } from "../../machines/mqttConnection.js";
 import { ConnackV4, Reason } from "../../protocol/mqttReasons.js";
 import { acquireNatsAccess } from "../client/natsAccess.js";
@@ -15,7 +15,7 @@ import type { MqttDeps } from "./deps.js";
 export async function acquireNatsForConnect(
   deps: MqttDeps,
   request: ConnectRequest,
-  actor: Actor<typeof mqttConnectionMachine>,
+  actor: MachineActor<typeof mqttConnectionMachine>,
   listener: LeaseListener & { readonly log: { warn(o: object, msg: string): void } },
   keep: (lease: NatsLease) => void,
 ): Promise<void> {

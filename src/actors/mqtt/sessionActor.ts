@@ -1,7 +1,7 @@
-import type { Actor, EmittedFrom } from "xstate";
+import type { EmittedFrom } from "xstate";
 import { mqttSessionMachine } from "../../machines/mqttSession.js";
 import { missingPermission } from "../client/missingPermission.js";
-import { startChildMachine, whenEnded } from "../machineActor.js";
+import { type MachineActor, startChildMachine, whenEnded } from "../machineActor.js";
 import type { ActorRegistry } from "../registry.js";
 import type { ClientLink } from "./link.js";
 import type { ClientSession, SessionDeps } from "./session.js";
@@ -38,7 +38,7 @@ export interface SessionActorOptions {
  * closures were about a tenth of an idle connection's heap (docs/performance.md).
  */
 export class SessionActor implements Claimant {
-  readonly actor: Actor<typeof mqttSessionMachine>;
+  readonly actor: MachineActor<typeof mqttSessionMachine>;
   readonly stop: () => void;
   private loaded: LoadedSession | undefined;
   private release: (() => void) | undefined;
@@ -69,7 +69,6 @@ export class SessionActor implements Claimant {
         nothingStored: o.cleanStart && o.deps.store.mayHold?.(account, clientId) === false,
       },
       registry: o.registry,
-      shared: true,
       // One dispatcher for the machine's commands.
       onEmit: (e) => this.command(e),
     });

@@ -138,7 +138,6 @@ export class StoredDelivery {
     this.machine = startChildMachine(storedDeliveryMachine, {
       input: { backoffMs: RETRY_BACKOFF_MS, maxBackoffMs: RETRY_BACKOFF_MAX_MS },
       registry: o.registry,
-      shared: true,
       onEmit: (e) => this.command(e),
     });
   }
