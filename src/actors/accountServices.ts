@@ -35,6 +35,14 @@ export class AccountServices {
     private readonly coreAccount: () => Promise<string> = async () => "",
   ) {}
 
+  /**
+   * The gateway's own connection, for what the server it reaches says of itself (its INFO:
+   * whether it runs JetStream), when an account's JetStream handles cannot be made.
+   */
+  serverConnection(): NatsLease["nc"] {
+    return this.core.nc;
+  }
+
   jetstream(account: string): Promise<AccountJetStream> {
     let h = this.handles.get(account);
     if (!h) {

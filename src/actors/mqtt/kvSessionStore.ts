@@ -1,12 +1,14 @@
 import { JetStreamApiError } from "@nats-io/jetstream";
-import { KvWatchInclude } from "@nats-io/kv";
+import { type KV, KvWatchInclude } from "@nats-io/kv";
 import { headers as natsHeaders } from "@nats-io/transport-node";
 import type { AccountServices } from "../accountServices.js";
+import { answersLater } from "../client/storedWrite.js";
 import {
   type LoadedSession,
   type SaveOptions,
   SessionMovedOn,
   type SessionStore,
+  SessionStoreUnread,
   type StoredSession,
 } from "./sessionStore.js";
 
@@ -46,12 +48,23 @@ export class KvSessionStore implements SessionStore {
   constructor(private readonly services: AccountServices) {}
 
   async load(account: string, clientId: string): Promise<LoadedSession | undefined> {
-    const kv = await this.services.sessionsBucket(account);
-    const entry = await kv.get(sessionKey(clientId));
+    let entry: Awaited<ReturnType<KV["get"]>>;
+    try {
+      const kv = await this.services.sessionsBucket(account);
+      entry = await kv.get(sessionKey(clientId));
+    } catch (e) {
+      throw this.unread(e);
+    }
     if (entry?.operation !== "PUT" || entry.value.byteLength === 0) return undefined;
     const session = entry.json<StoredSession>();
     const expired = !session.connected && session.expiresAt <= Date.now();
     return { session, revision: entry.revision, expired };
+  }
+
+  /** A failed read, told apart as a stored publish's is (client/storedWrite.ts `answersLater`). */
+  private unread(e: unknown): SessionStoreUnread {
+    const message = (e as Error).message || String(e);
+    return new SessionStoreUnread({ message, answersLater: answersLater(e, this.services.serverConnection()) });
   }
 
   async save(account: string, clientId: string, session: StoredSession, options: SaveOptions = {}): Promise<number> {

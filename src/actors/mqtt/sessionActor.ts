@@ -1,12 +1,11 @@
 import type { EmittedFrom } from "xstate";
 import { mqttSessionMachine } from "../../machines/mqttSession.js";
-import { missingPermission } from "../client/missingPermission.js";
 import { type MachineActor, startChildMachine, whenEnded } from "../machineActor.js";
 import type { ActorRegistry } from "../registry.js";
 import type { ClientLink } from "./link.js";
 import type { ClientSession, SessionDeps } from "./session.js";
 import type { Claimant, SessionDirectory } from "./sessionDirectory.js";
-import type { LoadedSession } from "./sessionStore.js";
+import { type LoadedSession, SessionStoreUnread } from "./sessionStore.js";
 
 /** What the session tells its connection, and asks of the gateway on its behalf (the connection implements it). */
 export interface SessionOwner {
@@ -123,7 +122,12 @@ export class SessionActor implements Claimant {
               },
             });
           },
-          (err: Error) => this.actor.send({ type: "LOAD_FAILED", reason: err.message, waitable: storeMayAnswer(err) }),
+          (err: Error) =>
+            this.actor.send({
+              type: "LOAD_FAILED",
+              reason: err.message,
+              waitable: err instanceof SessionStoreUnread && err.answersLater,
+            }),
         );
       case "ask_owner":
         return void owner.takeOverRemote(e.owner).then(
@@ -177,12 +181,4 @@ export class SessionActor implements Claimant {
     this.release?.();
     this.resolveDone?.();
   }
-}
-
-/**
- * Whether a failed read of the session store may answer if asked again: a timeout, no
- * responders, a bucket electing its leader may; a permission the gateway user lacks will not.
- */
-function storeMayAnswer(err: Error): boolean {
-  return missingPermission(err) === undefined;
 }

@@ -1,3 +1,4 @@
+import { Data } from "effect";
 import type { ISubscription } from "mqtt-packet";
 import type { InboundRecord } from "./inboundState.js";
 
@@ -71,7 +72,18 @@ export interface SaveOptions {
 }
 
 /** Where MQTT sessions live: the KV bucket of the client's account. */
+/**
+ * The store could not be read. `answersLater`: it may answer if asked again (a timeout, a
+ * bucket electing its leader, a JetStream still loading), as opposed to one that will not
+ * (no JetStream on the server, the gateway user may not read it).
+ */
+export class SessionStoreUnread extends Data.TaggedError("SessionStoreUnread")<{
+  readonly message: string;
+  readonly answersLater: boolean;
+}> {}
+
 export interface SessionStore {
+  /** Rejects with SessionStoreUnread when the store does not give the record. */
   load(account: string, clientId: string): Promise<LoadedSession | undefined>;
   /** Resolves with the record's new revision. */
   save(account: string, clientId: string, session: StoredSession, options?: SaveOptions): Promise<number>;
