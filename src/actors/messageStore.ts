@@ -11,7 +11,15 @@ import type { GatewayConfig } from "../config/schema.js";
 import type { Logger } from "../log.js";
 import type { AccountServices } from "./accountServices.js";
 import { StoredPublisher } from "./client/storedPublisher.js";
-import { answersLater, pauseAfter, publishPatiently, STORED_ANSWER_MS, type Turn } from "./client/storedWrite.js";
+import {
+  answersLater,
+  isNoResponders,
+  isTimeout,
+  pauseAfter,
+  publishPatiently,
+  STORED_ANSWER_MS,
+  type Turn,
+} from "./client/storedWrite.js";
 import { isStreamMissing } from "./streamMissing.js";
 
 /** A QoS 1/2 message on `<subject>` is kept in the MQTT store as `$MQG.msgs.<subject>`. */
@@ -142,7 +150,7 @@ export class MessageStore {
       return ack.duplicate ? "duplicate" : "stored";
     } catch (e) {
       // No stream took it: deleted since it was made. Made again for the next write; this one is refused.
-      if (/no responders/.test((e as Error).message)) this.ready.delete(account);
+      if (isNoResponders(e)) this.ready.delete(account);
       throw e;
     }
   }
@@ -165,7 +173,7 @@ export class MessageStore {
       await this.ensureStream(account, handles.jsm);
     } catch (e) {
       // NATS or JetStream on its way back (nats.js reports a loading JetStream as "not enabled"): ask again.
-      if ((e as Error).message === "timeout" || (handles && answersLater(e, handles.lease.nc))) throw new ComingBack(e);
+      if (isTimeout(e) || (handles && answersLater(e, handles.lease.nc))) throw new ComingBack(e);
       if (!isAbsent(e)) throw e; // unknown (NATS away, JetStream busy): the write is refused, not skipped
       this.absentUntil.set(account, Date.now() + RETRY_MS);
       if (!this.warned.has(account)) {

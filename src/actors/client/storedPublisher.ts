@@ -2,8 +2,10 @@ import {
   type Msg,
   type MsgHdrs,
   type NatsConnection,
+  NoRespondersError,
   PermissionViolationError,
   type Subscription,
+  TimeoutError,
 } from "@nats-io/transport-node";
 import { readPubAck } from "../../protocol/pubAck.js";
 import { inboxOf } from "../natsBridge.js";
@@ -11,7 +13,7 @@ import { inboxOf } from "../natsBridge.js";
 /** `p`, or a timeout error after `ms` (a flush while NATS is away waits for its return). */
 function within(p: Promise<void>, ms: number): Promise<void> {
   return new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error("timeout")), ms);
+    const timer = setTimeout(() => reject(new TimeoutError()), ms);
     p.then(
       () => {
         clearTimeout(timer);
@@ -175,7 +177,10 @@ export class StoredPublisher {
     const fast = readPubAck(m.data);
     if (fast) return w.resolve(fast);
     if (m.data.length === 0 && m.headers?.code === 503)
-      return w.reject(new Error("jetstream is not enabled (no responders)"));
+      // As nats.js's JetStream reports it: "not enabled", caused by no responders (storedWrite.ts answersLater).
+      return w.reject(
+        new Error("jetstream is not enabled (no responders)", { cause: new NoRespondersError(w.subject) }),
+      );
     let v: { stream?: string; seq?: number; duplicate?: boolean; error?: { description?: string; code?: number } };
     try {
       v = m.json();
@@ -200,7 +205,7 @@ export class StoredPublisher {
     for (const [token, w] of this.waiting) {
       if (w.deadline <= now) {
         this.waiting.delete(token);
-        w.reject(new Error("timeout"));
+        w.reject(new TimeoutError());
       }
     }
     if (this.waiting.size === 0 && this.sweeper) {

@@ -1,4 +1,4 @@
-import type { MsgHdrs, NatsConnection } from "@nats-io/transport-node";
+import { type MsgHdrs, type NatsConnection, NoRespondersError, TimeoutError } from "@nats-io/transport-node";
 import type { MessageStore, StoreOutcome } from "../messageStore.js";
 import type { Metrics } from "../metrics.js";
 import { type StoredAck, StoredPublisher } from "./storedPublisher.js";
@@ -26,20 +26,28 @@ export const STORED_ATTEMPT_MS = 5_000;
  * refusal, a JetStream error).
  */
 export function answersLater(e: unknown, nc: NatsConnection): boolean {
-  const message = (e as Error).message ?? "";
-  return message === "timeout" || (noResponders(e) && nc.info?.jetstream === true);
+  return isTimeout(e) || (isNoResponders(e) && nc.info?.jetstream === true);
 }
 
-/** "No responders", also as nats.js's JetStream manager reports it: "jetstream is not enabled", caused by one. */
-function noResponders(e: unknown): boolean {
-  for (let c: unknown = e; c; c = (c as { cause?: unknown }).cause)
-    if (/no responders/.test((c as Error).message ?? "")) return true;
+/** Nobody took the request: no stream for the subject, or JetStream not (yet) there. */
+export function isNoResponders(e: unknown): boolean {
+  return causedBy(e, NoRespondersError);
+}
+
+/** A wait that ran out: nats.js's own, or the gateway's (which throws nats.js's class too). */
+export function isTimeout(e: unknown): boolean {
+  return causedBy(e, TimeoutError);
+}
+
+/** `e` or its causes is a `kind` ("no responders" reaches the JetStream manager as the cause of "jetstream is not enabled"). */
+function causedBy(e: unknown, kind: abstract new (...args: never[]) => Error): boolean {
+  for (let c: unknown = e; c instanceof Error; c = (c as Error).cause) if (c instanceof kind) return true;
   return false;
 }
 
 /** The pause before asking again after `e`: none after a timeout (it waited already), 250 ms doubling to 2 s after "no responders". */
 export function pauseAfter(e: unknown, attempt: number): number {
-  return (e as Error).message === "timeout" ? 0 : Math.min(250 * 2 ** (attempt - 1), 2_000);
+  return isTimeout(e) ? 0 : Math.min(250 * 2 ** (attempt - 1), 2_000);
 }
 
 /**
