@@ -437,6 +437,12 @@ export function mqttClientIdModel(options: ClientIdOptions = {}): SystemModel<Cl
 function label(v: SystemView<unknown>, actor: string): string {
   const s = v.snapshot(actor);
   if (!s) return "-";
-  const value = s.value;
-  return typeof value === "string" ? value : JSON.stringify(value);
+  return dotted(s.value);
+}
+
+/** A state value as a path: "loading.reading". */
+function dotted(value: unknown): string {
+  if (typeof value !== "object" || value === null) return String(value);
+  const [key, child] = Object.entries(value)[0] ?? [];
+  return key === undefined ? "" : `${key}.${dotted(child)}`;
 }
