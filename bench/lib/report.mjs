@@ -2,8 +2,12 @@
 // A target row's status is computed from the same-run ratio gateway / reference (or, for
 // memory, from the gateway's own figure): "met", "not met", or "not measured: <why>".
 
-const fmt = (x, d) => (x === null || x === undefined || !Number.isFinite(x) ? "-" : x.toLocaleString("en-US", { minimumFractionDigits: d, maximumFractionDigits: d }));
-const ratioOf = (g, r) => (g == null || r == null || r === 0 || !Number.isFinite(g) || !Number.isFinite(r) ? null : g / r);
+const fmt = (x, d) =>
+  x === null || x === undefined || !Number.isFinite(x)
+    ? "-"
+    : x.toLocaleString("en-US", { minimumFractionDigits: d, maximumFractionDigits: d });
+const ratioOf = (g, r) =>
+  g == null || r == null || r === 0 || !Number.isFinite(g) || !Number.isFinite(r) ? null : g / r;
 
 /** Targets: what the status is computed from and the text shown beside it. */
 const times = (x) => `${Number.isInteger(x) ? x.toFixed(1) : x}x`;
@@ -34,16 +38,45 @@ export function report(out) {
     let status = "";
     if (target) {
       const known = target.text.startsWith("gateway") ? gw != null && Number.isFinite(gw) : ratio !== null;
-      status = why ? (why.includes("not measured") ? why : `not measured: ${why}`) : !known ? "not measured" : target.met(ratio, gw) ? "met" : "**not met**";
-      targets.push({ figure: what, reference: ref ?? null, gateway: gw ?? null, ratio, target: target.text, status: status.replaceAll("*", "") });
+      status = why
+        ? why.includes("not measured")
+          ? why
+          : `not measured: ${why}`
+        : !known
+          ? "not measured"
+          : target.met(ratio, gw)
+            ? "met"
+            : "**not met**";
+      targets.push({
+        figure: what,
+        reference: ref ?? null,
+        gateway: gw ?? null,
+        ratio,
+        target: target.text,
+        status: status.replaceAll("*", ""),
+      });
     }
-    rows.push(`| ${what} | ${why && ref == null ? "-" : fmt(ref, d)} | ${fmt(gw, d)} | ${ratio === null ? "-" : `${ratio.toFixed(2)}x`} | ${target?.text ?? ""} | ${status} |`);
+    rows.push(
+      `| ${what} | ${why && ref == null ? "-" : fmt(ref, d)} | ${fmt(gw, d)} | ${ratio === null ? "-" : `${ratio.toFixed(2)}x`} | ${target?.text ?? ""} | ${status} |`,
+    );
   };
   const note = (what, text) => rows.push(`| ${what} | ${text} | | | | |`);
 
   for (const [name, t] of Object.entries(out.throughput)) {
-    row(`${t.title}: msgs/s`, t.reference?.msgsPerSec, t.gateway?.msgsPerSec, 0, QOS1_RATE.has(name) ? TARGETS.qos1Rate : undefined);
-    row(`${t.title}: server CPU µs/msg`, t.reference?.serverCpuUsPerMsg, t.gateway?.serverCpuUsPerMsg, 2, QOS0_CPU.has(name) ? TARGETS.qos0Cpu : undefined);
+    row(
+      `${t.title}: msgs/s`,
+      t.reference?.msgsPerSec,
+      t.gateway?.msgsPerSec,
+      0,
+      QOS1_RATE.has(name) ? TARGETS.qos1Rate : undefined,
+    );
+    row(
+      `${t.title}: server CPU µs/msg`,
+      t.reference?.serverCpuUsPerMsg,
+      t.gateway?.serverCpuUsPerMsg,
+      2,
+      QOS0_CPU.has(name) ? TARGETS.qos0Cpu : undefined,
+    );
     const o = out.optIn?.throughput?.[name];
     if (o) {
       const label = `${t.title}, **opt-in \`${out.optIn.setting}\`** (not the default)`;
@@ -58,9 +91,26 @@ export function report(out) {
   for (const [count, t] of Object.entries(out.idle)) {
     const n = Number(count).toLocaleString("en-US");
     const atTarget = Number(count) === TARGET_IDLE;
-    row(`${n} idle MQTT connections: RSS KiB/conn (gateway + its nats-server; the reference nats-server)`, t.reference?.rssKiBPerConn, t.gateway?.rssKiBPerConn, 1, atTarget ? TARGETS.idleMemory : undefined);
-    row(`${n} idle MQTT connections: connects/s`, t.reference?.connectsPerSec, t.gateway?.connectsPerSec, 0, atTarget ? TARGETS.connects : undefined);
-    row(`${n} idle MQTT connections: server CPU µs per connect`, t.reference?.serverCpuUsPerConnect, t.gateway?.serverCpuUsPerConnect, 0);
+    row(
+      `${n} idle MQTT connections: RSS KiB/conn (gateway + its nats-server; the reference nats-server)`,
+      t.reference?.rssKiBPerConn,
+      t.gateway?.rssKiBPerConn,
+      1,
+      atTarget ? TARGETS.idleMemory : undefined,
+    );
+    row(
+      `${n} idle MQTT connections: connects/s`,
+      t.reference?.connectsPerSec,
+      t.gateway?.connectsPerSec,
+      0,
+      atTarget ? TARGETS.connects : undefined,
+    );
+    row(
+      `${n} idle MQTT connections: server CPU µs per connect`,
+      t.reference?.serverCpuUsPerConnect,
+      t.gateway?.serverCpuUsPerConnect,
+      0,
+    );
   }
 
   const fl = out.fleet;
@@ -69,8 +119,20 @@ export function report(out) {
       const t = fl[q];
       if (!t) continue;
       const title = `fleet ${q === "qos0" ? "QoS 0" : "QoS 1 (stored subject)"}: ${fl.clients.toLocaleString("en-US")} clients × ${fl.ratePerClient}/s, one PUBLISH per write, 4 subscribers`;
-      row(`${title}: msgs/s delivered (of ${(fl.clients * fl.ratePerClient).toLocaleString("en-US")} offered)`, t.reference?.msgsPerSec, t.gateway?.msgsPerSec, 0, TARGETS.fleetRate);
-      row(`${title}: server CPU µs/msg`, t.reference?.serverCpuUsPerMsg, t.gateway?.serverCpuUsPerMsg, 2, q === "qos0" ? TARGETS.fleetCpu : undefined);
+      row(
+        `${title}: msgs/s delivered (of ${(fl.clients * fl.ratePerClient).toLocaleString("en-US")} offered)`,
+        t.reference?.msgsPerSec,
+        t.gateway?.msgsPerSec,
+        0,
+        TARGETS.fleetRate,
+      );
+      row(
+        `${title}: server CPU µs/msg`,
+        t.reference?.serverCpuUsPerMsg,
+        t.gateway?.serverCpuUsPerMsg,
+        2,
+        q === "qos0" ? TARGETS.fleetCpu : undefined,
+      );
       row(`${title}: p50 ms`, t.reference?.p50Ms, t.gateway?.p50Ms, 2);
       row(`${title}: p99 ms`, t.reference?.p99Ms, t.gateway?.p99Ms, 2);
     }
@@ -82,9 +144,24 @@ export function report(out) {
   if (wk?.measured) {
     for (const n of wk.counts) {
       const w = wk.byCount[n];
-      row(`\`run --workers ${n}\`: ${w.throughput.title}: msgs/s`, w.throughput.reference?.msgsPerSec, w.throughput.gateway?.msgsPerSec, 0);
-      row(`\`run --workers ${n}\`: ${w.throughput.title}: server CPU µs/msg`, w.throughput.reference?.serverCpuUsPerMsg, w.throughput.gateway?.serverCpuUsPerMsg, 2);
-      row(`\`run --workers ${n}\`: ${wk.idleCount.toLocaleString("en-US")} idle MQTT connections: connects/s`, w.idle.reference?.connectsPerSec, w.idle.gateway?.connectsPerSec, 0);
+      row(
+        `\`run --workers ${n}\`: ${w.throughput.title}: msgs/s`,
+        w.throughput.reference?.msgsPerSec,
+        w.throughput.gateway?.msgsPerSec,
+        0,
+      );
+      row(
+        `\`run --workers ${n}\`: ${w.throughput.title}: server CPU µs/msg`,
+        w.throughput.reference?.serverCpuUsPerMsg,
+        w.throughput.gateway?.serverCpuUsPerMsg,
+        2,
+      );
+      row(
+        `\`run --workers ${n}\`: ${wk.idleCount.toLocaleString("en-US")} idle MQTT connections: connects/s`,
+        w.idle.reference?.connectsPerSec,
+        w.idle.gateway?.connectsPerSec,
+        0,
+      );
     }
   } else if (wk) {
     note("`run --workers 1` and `--workers 2`: msgs/s and connects/s", `not measured: ${wk.reason}`);
@@ -97,23 +174,55 @@ export function report(out) {
       const t = am[mode];
       const title = `AMQP 1.0 ${mode}, 2 senders -> 2 receivers (rhea)`;
       row(`${title}: msgs/s`, t.reference?.msgsPerSec, t.gateway?.msgsPerSec, 0, TARGETS.amqpRate, refWhy);
-      row(`${title}: server CPU µs/msg`, t.reference?.serverCpuUsPerMsg, t.gateway?.serverCpuUsPerMsg, 2, TARGETS.amqpCpu, refWhy);
+      row(
+        `${title}: server CPU µs/msg`,
+        t.reference?.serverCpuUsPerMsg,
+        t.gateway?.serverCpuUsPerMsg,
+        2,
+        TARGETS.amqpCpu,
+        refWhy,
+      );
     }
     if (am.idle) {
-      row(`${am.idle.count.toLocaleString("en-US")} idle AMQP connections (one session each), gateway only: RSS KiB/conn`, null, am.idle.rssKiBPerConn, 1);
-      row(`${am.idle.count.toLocaleString("en-US")} idle AMQP connections, gateway only: connects/s`, null, am.idle.connectsPerSec, 0);
+      row(
+        `${am.idle.count.toLocaleString("en-US")} idle AMQP connections (one session each), gateway only: RSS KiB/conn`,
+        null,
+        am.idle.rssKiBPerConn,
+        1,
+      );
+      row(
+        `${am.idle.count.toLocaleString("en-US")} idle AMQP connections, gateway only: connects/s`,
+        null,
+        am.idle.connectsPerSec,
+        0,
+      );
     }
   } else if (am) {
     note("AMQP 1.0 rows", am.reason ?? "not measured");
   }
 
   const lg = [];
-  const lgRow = (title, side, x) => x && lg.push(`| ${title} | ${side} | ${fmt(x.serverCores, 2)} | ${fmt(x.loadgenCores, 2)} | ${fmt(100 * x.loadgenShareOfCpu, 0)}% | ${fmt(100 * x.machineBusy, 0)}% | ${fmt(x.lost, 0)} |`);
-  for (const t of [...Object.values(out.throughput), ...Object.values(out.latency)]) for (const side of ["reference", "gateway"]) lgRow(t.title, side, t[side]);
-  for (const [name, o] of Object.entries(out.optIn?.throughput ?? {})) lgRow(`${out.throughput[name]?.title}, opt-in`, "gateway", o);
-  if (fl?.measured) for (const q of ["qos0", "qos1"]) for (const side of ["reference", "gateway"]) lgRow(`fleet ${q} (${fl.loadgenProcesses} load-gen processes)`, side, fl[q]?.[side]);
-  if (wk?.measured) for (const n of wk.counts) for (const side of ["reference", "gateway"]) lgRow(`\`run --workers ${n}\`: ${wk.byCount[n].throughput.title}`, side, wk.byCount[n].throughput[side]);
-  if (am?.measured) for (const mode of ["presettled", "unsettled"]) for (const side of ["reference", "gateway"]) lgRow(`AMQP ${mode}`, side === "reference" ? "RabbitMQ" : side, am[mode][side]);
+  const lgRow = (title, side, x) =>
+    x &&
+    lg.push(
+      `| ${title} | ${side} | ${fmt(x.serverCores, 2)} | ${fmt(x.loadgenCores, 2)} | ${fmt(100 * x.loadgenShareOfCpu, 0)}% | ${fmt(100 * x.machineBusy, 0)}% | ${fmt(x.lost, 0)} |`,
+    );
+  for (const t of [...Object.values(out.throughput), ...Object.values(out.latency)])
+    for (const side of ["reference", "gateway"]) lgRow(t.title, side, t[side]);
+  for (const [name, o] of Object.entries(out.optIn?.throughput ?? {}))
+    lgRow(`${out.throughput[name]?.title}, opt-in`, "gateway", o);
+  if (fl?.measured)
+    for (const q of ["qos0", "qos1"])
+      for (const side of ["reference", "gateway"])
+        lgRow(`fleet ${q} (${fl.loadgenProcesses} load-gen processes)`, side, fl[q]?.[side]);
+  if (wk?.measured)
+    for (const n of wk.counts)
+      for (const side of ["reference", "gateway"])
+        lgRow(`\`run --workers ${n}\`: ${wk.byCount[n].throughput.title}`, side, wk.byCount[n].throughput[side]);
+  if (am?.measured)
+    for (const mode of ["presettled", "unsettled"])
+      for (const side of ["reference", "gateway"])
+        lgRow(`AMQP ${mode}`, side === "reference" ? "RabbitMQ" : side, am[mode][side]);
 
   const met = targets.filter((t) => t.status === "met").length;
   const notMet = targets.filter((t) => t.status === "not met").length;
