@@ -4,7 +4,8 @@
 // Results: bench/results/latest.json and bench/results/latest.md. See docs/performance.md.
 //
 // Options: --rounds N (2)  --duration MS (5000)  --warmup MS (1000)  --only a,b,c (scenario
-//          names: qos0 fanout m2n n2m qos1 qos1m qos1n lat0 lat1 idle fleet amqp workers)
+//          names: qos0 fanout m2n n2m qos1 qos1m qos1n lat0 lat1 qos0sat m2nsat n2msat idle fleet
+//          amqp workers; `saturating` stands for the three *sat)
 //          --idle 1000,5000,10000 | --idle 0   --no-amqp   --no-opt-in   --out NAME (latest)
 //          --profile SCENARIO[,..] (also idle, fleet0, fleet1; gateway under node --cpu-prof, summaries in
 //          bench/results/profiles/)
@@ -13,15 +14,15 @@ import { mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { connect } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
+import { connect } from "@nats-io/transport-node";
+import { amqpBench } from "./amqp.mjs";
+import { fleetRun } from "./fleet.mjs";
 import { summarise } from "./lib/cpuprofile.mjs";
 import { attach, summariseAllocations } from "./lib/inspector.mjs";
 import { cpuMicros, freePort, rssKiB, startGateway, startNatsServer, sum } from "./lib/procs.mjs";
 import { report } from "./lib/report.mjs";
-import { SCENARIOS } from "./lib/scenarios.mjs";
-import { amqpBench } from "./amqp.mjs";
-import { fleetRun } from "./fleet.mjs";
+import { SATURATING, SCENARIOS } from "./lib/scenarios.mjs";
 
 const here = import.meta.dirname;
 const resultsDir = join(here, "results");
@@ -45,7 +46,9 @@ const durationMs = Number(opt.duration);
 const warmupMs = Number(opt.warmup);
 const THROUGHPUT = ["qos0", "fanout", "m2n", "n2m", "qos1", "qos1m", "qos1n"];
 const LATENCY = ["lat0", "lat1"];
-const only = opt.only ? new Set(opt.only.split(",")) : undefined;
+const only = opt.only
+  ? new Set(opt.only.split(",").flatMap((n) => (n === "saturating" ? SATURATING : [n])))
+  : undefined;
 const want = (name) => !only || only.has(name);
 const idleCounts =
   opt.idle === "0"
@@ -169,7 +172,8 @@ function child(script, spec) {
 
 async function throughput(stack, scenario, side) {
   const s = stack.sides[side];
-  const r = await child("loadgen.mjs", {
+  const saturating = SCENARIOS[scenario].saturating;
+  const r = await child(saturating ? "saturate.mjs" : "loadgen.mjs", {
     scenario,
     side,
     mqttPort: s.mqttPort,
@@ -182,11 +186,17 @@ async function throughput(stack, scenario, side) {
   });
   const f = (x, d = 0) => (x === null || x === undefined ? "-" : x.toFixed(d));
   log(
-    `${scenario.padEnd(6)} ${side.padEnd(9)} ${f(r.msgsPerSec).padStart(8)} msg/s  ${f(r.serverCpuUsPerMsg, 2).padStart(6)} µs/msg` +
+    `${scenario.padEnd(7)} ${side.padEnd(9)} ${f(r.msgsPerSec).padStart(8)} msg/s  ${f(r.serverCpuUsPerMsg, 2).padStart(6)} µs/msg` +
       (r.p50Ms !== undefined ? `  p50 ${f(r.p50Ms, 3)} ms p99 ${f(r.p99Ms, 3)} ms` : "") +
-      `  lost ${r.lost}  loadgen ${(100 * r.loadgenShareOfCpu).toFixed(0)}% of CPU  machine ${(100 * r.machineBusy).toFixed(0)}% busy`,
+      (saturating
+        ? `  offered ${f(r.offeredPerSec)}/s  lost ${r.lost} (${f(100 * r.lostShare, 1)}%)  publishers blocked ${f(100 * r.publisherBlockedShare)}%` +
+          `  subscriber loop ${f(100 * r.subscriberElu)}% busy${r.subscriberBound ? " (SUBSCRIBER-BOUND)" : ""}` +
+          `${r.disconnected.publishers + r.disconnected.subscribers ? `  disconnected ${JSON.stringify(r.disconnected)}` : ""}`
+        : `  lost ${r.lost}`) +
+      `  loadgen ${(100 * r.loadgenShareOfCpu).toFixed(0)}% of CPU  machine ${(100 * r.machineBusy).toFixed(0)}% busy`,
   );
-  await sleep(300);
+  // After a saturating run the servers may still be collecting what the flood left behind.
+  await sleep(saturating ? 1000 : 300);
   return r;
 }
 
@@ -305,6 +315,16 @@ const AGG_KEYS = [
   "lost",
   "publishedPerSec",
   "skipped",
+  // saturating runs only (bench/saturate.mjs)
+  "offeredPerSec",
+  "lostShare",
+  "publisherBlockedShare",
+  "publisherElu",
+  "subscriberElu",
+  "publisherCores",
+  "subscriberCores",
+  "serverRssKiBGrowth",
+  "drainSeconds",
 ];
 function aggregate(rs) {
   const agg = {};
@@ -312,7 +332,7 @@ function aggregate(rs) {
   return { ...agg, runs: rs };
 }
 
-const OPT_IN_SCENARIOS = new Set(["qos0", "m2n"]);
+const OPT_IN_SCENARIOS = new Set(["qos0", "m2n", "qos0sat", "m2nsat"]);
 
 async function main() {
   mkdirSync(resultsDir, { recursive: true });
@@ -327,7 +347,17 @@ async function main() {
       platform: `${os.type()} ${os.release()}`,
       memGiB: os.totalmem() / 2 ** 30,
     },
-    settings: { rounds, durationMs, warmupMs, payloadBytes: 128, mqttVersion: "3.1.1", gatewayConfig: "default" },
+    settings: {
+      rounds,
+      durationMs,
+      warmupMs,
+      payloadBytes: 128,
+      mqttVersion: "3.1.1",
+      gatewayConfig: "default",
+      windowed: "32 packets a write, 4,000 messages in flight per subscriber (bench/loadgen.mjs)",
+      saturating:
+        "open loop: 32 packets a write, as fast as each publisher's socket takes them, publishers and subscribers in separate processes (bench/saturate.mjs)",
+    },
     throughput: {},
     latency: {},
     idle: {},
@@ -347,7 +377,9 @@ async function main() {
     }
   }
 
-  const scenarios = [...THROUGHPUT, ...LATENCY].filter(want);
+  // Saturating runs last in each round: what a flood leaves behind (heap, queues) must not
+  // reach the windowed and latency figures.
+  const scenarios = [...THROUGHPUT, ...LATENCY, ...SATURATING].filter(want);
   const withOptIn = !opt["no-opt-in"] && scenarios.some((s) => OPT_IN_SCENARIOS.has(s));
   const needStack = scenarios.length > 0 || want("amqp");
   const stack = needStack ? await startStack({ optIn: withOptIn ? OPT_IN : undefined }) : undefined;
@@ -363,7 +395,8 @@ async function main() {
   }
   for (const [scenario, bySide] of Object.entries(runs)) {
     const target = LATENCY.includes(scenario) ? out.latency : out.throughput;
-    target[scenario] = { title: SCENARIOS[scenario].title };
+    const sc = SCENARIOS[scenario];
+    target[scenario] = { title: sc.title, ...(sc.saturating ? { mode: "saturating", base: sc.base } : {}) };
     for (const [side, rs] of Object.entries(bySide)) {
       if (side === "optIn") {
         out.optIn ??= { setting: OPT_IN.setting, config: OPT_IN.config, throughput: {} };
