@@ -7,6 +7,7 @@
 //          names: qos0 fanout m2n n2m qos1 qos1m qos1n lat0 lat1 qos0sat m2nsat n2msat idle fleet
 //          amqp workers; `saturating` stands for the three *sat)
 //          --idle 1000,5000,10000 | --idle 0   --no-amqp   --no-opt-in   --out NAME (latest)
+//          --batch N (packets a write in the throughput runs, windowed and saturating: 32; experiments)
 //          --profile SCENARIO[,..] (also idle, fleet0, fleet1; gateway under node --cpu-prof, summaries in
 //          bench/results/profiles/)
 import { fork } from "node:child_process";
@@ -39,6 +40,7 @@ const { values: opt } = parseArgs({
     "alloc-profile": { type: "string" },
     out: { type: "string", default: "latest" },
     rate: { type: "string" },
+    batch: { type: "string" },
   },
 });
 const rounds = Number(opt.rounds);
@@ -183,13 +185,14 @@ async function throughput(stack, scenario, side) {
     durationMs,
     warmupMs,
     rate: opt.rate ? Number(opt.rate) : undefined,
+    batch: opt.batch ? Number(opt.batch) : undefined,
   });
   const f = (x, d = 0) => (x === null || x === undefined ? "-" : x.toFixed(d));
   log(
     `${scenario.padEnd(7)} ${side.padEnd(9)} ${f(r.msgsPerSec).padStart(8)} msg/s  ${f(r.serverCpuUsPerMsg, 2).padStart(6)} µs/msg` +
       (r.p50Ms !== undefined ? `  p50 ${f(r.p50Ms, 3)} ms p99 ${f(r.p99Ms, 3)} ms` : "") +
       (saturating
-        ? `  offered ${f(r.offeredPerSec)}/s  lost ${r.lost} (${f(100 * r.lostShare, 1)}%)  publishers blocked ${f(100 * r.publisherBlockedShare)}%` +
+        ? `  offered ${f(r.offeredPerSec)}/s  lost ${r.lost} (${f(100 * r.lostShare, 1)}%)  publishers blocked ${f(100 * r.publisherBlockedShare)}%${r.saturated ? "" : " (NOT SATURATED)"}` +
           `  subscriber loop ${f(100 * r.subscriberElu)}% busy${r.subscriberBound ? " (SUBSCRIBER-BOUND)" : ""}` +
           `${r.disconnected.publishers + r.disconnected.subscribers ? `  disconnected ${JSON.stringify(r.disconnected)}` : ""}`
         : `  lost ${r.lost}`) +
@@ -354,9 +357,9 @@ async function main() {
       payloadBytes: 128,
       mqttVersion: "3.1.1",
       gatewayConfig: "default",
-      windowed: "32 packets a write, 4,000 messages in flight per subscriber (bench/loadgen.mjs)",
-      saturating:
-        "open loop: 32 packets a write, as fast as each publisher's socket takes them, publishers and subscribers in separate processes (bench/saturate.mjs)",
+      windowed: `${opt.batch ?? 32} packets a write, 4,000 messages in flight per subscriber (bench/loadgen.mjs)`,
+      batch: opt.batch ? Number(opt.batch) : 32,
+      saturating: `open loop: ${opt.batch ?? 32} packets a write, as fast as each publisher's socket takes them, publishers and subscribers in separate processes (bench/saturate.mjs)`,
     },
     throughput: {},
     latency: {},

@@ -25,6 +25,8 @@ const HOST = "127.0.0.1";
 const WRITES_PER_TURN = 16;
 /** A subscriber whose event loop is busier than this over the window may be what limits delivery. */
 const SUBSCRIBER_BOUND_ELU = 0.9;
+/** Publishers whose sockets were full less than this share of the window did not saturate the server. */
+const SATURATED_BLOCKED_SHARE = 0.5;
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const eluBetween = (a, b) => {
@@ -220,6 +222,7 @@ async function run(spec) {
   const mt = { busy: b.machine.busy - a.machine.busy, total: b.machine.total - a.machine.total };
   const written = stopped.sent * sc.fanout;
   const subscriberElu = performance.eventLoopUtilization(b.elu, a.elu).utilization;
+  const blockedShare = (b.pub.blockedMs - a.pub.blockedMs) / (sc.pubs.length * secs * 1000);
   return {
     side: spec.side,
     scenario: spec.scenario,
@@ -242,7 +245,8 @@ async function run(spec) {
     publisherCores: pubCpu / 1e6 / secs,
     subscriberCores: subCpu / 1e6 / secs,
     // Share of the window the publishers' sockets were full (waiting for `drain`): near 1, the server set the pace.
-    publisherBlockedShare: (b.pub.blockedMs - a.pub.blockedMs) / (sc.pubs.length * secs * 1000),
+    publisherBlockedShare: blockedShare,
+    saturated: blockedShare >= SATURATED_BLOCKED_SHARE,
     publisherElu: eluBetween(a.pub.elu, b.pub.elu),
     subscriberElu,
     subscriberBound: subscriberElu > SUBSCRIBER_BOUND_ELU,

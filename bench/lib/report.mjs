@@ -241,7 +241,7 @@ export function report(out) {
   const satRow = (title, side, x) =>
     x &&
     sat.push(
-      `| ${title} | ${side} | ${fmt(x.offeredPerSec, 0)} | ${fmt(x.msgsPerSec, 0)} | ${fmt(x.lost, 0)} (${fmt(pct(x.lostShare), 1)}%) | ${fmt(pct(x.publisherBlockedShare), 0)}% | ${fmt(pct(x.subscriberElu), 0)}%${x.subscriberElu > 0.9 ? " **subscriber-bound**" : ""} | ${fmt(x.publisherCores, 2)} / ${fmt(x.subscriberCores, 2)} | ${fmt(x.serverCores, 2)} | ${fmt(x.serverRssKiBGrowth / 1024, 1)} | ${fmt(x.drainSeconds, 1)} | ${fmt(pct(x.machineBusy), 0)}% |`,
+      `| ${title} | ${side} | ${fmt(x.offeredPerSec, 0)} | ${fmt(x.msgsPerSec, 0)} | ${fmt(x.lost, 0)} (${fmt(pct(x.lostShare), 1)}%) | ${fmt(pct(x.publisherBlockedShare), 0)}%${x.publisherBlockedShare < 0.5 ? " **not saturated**" : ""} | ${fmt(pct(x.subscriberElu), 0)}%${x.subscriberElu > 0.9 ? " **subscriber-bound**" : ""} | ${fmt(x.publisherCores, 2)} / ${fmt(x.subscriberCores, 2)} | ${fmt(x.serverCores, 2)} | ${fmt(x.serverRssKiBGrowth / 1024, 1)} | ${fmt(x.drainSeconds, 1)} | ${fmt(pct(x.machineBusy), 0)}% |`,
     );
   for (const name of tableOrder(out.throughput)) {
     const t = out.throughput[name];
@@ -254,7 +254,8 @@ export function report(out) {
     ? `
 Saturating runs (bench/saturate.mjs; medians): offered is what the publishers wrote in the measured window, lost is
 written and never delivered over the whole run (after the publishers stop, delivery is left to settle); publishers
-blocked is the share of the window their sockets were full (near 100%: the server set the pace); a subscriber event
+blocked is the share of the window their sockets were full (near 100%: the server set the pace; under 50%: the
+load generator did, marked not saturated); a subscriber event
 loop busier than 90% may itself have limited delivery (marked). Server RSS growth over the window and the time
 delivery went on after the publishers stopped show messages taken in faster than they were delivered (a queue).
 
@@ -271,7 +272,7 @@ ${sat.join("\n")}
 
 ${out.date}; ${m.cpus} × ${m.cpuModel}; Node ${m.node}; ${m.platform}. MQTT 3.1.1, 128-byte payloads,
 ${out.settings.rounds} round(s) per side alternating, ${out.settings.warmupMs / 1000} s warm-up + ${out.settings.durationMs / 1000} s measured each; medians; ${fmt(out.elapsedSeconds, 0)} s in all.
-Windowed rows: 32 packets a write and a window of messages in flight; rows marked saturating: the publishers open-loop
+Windowed rows: ${out.settings.batch ?? 32} packets a write and a window of messages in flight; rows marked saturating: the publishers open-loop
 (no window, as fast as their sockets take the writes), msgs/s and CPU per message delivered.
 The gateway runs its default configuration; a row marked opt-in runs a second gateway stack with that one setting, in the same rotation.
 CPU is utime+stime of every server process (gateway + its nats-server; the reference nats-server; RabbitMQ's beam.smp, erl_child_setup and epmd) per delivered message.
