@@ -388,8 +388,10 @@ async function main() {
         runs[scenario] ??= {};
         const sides =
           withOptIn && OPT_IN_SCENARIOS.has(scenario) ? ["reference", "gateway", "optIn"] : ["reference", "gateway"];
-        for (const side of rotation(sides, r))
-          (runs[scenario][side] ??= []).push(await throughput(stack, scenario, side));
+        for (const side of rotation(sides, r)) {
+          const result = await throughput(stack, scenario, side);
+          runs[scenario][side] = [...(runs[scenario][side] ?? []), result];
+        }
       }
     }
   };
