@@ -564,7 +564,12 @@ async function profile(scenarios) {
     } else {
       const stack = await startStack({ gatewayNodeArgs: ["--cpu-prof", "--cpu-prof-dir", sub], reference: false });
       if (scenario === "idle") await idle(stack, "gateway", 5000);
-      else await throughput(stack, scenario, "gateway");
+      else {
+        // A saturating scenario: warmed first as in the bench (the profile holds that run too).
+        if (SCENARIOS[scenario]?.saturating)
+          await throughput(stack, SCENARIOS[scenario].base, "gateway", { warmUp: true });
+        await throughput(stack, scenario, "gateway");
+      }
       await stack.stop();
     }
     const file = readdirSync(sub).find((f) => f.endsWith(".cpuprofile"));
