@@ -193,7 +193,7 @@ async function throughput(stack, scenario, side, { warmUp = false } = {}) {
       (r.p50Ms !== undefined ? `  p50 ${f(r.p50Ms, 3)} ms p99 ${f(r.p99Ms, 3)} ms` : "") +
       (saturating
         ? `  offered ${f(r.offeredPerSec)}/s  lost ${r.lost} (${f(100 * r.lostShare, 1)}%)  publishers blocked ${f(100 * r.publisherBlockedShare)}%${r.saturated ? "" : " (NOT SATURATED)"}` +
-          `  subscriber loop ${f(100 * r.subscriberElu)}% busy${r.subscriberBound ? " (SUBSCRIBER-BOUND)" : ""}` +
+          `  subscriber loop ${f(100 * r.subscriberElu)}% busy, ${f(r.subscriberBacklogKiB)} KiB unread${r.subscriberBound ? " (SUBSCRIBER-BOUND)" : ""}` +
           `${r.disconnected.publishers + r.disconnected.subscribers ? `  disconnected ${JSON.stringify(r.disconnected)}` : ""}`
         : `  lost ${r.lost}`) +
       `  loadgen ${(100 * r.loadgenShareOfCpu).toFixed(0)}% of CPU  machine ${(100 * r.machineBusy).toFixed(0)}% busy`,
@@ -326,6 +326,7 @@ const AGG_KEYS = [
   "subscriberElu",
   "publisherCores",
   "subscriberCores",
+  "subscriberBacklogKiB",
   "serverRssKiBGrowth",
   "drainSeconds",
 ];

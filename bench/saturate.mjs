@@ -13,6 +13,7 @@
 // delivered message; over the whole run: messages written and never delivered ("lost",
 // after the publishers stop and delivery settles).
 import { fork } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { performance } from "node:perf_hooks";
 import { encode, RawMqtt, repeat } from "./lib/mqttWire.mjs";
 import { encodePub, RawNats } from "./lib/natsWire.mjs";
@@ -27,6 +28,26 @@ const WRITES_PER_TURN = 16;
 const SUBSCRIBER_BOUND_ELU = 0.9;
 /** Publishers whose sockets were full less than this share of the window did not saturate the server. */
 const SATURATED_BLOCKED_SHARE = 0.5;
+
+/** Subscriber backlog (bytes the kernel holds for them, unread) above this on average: they may be what limits delivery. */
+const SUBSCRIBER_BOUND_BACKLOG = 1024 * 1024;
+
+/**
+ * Bytes received by the kernel and not yet read (Recv-Q) on the loopback TCP sockets whose
+ * local port is in `ports` and remote port is `remote`, from /proc/net/tcp.
+ */
+function unreadBytes(ports, remotes) {
+  let total = 0;
+  const lines = readFileSync("/proc/net/tcp", "utf8").split("\n");
+  for (let i = 1; i < lines.length; i++) {
+    const f = lines[i].trim().split(/\s+/);
+    if (f.length < 5) continue;
+    if (!ports.has(Number.parseInt(f[1].slice(f[1].indexOf(":") + 1), 16))) continue;
+    if (!remotes.has(Number.parseInt(f[2].slice(f[2].indexOf(":") + 1), 16))) continue;
+    total += Number.parseInt(f[4].slice(f[4].indexOf(":") + 1), 16);
+  }
+  return total;
+}
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const eluBetween = (a, b) => {
@@ -194,10 +215,18 @@ async function run(spec) {
     return s;
   };
 
+  // The subscribers' backlog in the kernel, sampled through the window: a reader that keeps
+  // up leaves little there; one that does not leaves its socket's buffer full.
+  const localPorts = new Set(subs.map((c) => c.socket.localPort));
+  const serverPorts = new Set(subs.map((c) => c.socket.remotePort));
+  const backlog = [];
+
   child.send("go");
   await sleep(spec.warmupMs);
   const a = await snap();
+  const sampler = setInterval(() => backlog.push(unreadBytes(localPorts, serverPorts)), 100);
   await sleep(spec.durationMs);
+  clearInterval(sampler);
   const b = await snap();
   const stoppedReply = next("stopped");
   const stopAt = performance.now();
@@ -222,6 +251,7 @@ async function run(spec) {
   const mt = { busy: b.machine.busy - a.machine.busy, total: b.machine.total - a.machine.total };
   const written = stopped.sent * sc.fanout;
   const subscriberElu = performance.eventLoopUtilization(b.elu, a.elu).utilization;
+  const backlogMean = backlog.length ? backlog.reduce((x, y) => x + y, 0) / backlog.length : null;
   const blockedShare = (b.pub.blockedMs - a.pub.blockedMs) / (sc.pubs.length * secs * 1000);
   return {
     side: spec.side,
@@ -249,7 +279,9 @@ async function run(spec) {
     saturated: blockedShare >= SATURATED_BLOCKED_SHARE,
     publisherElu: eluBetween(a.pub.elu, b.pub.elu),
     subscriberElu,
-    subscriberBound: subscriberElu > SUBSCRIBER_BOUND_ELU,
+    subscriberBacklogKiB: backlogMean === null ? null : backlogMean / 1024,
+    subscriberBacklogMaxKiB: backlog.length ? Math.max(...backlog) / 1024 : null,
+    subscriberBound: subscriberElu > SUBSCRIBER_BOUND_ELU || backlogMean > SUBSCRIBER_BOUND_BACKLOG,
     machineBusy: mt.total > 0 ? mt.busy / mt.total : null,
     // The whole run (warm-up, window, and what was delivered after the publishers stopped).
     written,
