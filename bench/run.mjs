@@ -327,6 +327,7 @@ const AGG_KEYS = [
   "publisherCores",
   "subscriberCores",
   "subscriberBacklogKiB",
+  "serverCpuUsPerWritten",
   "serverRssKiBGrowth",
   "drainSeconds",
 ];

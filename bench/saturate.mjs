@@ -263,6 +263,8 @@ async function run(spec) {
     published: b.pub.sent - a.pub.sent,
     offeredPerSec: (b.pub.sent - a.pub.sent) / secs,
     serverCpuUsPerMsg: n > 0 ? totalServer / n : null,
+    // Per message written (taken in) rather than delivered: the two differ by what a server queued in the window.
+    serverCpuUsPerWritten: b.pub.sent > a.pub.sent ? totalServer / ((b.pub.sent - a.pub.sent) * sc.fanout) : null,
     serverCpuUsPerMsgByProcess: Object.fromEntries(
       spec.pidNames.map((name, i) => [name, n > 0 ? serverCpu[i] / n : null]),
     ),
