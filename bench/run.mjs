@@ -193,6 +193,7 @@ async function throughput(stack, scenario, side, { warmUp = false } = {}) {
       (r.p50Ms !== undefined ? `  p50 ${f(r.p50Ms, 3)} ms p99 ${f(r.p99Ms, 3)} ms` : "") +
       (saturating
         ? `  offered ${f(r.offeredPerSec)}/s  lost ${r.lost} (${f(100 * r.lostShare, 1)}%)  publishers blocked ${f(100 * r.publisherBlockedShare)}%${r.saturated ? "" : " (NOT SATURATED)"}` +
+          `  queued in server ${r.queuedInServer}, kernel in ${r.queuedKernelIn}` +
           `  subscriber loop ${f(100 * r.subscriberElu)}% busy, ${f(r.subscriberBacklogKiB)} KiB unread${r.subscriberBound ? " (SUBSCRIBER-BOUND)" : ""}` +
           `${r.disconnected.publishers + r.disconnected.subscribers ? `  disconnected ${JSON.stringify(r.disconnected)}` : ""}`
         : `  lost ${r.lost}`) +
@@ -328,6 +329,8 @@ const AGG_KEYS = [
   "subscriberCores",
   "subscriberBacklogKiB",
   "serverCpuUsPerWritten",
+  "queuedInServer",
+  "queuedKernelIn",
   "serverRssKiBGrowth",
   "drainSeconds",
 ];

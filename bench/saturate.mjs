@@ -12,7 +12,7 @@
 // messages offered (written) per second, server CPU (/proc, as loadgen.mjs counts it) per
 // delivered message; over the whole run: messages written and never delivered ("lost",
 // after the publishers stop and delivery settles).
-import { fork } from "node:child_process";
+import { execFileSync, fork } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { performance } from "node:perf_hooks";
 import { encode, RawMqtt, repeat } from "./lib/mqttWire.mjs";
@@ -32,21 +32,46 @@ const SATURATED_BLOCKED_SHARE = 0.5;
 /** Subscriber backlog (bytes the kernel holds for them, unread) above this on average: they may be what limits delivery. */
 const SUBSCRIBER_BOUND_BACKLOG = 1024 * 1024;
 
-/**
- * Bytes received by the kernel and not yet read (Recv-Q) on the loopback TCP sockets whose
- * local port is in `ports` and remote port is `remote`, from /proc/net/tcp.
- */
-function unreadBytes(ports, remotes) {
-  let total = 0;
+/** Bytes received by the kernel and not yet read (Recv-Q) on the client sockets `[localPort, serverPort]`, from /proc/net/tcp. */
+function unreadBytes(clients) {
+  const ours = new Set(clients.map(([l, r]) => `${l}:${r}`));
+  const port = (field) => Number.parseInt(field.slice(field.indexOf(":") + 1), 16);
+  let unread = 0;
   const lines = readFileSync("/proc/net/tcp", "utf8").split("\n");
   for (let i = 1; i < lines.length; i++) {
     const f = lines[i].trim().split(/\s+/);
-    if (f.length < 5) continue;
-    if (!ports.has(Number.parseInt(f[1].slice(f[1].indexOf(":") + 1), 16))) continue;
-    if (!remotes.has(Number.parseInt(f[2].slice(f[2].indexOf(":") + 1), 16))) continue;
-    total += Number.parseInt(f[4].slice(f[4].indexOf(":") + 1), 16);
+    if (f.length > 4 && ours.has(`${port(f[1])}:${port(f[2])}`)) unread += port(f[4]);
   }
-  return total;
+  return unread;
+}
+
+/**
+ * Per established TCP socket on `ports` (as `local:peer`): Recv-Q, bytes received in all,
+ * bytes written by its process and not yet sent (`notsent`), from `ss -tin`.
+ */
+function tcpInfo(ports) {
+  const filter = ["("];
+  for (const [i, p] of [...ports].entries())
+    filter.push(...(i ? ["or"] : []), "sport", "=", `:${p}`, "or", "dport", "=", `:${p}`);
+  filter.push(")");
+  const out = execFileSync("ss", ["-tinH", "state", "established", ...filter], { encoding: "utf8" });
+  const info = new Map();
+  let key;
+  for (const line of out.split("\n")) {
+    if (!line.trim()) continue;
+    if (!/^\s/.test(line)) {
+      // Recv-Q Send-Q Local:Port Peer:Port (state left out by the filter)
+      const f = line.trim().split(/\s+/);
+      const at = (a) => a.slice(a.lastIndexOf(":") + 1);
+      key = `${at(f[2])}:${at(f[3])}`;
+      info.set(key, { recvQ: Number(f[0]), received: 0, notsent: 0 });
+    } else if (key) {
+      const e = info.get(key);
+      e.received = Number(/bytes_received:(\d+)/.exec(line)?.[1] ?? 0);
+      e.notsent = Number(/notsent:(\d+)/.exec(line)?.[1] ?? 0);
+    }
+  }
+  return info;
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -106,6 +131,8 @@ async function publishers(spec) {
 
   let sent = 0;
   let stopped = false;
+  // Held for a snapshot: no write until the coordinator has counted (see `snap` in run()).
+  let held = false;
   let scheduled = false;
   function schedule() {
     if (scheduled || stopped) return;
@@ -114,7 +141,7 @@ async function publishers(spec) {
   }
   function pump() {
     scheduled = false;
-    if (stopped) return;
+    if (stopped || held) return;
     let open = false;
     for (const pub of pubs) {
       if (pub.blockedSince !== null || pub.closed) continue;
@@ -137,14 +164,29 @@ async function publishers(spec) {
     return ms;
   };
 
+  /** Bytes written and still in this process's socket buffers. */
+  const unwritten = () => pubs.reduce((n, p) => n + (p.closed ? 0 : p.conn.socket.writableLength), 0);
+
   process.on("message", async (m) => {
     if (m === "go") schedule();
-    else if (m === "snap")
-      process.send({ snap: { sent, blockedMs: blockedMs(), elu: performance.eventLoopUtilization() } });
-    else if (m === "stop") {
+    else if (m === "resume") {
+      held = false;
+      schedule();
+    } else if (m === "snap") {
+      held = true;
+      process.send({
+        snap: {
+          // CLOCK_MONOTONIC, the same clock in both processes: the publishers' figures are over their own interval.
+          at: Number(process.hrtime.bigint() / 1000n) / 1000,
+          sent,
+          unwritten: unwritten(),
+          blockedMs: blockedMs(),
+          elu: performance.eventLoopUtilization(),
+        },
+      });
+    } else if (m === "stop") {
       stopped = true;
       // What was written but is still in this process's buffers goes out before the count is final.
-      const unwritten = () => pubs.reduce((n, p) => n + (p.closed ? 0 : p.conn.socket.writableLength), 0);
       const until = performance.now() + 15_000;
       while (unwritten() > 0 && performance.now() < until) await sleep(10);
       const flushed = unwritten() === 0;
@@ -154,7 +196,12 @@ async function publishers(spec) {
       setTimeout(() => process.exit(0), 50);
     }
   });
-  process.send({ ready: pubs.length });
+  process.send({
+    ready: {
+      clients: pubs.map((p) => [p.conn.socket.localPort, p.conn.socket.remotePort]),
+      packetBytes: pubs[0].batch.length / batch,
+    },
+  });
 }
 
 // -- the subscribers and the measurement (this process) -----------------------------
@@ -164,6 +211,7 @@ async function run(spec) {
   const tag = `${spec.side}-${spec.scenario}-${process.pid}`;
   const subs = [];
   let subsClosed = 0;
+  let subBytes = 0;
   for (const [i, s] of sc.subs.entries()) {
     const c =
       s.kind === "mqtt"
@@ -172,6 +220,9 @@ async function run(spec) {
     if (s.kind === "mqtt") await c.subscribe(s.filter, 0);
     else await c.subscribe(s.filter, i + 1);
     c.socket.on("close", () => subsClosed++);
+    c.socket.on("data", (chunk) => {
+      subBytes += chunk.length;
+    });
     subs.push(c);
   }
   const delivered = () => {
@@ -193,15 +244,29 @@ async function run(spec) {
     }
   });
   const exited = new Promise((resolve) => child.on("exit", resolve));
-  await Promise.race([
+  const { clients: pubClients, packetBytes } = await Promise.race([
     next("ready"),
     exited.then((code) => Promise.reject(new Error(`publishers exited with ${code}`))),
   ]);
 
+  const subClients = subs.map((c) => [c.socket.localPort, c.socket.remotePort]);
+  const serverPorts = new Set([...pubClients, ...subClients].map(([, r]) => r));
+  /**
+   * The publishers stop writing and report their count; then, with the count fixed and this
+   * process not reading (ss runs synchronously), deliveries and the kernel's queues are read
+   * at one moment; then the publishers go on. The server keeps working from the kernel's
+   * buffers meanwhile (tens of milliseconds), so the pause does not unload it.
+   */
   const snap = async () => {
+    const reply = next("snap");
+    child.send("snap");
+    const pub = await reply;
     const s = {
-      t: performance.now(),
+      pub,
       delivered: delivered(),
+      subBytes,
+      tcp: tcpInfo(serverPorts),
+      t: performance.now(),
       serverCpu: spec.pids.map(cpuMicros),
       self: process.cpuUsage(),
       pubCpu: cpuMicros(child.pid),
@@ -209,22 +274,46 @@ async function run(spec) {
       elu: performance.eventLoopUtilization(),
       rss: spec.pids.map(rssKiB),
     };
-    const reply = next("snap");
-    child.send("snap");
-    s.pub = await reply;
+    child.send("resume");
     return s;
+  };
+  /**
+   * Messages written and not delivered at `s`, by where they are: in the publishers'
+   * buffers or the kernel on their way in, in the kernel on their way out, and the rest
+   * inside the server (its own queues).
+   */
+  const whereAt = (s) => {
+    // Read by the server: what its ends of the publishers' connections received, less what they have not read.
+    let readBytes = 0;
+    for (const [l, r] of pubClients) {
+      const e = s.tcp.get(`${r}:${l}`);
+      if (e) readBytes += e.received - e.recvQ;
+    }
+    const read = Math.round(readBytes / packetBytes);
+    // On the way out: what the subscribers' kernel holds unread and what the server wrote that is not sent yet.
+    let outBytes = 0;
+    for (const [l, r] of subClients)
+      outBytes += (s.tcp.get(`${l}:${r}`)?.recvQ ?? 0) + (s.tcp.get(`${r}:${l}`)?.notsent ?? 0);
+    const bytesPerDelivered = s.delivered > 0 ? s.subBytes / s.delivered : packetBytes;
+    const kernelOut = Math.round(outBytes / bytesPerDelivered);
+    return {
+      written: s.pub.sent,
+      read,
+      delivered: s.delivered,
+      kernelIn: s.pub.sent - read,
+      kernelOut,
+      inServer: read * sc.fanout - s.delivered - kernelOut,
+    };
   };
 
   // The subscribers' backlog in the kernel, sampled through the window: a reader that keeps
   // up leaves little there; one that does not leaves its socket's buffer full.
-  const localPorts = new Set(subs.map((c) => c.socket.localPort));
-  const serverPorts = new Set(subs.map((c) => c.socket.remotePort));
   const backlog = [];
 
   child.send("go");
   await sleep(spec.warmupMs);
   const a = await snap();
-  const sampler = setInterval(() => backlog.push(unreadBytes(localPorts, serverPorts)), 100);
+  const sampler = setInterval(() => backlog.push(unreadBytes(subClients)), 100);
   await sleep(spec.durationMs);
   clearInterval(sampler);
   const b = await snap();
@@ -252,7 +341,8 @@ async function run(spec) {
   const written = stopped.sent * sc.fanout;
   const subscriberElu = performance.eventLoopUtilization(b.elu, a.elu).utilization;
   const backlogMean = backlog.length ? backlog.reduce((x, y) => x + y, 0) / backlog.length : null;
-  const blockedShare = (b.pub.blockedMs - a.pub.blockedMs) / (sc.pubs.length * secs * 1000);
+  const pubSecs = (b.pub.at - a.pub.at) / 1000;
+  const blockedShare = (b.pub.blockedMs - a.pub.blockedMs) / (sc.pubs.length * pubSecs * 1000);
   return {
     side: spec.side,
     scenario: spec.scenario,
@@ -261,7 +351,7 @@ async function run(spec) {
     delivered: n,
     msgsPerSec: n / secs,
     published: b.pub.sent - a.pub.sent,
-    offeredPerSec: (b.pub.sent - a.pub.sent) / secs,
+    offeredPerSec: (b.pub.sent - a.pub.sent) / pubSecs,
     serverCpuUsPerMsg: n > 0 ? totalServer / n : null,
     // Per message written (taken in) rather than delivered: the two differ by what a server queued in the window.
     serverCpuUsPerWritten: b.pub.sent > a.pub.sent ? totalServer / ((b.pub.sent - a.pub.sent) * sc.fanout) : null,
@@ -283,7 +373,9 @@ async function run(spec) {
     subscriberElu,
     subscriberBacklogKiB: backlogMean === null ? null : backlogMean / 1024,
     subscriberBacklogMaxKiB: backlog.length ? Math.max(...backlog) / 1024 : null,
-    subscriberBound: subscriberElu > SUBSCRIBER_BOUND_ELU || backlogMean > SUBSCRIBER_BOUND_BACKLOG,
+    // A subscriber the server closed (slow consumer) did not keep up either.
+    subscriberBound:
+      subscriberElu > SUBSCRIBER_BOUND_ELU || backlogMean > SUBSCRIBER_BOUND_BACKLOG || subsClosedByServer > 0,
     machineBusy: mt.total > 0 ? mt.busy / mt.total : null,
     // The whole run (warm-up, window, and what was delivered after the publishers stopped).
     written,
@@ -292,6 +384,10 @@ async function run(spec) {
     lostShare: written > 0 ? Math.max(0, written - deliveredTotal) / written : null,
     settled: settled && stopped.flushed,
     drainSeconds,
+    // Messages written and not yet delivered at the window's start and end, and where they were.
+    queued: { start: whereAt(a), end: whereAt(b) },
+    queuedInServer: whereAt(b).inServer,
+    queuedKernelIn: whereAt(b).kernelIn,
     disconnected: { publishers: stopped.closedByServer, subscribers: subsClosedByServer },
   };
 }

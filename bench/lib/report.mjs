@@ -238,10 +238,17 @@ export function report(out) {
 
   // Saturating runs: what was offered beside what was delivered, and which side of the load set the pace.
   const sat = [];
+  const closedBy = (x) => {
+    const n = (x.runs ?? []).reduce(
+      (k, r) => k + (r.disconnected?.subscribers ?? 0) + (r.disconnected?.publishers ?? 0),
+      0,
+    );
+    return n ? `, **${n} client(s) closed by the server**` : "";
+  };
   const satRow = (title, side, x) =>
     x &&
     sat.push(
-      `| ${title} | ${side} | ${fmt(x.offeredPerSec, 0)} | ${fmt(x.msgsPerSec, 0)} | ${fmt(x.lost, 0)} (${fmt(pct(x.lostShare), 1)}%) | ${fmt(pct(x.publisherBlockedShare), 0)}%${x.publisherBlockedShare < 0.5 ? " **not saturated**" : ""} | ${fmt(pct(x.subscriberElu), 0)}% / ${fmt(x.subscriberBacklogKiB, 0)} KiB${x.subscriberElu > 0.9 || x.subscriberBacklogKiB > 1024 ? " **subscriber-bound**" : ""} | ${fmt(x.publisherCores, 2)} / ${fmt(x.subscriberCores, 2)} | ${fmt(x.serverCores, 2)} | ${fmt(x.serverRssKiBGrowth / 1024, 1)} | ${fmt(x.drainSeconds, 1)} | ${fmt(pct(x.machineBusy), 0)}% |`,
+      `| ${title} | ${side} | ${fmt(x.offeredPerSec, 0)} | ${fmt(x.msgsPerSec, 0)} | ${fmt(x.lost, 0)} (${fmt(pct(x.lostShare), 1)}%)${closedBy(x)} | ${fmt(pct(x.publisherBlockedShare), 0)}%${x.publisherBlockedShare < 0.5 ? " **not saturated**" : ""} | ${fmt(pct(x.subscriberElu), 0)}% / ${fmt(x.subscriberBacklogKiB, 0)} KiB${x.runs?.some((r) => r.subscriberBound) ? " **subscriber-bound**" : ""} | ${fmt(x.publisherCores, 2)} / ${fmt(x.subscriberCores, 2)} | ${fmt(x.serverCores, 2)} | ${fmt(x.queuedInServer, 0)} / ${fmt(x.queuedKernelIn, 0)} | ${fmt(x.serverRssKiBGrowth / 1024, 1)} | ${fmt(x.drainSeconds, 1)} | ${fmt(pct(x.machineBusy), 0)}% |`,
     );
   for (const name of tableOrder(out.throughput)) {
     const t = out.throughput[name];
@@ -256,12 +263,16 @@ Saturating runs (bench/saturate.mjs; medians): offered is what the publishers wr
 written and never delivered over the whole run (after the publishers stop, delivery is left to settle); publishers
 blocked is the share of the window their sockets were full (near 100%: the server set the pace; under 50%: the
 load generator did, marked not saturated); a subscriber event
-loop busier than 90%, or more than 1 MiB on average left unread in the subscribers' sockets (Recv-Q, sampled every
-100 ms), may itself have limited delivery (marked subscriber-bound). Server RSS growth over the window and the time
-delivery went on after the publishers stopped show messages taken in faster than they were delivered (a queue).
+loop busier than 90%, more than 1 MiB on average left unread in the subscribers' sockets (Recv-Q, sampled every
+100 ms), or a subscriber the server closed (slow consumer), and delivery may have been limited by the reader: the row
+is marked subscriber-bound (in any of its runs). Server RSS growth over the window and the time
+delivery went on after the publishers stopped show messages taken in faster than they were delivered (a queue);
+queued at window end splits the messages written and not yet delivered: those in the publishers' buffers and the
+kernel's on the way to the server (Send-Q and Recv-Q, /proc/net/tcp), and those past it, inside the server's processes
+(the rest, less what the kernel holds on the way out).
 
-| scenario | side | offered msgs/s | delivered msgs/s | lost | publishers blocked | subscriber loop busy / unread | load-gen cores (pub / sub) | server cores | server RSS growth MiB | drain after stop s | machine busy |
-| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |
+| scenario | side | offered msgs/s | delivered msgs/s | lost | publishers blocked | subscriber loop busy / unread | load-gen cores (pub / sub) | server cores | queued at window end: in the server / in the kernel on the way in (msgs) | server RSS growth MiB | drain after stop s | machine busy |
+| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |
 ${sat.join("\n")}
 `
     : "";
