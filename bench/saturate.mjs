@@ -54,7 +54,12 @@ function tcpInfo(ports) {
   for (const [i, p] of [...ports].entries())
     filter.push(...(i ? ["or"] : []), "sport", "=", `:${p}`, "or", "dport", "=", `:${p}`);
   filter.push(")");
-  const out = execFileSync("ss", ["-tinH", "state", "established", ...filter], { encoding: "utf8" });
+  let out;
+  try {
+    out = execFileSync("ss", ["-tinH", "state", "established", ...filter], { encoding: "utf8" });
+  } catch {
+    return null; // no ss (iproute2) here: where the queued messages are is left unknown
+  }
   const info = new Map();
   let key;
   for (const line of out.split("\n")) {
@@ -283,6 +288,7 @@ async function run(spec) {
    * inside the server (its own queues).
    */
   const whereAt = (s) => {
+    if (!s.tcp) return null;
     // Read by the server: what its ends of the publishers' connections received, less what they have not read.
     let readBytes = 0;
     for (const [l, r] of pubClients) {
@@ -386,8 +392,8 @@ async function run(spec) {
     drainSeconds,
     // Messages written and not yet delivered at the window's start and end, and where they were.
     queued: { start: whereAt(a), end: whereAt(b) },
-    queuedInServer: whereAt(b).inServer,
-    queuedKernelIn: whereAt(b).kernelIn,
+    queuedInServer: whereAt(b)?.inServer ?? null,
+    queuedKernelIn: whereAt(b)?.kernelIn ?? null,
     disconnected: { publishers: stopped.closedByServer, subscribers: subsClosedByServer },
   };
 }
