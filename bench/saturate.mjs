@@ -10,8 +10,11 @@
 //
 // Reports, over the measured window: messages delivered to the subscribers per second,
 // messages offered (written) per second, server CPU (/proc, as loadgen.mjs counts it) per
-// delivered message; over the whole run: messages written and never delivered ("lost",
-// after the publishers stop and delivery settles).
+// delivered message, and whether the server or the load set the pace (how long the
+// publishers' sockets were full; the subscribers' event-loop use and unread bytes); at
+// the window's ends, where the messages written and not yet delivered are (the kernel on
+// the way in or out, or inside the server); over the whole run: messages written and
+// never delivered ("lost", after the publishers stop and delivery settles).
 import { execFileSync, fork } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { performance } from "node:perf_hooks";
