@@ -32,6 +32,20 @@ export const TARGETS = {
 };
 const QOS0_CPU = new Set(["qos0", "m2n", "n2m"]);
 const SATURATING_CPU = { qos0sat: TARGETS.satQos0Cpu, m2nsat: TARGETS.satM2nCpu, n2msat: TARGETS.satN2mCpu };
+/**
+ * Why a saturating row's ratio says nothing about its target, if it does not: a run where
+ * the load generator, not the server, set the pace (publishers rarely blocked), or where
+ * the subscribers may have limited delivery (bench/saturate.mjs marks both).
+ */
+function unsaturated(t) {
+  const why = [];
+  for (const side of ["reference", "gateway"]) {
+    const runs = t[side]?.runs ?? [];
+    if (runs.some((r) => r.saturated === false)) why.push(`${side} not saturated`);
+    if (runs.some((r) => r.subscriberBound)) why.push(`${side} subscriber-bound`);
+  }
+  return why.length ? `not measured: ${why.join(", ")} (see the saturating table)` : undefined;
+}
 /** Throughput scenario names in table order: each saturating row right after its windowed one. */
 function tableOrder(throughput) {
   const names = Object.keys(throughput);
@@ -88,7 +102,14 @@ export function report(out) {
       0,
       QOS1_RATE.has(name) ? TARGETS.qos1Rate : undefined,
     );
-    row(`${t.title}: server CPU µs/msg`, t.reference?.serverCpuUsPerMsg, t.gateway?.serverCpuUsPerMsg, 2, cpuTarget);
+    row(
+      `${t.title}: server CPU µs/msg`,
+      t.reference?.serverCpuUsPerMsg,
+      t.gateway?.serverCpuUsPerMsg,
+      2,
+      cpuTarget,
+      t.base ? unsaturated(t) : undefined,
+    );
     const o = out.optIn?.throughput?.[name];
     if (o) {
       const label = `${t.title}, **opt-in \`${out.optIn.setting}\`** (not the default)`;
