@@ -59,3 +59,14 @@ export const SCENARIOS = {
     rate: 2000,
   },
 };
+
+/**
+ * The saturating twins of the three QoS 0 throughput figures (bench/saturate.mjs): the same
+ * clients and topics, the publishers open-loop (no window). `base` names the windowed row
+ * each one stands beside.
+ */
+export const SATURATING = ["qos0sat", "m2nsat", "n2msat"];
+for (const name of SATURATING) {
+  const base = name.slice(0, -3);
+  SCENARIOS[name] = { ...SCENARIOS[base], title: `${SCENARIOS[base].title}, saturating`, base, saturating: true };
+}
