@@ -17,6 +17,8 @@ const atLeast = (x) => ({ text: `>= ${times(x)}`, met: (ratio) => ratio >= x });
 const gatewayAtMost = (x, unit) => ({ text: `gateway <= ${x} ${unit}`, met: (_ratio, gw) => gw <= x });
 export const TARGETS = {
   qos0Cpu: atMost(2.5),
+  // Issue 23 asks more of the windowed MQTT -> MQTT row than issue 16 did.
+  qos0CpuMqtt: atMost(2.0),
   qos1Rate: atLeast(1.0),
   connects: atLeast(1.0),
   p50: atMost(2),
@@ -94,7 +96,7 @@ export function report(out) {
 
   for (const name of tableOrder(out.throughput)) {
     const t = out.throughput[name];
-    const cpuTarget = QOS0_CPU.has(name) ? TARGETS.qos0Cpu : SATURATING_CPU[name];
+    const cpuTarget = name === "qos0" ? TARGETS.qos0CpuMqtt : QOS0_CPU.has(name) ? TARGETS.qos0Cpu : SATURATING_CPU[name];
     row(
       `${t.title}: msgs/s${t.base ? " delivered" : ""}`,
       t.reference?.msgsPerSec,
