@@ -451,7 +451,6 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
     if (this.paused) queueMicrotask(() => this.flow());
   }
 
-  // -- PUBLISH in -----------------------------------------------------------------
 
   private onPublish(p: IPublishPacket): void {
     const alias = this.version === 5 && p.properties?.topicAlias !== undefined;
