@@ -192,7 +192,7 @@ describe("README.md on a fresh clone", () => {
     // npm test runs the suite this test is part of (.ci/run runs it); it is not run from inside itself.
     expect(npmTest).toBe("npm test");
 
-    // The subscribers, then the publish "both see plant.line1.temp 21.5".
+    // The subscribers, then the publish: "nats-sub prints plant.line1.temp 21.5, mosquitto_sub (-v) plant/line1/temp 21.5".
     const nats = runInBackground(natsSub);
     const mqtt = runInBackground(mqttSub);
     await until("the NATS subscriber listening", () => nats.stderr.includes("listening on plant.>"));
