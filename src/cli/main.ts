@@ -141,14 +141,18 @@ function withConfigFlags(command: Command, withConfig = true): Command {
     .option("--amqp <host:port>", 'AMQP listener; "" turns it off')
     .option("--http <host:port>", 'HTTP listener (/healthz, /metrics); "" turns it off')
     .option("--data <dir>", "data directory of the embedded nats-server (default: ./data)")
-    .option("--log-level <level>", "log level: trace, debug, info, warn, error, fatal or silent");
+    .option("--log-level <level>", "log level: trace, debug, info, warn, error, fatal or silent")
+    .option(
+      "--log-format <format>",
+      "log format: json (one JSON object per line) or pretty (one readable line per event)",
+    );
 }
 
 async function load(options: ConfigOptions): Promise<LoadResult> {
   const { loadConfig } = await import("../config/load.js");
   const { config, ...rest } = options;
   const flags: ConfigFlags = {};
-  for (const key of ["id", "nats", "natsListen", "mqtt", "amqp", "http", "data", "logLevel"] as const) {
+  for (const key of ["id", "nats", "natsListen", "mqtt", "amqp", "http", "data", "logLevel", "logFormat"] as const) {
     if (rest[key] !== undefined) Object.assign(flags, { [key]: rest[key] });
   }
   return loadConfig({ file: config, flags });
