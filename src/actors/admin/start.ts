@@ -14,7 +14,7 @@ import { AdminConnection } from "./connection.js";
 import { startLameDuck } from "./ldm.js";
 import { livenessActor } from "./liveness.js";
 import { rebalancer } from "./rebalance.js";
-import { serveAdminRequest } from "./requests.js";
+import { ADMIN_OP_SCOPES, serveAdminRequest } from "./requests.js";
 import { AccountScopes } from "./scopes.js";
 
 export interface AdminStatus {
@@ -45,6 +45,7 @@ export function startAdmin(deps: {
   readonly version: string;
 }): AdminStatus {
   const { config, clients, supervisor, log } = deps;
+  deps.metrics.adminOpsKnown(ADMIN_OP_SCOPES);
   for (const [account, credentials] of Object.entries(config.gateway_users)) {
     const actor = livenessActor({
       account,
