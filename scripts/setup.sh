@@ -13,7 +13,10 @@ say() { echo "mq-gateway setup: $*" >&2; }
 
 if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   say "installing the npm packages (npm ci; the first run of a clone, about a minute)"
-  npm ci --no-audit --no-fund >&2
+  # npm on the supported Node (its first `node` on PATH): on the machine's older one it
+  # warns EBADENGINE for every package that asks for 22 or newer.
+  node_bin=$(bash scripts/node.sh)
+  PATH="$(dirname "$node_bin"):$PATH" npm ci --no-audit --no-fund >&2
   say "npm packages installed"
 fi
 bash scripts/nats-server.sh >/dev/null

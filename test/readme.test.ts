@@ -143,12 +143,12 @@ describe("README.md on a fresh clone", () => {
       "curl -s 127.0.0.1:8080/healthz",
     ]);
     expect(sectionCommands(readme, "Operate")).toEqual([
-      "npx mq-gateway ctl info",
-      "npx mq-gateway ctl clients",
-      "npx mq-gateway ctl kick dashboard-1",
+      "node bin/mq-gateway.js ctl info",
+      "node bin/mq-gateway.js ctl clients",
+      "node bin/mq-gateway.js ctl kick dashboard-1",
       "curl -s '127.0.0.1:8080/clients?limit=10'",
       "curl -s 127.0.0.1:8080/metrics | grep '^mqgw_connections'",
-      "npx mq-gateway ctl ldm",
+      "node bin/mq-gateway.js ctl ldm",
     ]);
   });
 
@@ -252,5 +252,9 @@ describe("README.md on a fresh clone", () => {
     await until("npm start to end", () => npmStartProc.out.code !== undefined, 60_000);
     expect(npmStartProc.out.code).toBe(0);
     expect(gateway.stderr).toMatch(/"exit_code":0,"msg":"mq-gateway stopped"/);
+    // Every command ran on a supported Node: npm warns EBADENGINE on an older one (issue 25).
+    for (const b of background) expect(`${b.out.stdout}${b.out.stderr}`, b.command).not.toContain("EBADENGINE");
+    for (const out of [infoOut, clientsOut, kickOut, ldmOut])
+      expect(`${out.stdout}${out.stderr}`).not.toContain("EBADENGINE");
   });
 });

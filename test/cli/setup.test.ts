@@ -28,7 +28,12 @@ describe("scripts/setup.sh", () => {
         cwd: clone,
         encoding: "utf8",
         timeout: 30_000,
-        env: { ...process.env, PATH: `${stub}:${process.env.PATH}`, NATS_SERVER_BIN: natsServerBinary() },
+        env: {
+          ...process.env,
+          PATH: `${stub}:${process.env.PATH}`,
+          NATS_SERVER_BIN: natsServerBinary(),
+          MQGW_TOOLS_DIR: process.env.MQGW_TOOLS_DIR ?? join(root, ".tools"),
+        },
       });
 
     const first = setup();
