@@ -4,6 +4,7 @@
 // must reach at start").
 import { AuthorizationError } from "@nats-io/transport-node";
 import { Cause } from "effect";
+import { describeCredentials } from "../actors/gatewayCredentials.js";
 import type { HostPort } from "../actors/listeners.js";
 import type { Credentials } from "../config/schema.js";
 
@@ -110,20 +111,6 @@ function natsRefused(servers: readonly string[], why: string, presented: Present
     `NATS at ${at} refused the credentials of ${key} (${describeCredentials(presented.credentials)}): ${why}; ` +
       `check ${key} against the users nats-server knows`,
   );
-}
-
-/** The kind of credentials and whom they name, without the secret itself. */
-export function describeCredentials(c: Credentials): string {
-  switch (c.kind) {
-    case "user":
-      return `user ${JSON.stringify(c.user)} with a password`;
-    case "token":
-      return "a token";
-    case "creds":
-      return `the creds file ${c.creds_file}`;
-    case "nkey":
-      return `the nkey seed file ${c.nkey_seed_file}`;
-  }
 }
 
 function isAuthRefusal(error: unknown): boolean {

@@ -11,7 +11,7 @@ import { Effect, type Scope } from "effect";
 import type { Credentials } from "../../config/schema.js";
 import type { Logger } from "../../log.js";
 import { type AdminConnectionEvent, adminConnectionMachine } from "../../machines/adminConnection.js";
-import { bridgeCredentials } from "../gatewayCredentials.js";
+import { bridgeCredentials, describeCredentials } from "../gatewayCredentials.js";
 import type { MachineActor } from "../machineActor.js";
 import { startMachine } from "../machineActor.js";
 import { type ActorRegistry, stateName } from "../registry.js";
@@ -94,7 +94,11 @@ export class AdminConnection {
               saidStopping = true;
               return;
             }
-            log.warn({ reason, ...(retryInMs !== undefined ? { retry_in_ms: retryInMs } : {}) }, message);
+            // A refused user is named (never its secret): what the operator compares with nats-server's config.
+            const refused = message.startsWith("NATS refused the admin user")
+              ? { credentials: describeCredentials(this.options.credentials) }
+              : {};
+            log.warn({ reason, ...refused, ...(retryInMs !== undefined ? { retry_in_ms: retryInMs } : {}) }, message);
           },
         },
       });
