@@ -22,6 +22,7 @@ for candidate in "${NATS_SERVER_BIN:-}" "$local_bin" "$(command -v nats-server |
 done
 
 # Fetch: a private apt state so the machine's sources and lists stay as they are.
+echo "mq-gateway setup: no nats-server >= 2.10 found (NATS_SERVER_BIN, .tools/, PATH): fetching Debian's package into $tools/nats-server" >&2
 apt_dir="$tools/apt"
 mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial" "$tools/download"
 for suite in sid trixie; do
@@ -36,6 +37,7 @@ SRC
     rm -rf "$tools/nats-server"
     dpkg -x "$deb" "$tools/nats-server"
     if [ -x "$local_bin" ] && recent_enough "$local_bin"; then
+      echo "mq-gateway setup: nats-server $("$local_bin" --version 2>/dev/null | sed -n 's/.*v\([0-9.]*\).*/\1/p') ready in $tools/nats-server" >&2
       echo "$local_bin"; exit 0
     fi
   fi

@@ -21,8 +21,9 @@ want="${want:-24}"
 dir="$tools/node-$want"
 bin="$dir/node_modules/node/bin/node"
 if [ ! -x "$bin" ] || [ "$(major_of "$bin")" != "$want" ]; then
-  echo "fetching Node $want from the npm registry into $dir" >&2
+  echo "mq-gateway setup: fetching Node $want from the npm registry into $dir (once; this machine's node: ${have:-none})" >&2
   mkdir -p "$dir"
   npm install --prefix "$dir" --no-save --no-audit --no-fund --loglevel=error "node@$want" >&2
+  echo "mq-gateway setup: Node $("$bin" --version) ready" >&2
 fi
 echo "$bin"

@@ -7,7 +7,11 @@ export function createLogger(options: { level: string; format: "json" | "pretty"
   if (options.format === "pretty") {
     return pino({
       level: options.level,
-      transport: { target: "pino-pretty", options: { colorize: false, destination: 2 } },
+      // One line per event (fields as JSON after the message): a terminal shows what happened in order, not one event per screen.
+      transport: {
+        target: "pino-pretty",
+        options: { colorize: false, destination: 2, singleLine: true, ignore: "hostname" },
+      },
     });
   }
   // JSON to stderr: stdout stays free for commands that print results.

@@ -139,16 +139,18 @@ describe("README.md on a fresh clone", () => {
     expect(sectionCommands(readme, "Connect")).toEqual([
       "node examples/nats-sub.mjs 'plant.>'",
       "mosquitto_sub -h 127.0.0.1 -i dashboard-1 -t 'plant/#' -v",
+      "node examples/amqp.mjs receive 'plant.>'",
       "mosquitto_pub -h 127.0.0.1 -t plant/line1/temp -m 21.5 -q 1",
+      "node examples/amqp.mjs send plant.line1.temp 22.5",
       "curl -s 127.0.0.1:8080/healthz",
     ]);
     expect(sectionCommands(readme, "Operate")).toEqual([
-      "npx mq-gateway ctl info",
-      "npx mq-gateway ctl clients",
-      "npx mq-gateway ctl kick dashboard-1",
+      "node bin/mq-gateway.js ctl info",
+      "node bin/mq-gateway.js ctl clients",
+      "node bin/mq-gateway.js ctl kick dashboard-1",
       "curl -s '127.0.0.1:8080/clients?limit=10'",
       "curl -s 127.0.0.1:8080/metrics | grep '^mqgw_connections'",
-      "npx mq-gateway ctl ldm",
+      "node bin/mq-gateway.js ctl ldm",
     ]);
   });
 
@@ -163,7 +165,14 @@ describe("README.md on a fresh clone", () => {
 
   it("does what each command's comment says", { timeout: 300_000 }, async () => {
     const [npmStart, npmTest] = sectionCommands(readme, "Run it") as [string, string];
-    const [natsSub, mqttSub, mqttPub, health] = sectionCommands(readme, "Connect") as [string, string, string, string];
+    const [natsSub, mqttSub, amqpReceive, mqttPub, amqpSend, health] = sectionCommands(readme, "Connect") as [
+      string,
+      string,
+      string,
+      string,
+      string,
+      string,
+    ];
     const [info, clients, kick, httpClients, metrics, ldm] = sectionCommands(readme, "Operate") as [
       string,
       string,
@@ -192,20 +201,31 @@ describe("README.md on a fresh clone", () => {
     // npm test runs the suite this test is part of (.ci/run runs it); it is not run from inside itself.
     expect(npmTest).toBe("npm test");
 
-    // The subscribers, then the publish "both see plant.line1.temp 21.5".
+    // The subscribers, then the publish: "nats-sub and amqp.mjs print plant.line1.temp 21.5, mosquitto_sub (-v) plant/line1/temp 21.5".
     const nats = runInBackground(natsSub);
     const mqtt = runInBackground(mqttSub);
+    const amqp = runInBackground(amqpReceive);
     await until("the NATS subscriber listening", () => nats.stderr.includes("listening on plant.>"));
+    await until("the AMQP receiver attached", () => amqp.stderr.includes("receiving from plant.>"));
     const http = (path: string) => run(`curl -s 127.0.0.1:8080${path}`);
     await eventually(
-      async () => ((JSON.parse((await http("/clients")).stdout) as { total: number }).total === 1 ? true : undefined),
+      async () => ((JSON.parse((await http("/clients")).stdout) as { total: number }).total === 2 ? true : undefined),
       15_000,
-      "the MQTT subscriber connected",
+      "the MQTT subscriber and the AMQP receiver connected",
     );
     const published = await run(mqttPub);
     expect(published.code).toBe(0);
     await until("the NATS subscriber's message", () => nats.stdout.includes("plant.line1.temp 21.5\n"));
     await until("the MQTT subscriber's message", () => mqtt.stdout.includes("plant/line1/temp 21.5\n"));
+    await until("the AMQP receiver's message", () => amqp.stdout.includes("plant.line1.temp 21.5\n"));
+
+    // The AMQP send: "accepted once NATS has it; all three print 22.5".
+    const sent = await run(amqpSend);
+    expect(sent.code, sent.stderr).toBe(0);
+    expect(sent.stderr).toBe("sent to plant.line1.temp: accepted\n");
+    await until("the NATS subscriber's AMQP message", () => nats.stdout.includes("plant.line1.temp 22.5\n"));
+    await until("the MQTT subscriber's AMQP message", () => mqtt.stdout.includes("plant/line1/temp 22.5\n"));
+    await until("the AMQP receiver's AMQP message", () => amqp.stdout.includes("plant.line1.temp 22.5\n"));
     const healthz = await run(health);
     expect(JSON.parse(healthz.stdout)).toMatchObject({
       status: "ok",
@@ -222,13 +242,14 @@ describe("README.md on a fresh clone", () => {
       .split("\n")
       .map((l) => l.split(/\s{2,}/));
     expect(header).toEqual(["GATEWAY", "VERSION", "SINCE", "ACCOUNT", "MQTT", "AMQP"]);
-    expect(row).toEqual([expect.stringMatching(/^[0-9a-f]{16}$/), "0.1.0", expect.any(String), "CLIENTS", "1", "0"]);
+    expect(row).toEqual([expect.stringMatching(/^[0-9a-f]{16}$/), "0.1.0", expect.any(String), "CLIENTS", "1", "1"]);
 
     // ctl clients: "the connected clients"
     const clientsOut = await run(clients);
     expect(clientsOut.code, clientsOut.stderr).toBe(0);
     expect(clientsOut.stdout).toMatch(/\bmqtt\s+CLIENTS\s+dashboard-1\s+127\.0\.0\.1:\d+/);
-    expect(clientsOut.stdout).toMatch(/^1 client on 1 gateway$/m);
+    expect(clientsOut.stdout).toMatch(/\bamqp\s+CLIENTS\s+amqp-example-\d+\s+127\.0\.0\.1:\d+/);
+    expect(clientsOut.stdout).toMatch(/^2 clients on 1 gateway$/m);
 
     // ctl kick dashboard-1: "close one client"
     const kickOut = await run(kick);
@@ -252,5 +273,9 @@ describe("README.md on a fresh clone", () => {
     await until("npm start to end", () => npmStartProc.out.code !== undefined, 60_000);
     expect(npmStartProc.out.code).toBe(0);
     expect(gateway.stderr).toMatch(/"exit_code":0,"msg":"mq-gateway stopped"/);
+    // Every command ran on a supported Node: npm warns EBADENGINE on an older one (issue 25).
+    for (const b of background) expect(`${b.out.stdout}${b.out.stderr}`, b.command).not.toContain("EBADENGINE");
+    for (const out of [infoOut, clientsOut, kickOut, ldmOut])
+      expect(`${out.stdout}${out.stderr}`).not.toContain("EBADENGINE");
   });
 });

@@ -12,7 +12,10 @@ export async function bridgeCredentials(c: ConfigCredentials): Promise<Credentia
     case "token":
       return { token: await secret(c.token) };
     case "creds":
-      return { authenticator: credsAuthenticator(await readFile(c.creds_file)), authenticatorKey: `creds:${c.creds_file}` };
+      return {
+        authenticator: credsAuthenticator(await readFile(c.creds_file)),
+        authenticatorKey: `creds:${c.creds_file}`,
+      };
     case "nkey":
       return {
         authenticator: nkeyAuthenticator(new TextEncoder().encode((await readFile(c.nkey_seed_file, "utf8")).trim())),
@@ -25,4 +28,18 @@ async function secret(ref: string): Promise<string> {
   const r = await resolveSecret(ref);
   if (!r.ok) throw new Error(r.error);
   return r.value;
+}
+
+/** The kind of credentials and whom they name, for a refusal's message: never the secret itself. */
+export function describeCredentials(c: ConfigCredentials): string {
+  switch (c.kind) {
+    case "user":
+      return `user ${JSON.stringify(c.user)} with a password`;
+    case "token":
+      return "a token";
+    case "creds":
+      return `the creds file ${c.creds_file}`;
+    case "nkey":
+      return `the nkey seed file ${c.nkey_seed_file}`;
+  }
 }

@@ -85,7 +85,12 @@ export class Metrics {
       labelNames: ["version", "node", "id"] as const,
       registers: [this.registry],
     }).set({ version: build.version, node: process.version, id: build.id }, 1);
-    const readAtScrape = (name: string, help: string, labelNames: readonly string[], read: (set: (labels: Record<string, string>, n: number) => void) => void) =>
+    const readAtScrape = (
+      name: string,
+      help: string,
+      labelNames: readonly string[],
+      read: (set: (labels: Record<string, string>, n: number) => void) => void,
+    ) =>
       new Gauge({
         name,
         help,
@@ -107,18 +112,33 @@ export class Metrics {
           for (const [state, n] of Object.entries(states)) this.inc({ machine, state }, n);
       },
     });
-    readAtScrape("mqgw_sessions", "Client sessions held by this gateway's connections (MQTT sessions, AMQP sessions)", ["protocol"], (set) => {
-      set({ protocol: "mqtt" }, actors.size("mqttSession"));
-      set({ protocol: "amqp" }, actors.size("amqpSession"));
-    });
-    readAtScrape("mqgw_amqp_links", "Attached AMQP links, by role (sender: the client sends, receiver: the client receives)", ["role"], (set) => {
-      set({ role: "sender" }, actors.size("amqpSenderLink"));
-      set({ role: "receiver" }, actors.size("amqpReceiverLink"));
-    });
+    readAtScrape(
+      "mqgw_sessions",
+      "Client sessions held by this gateway's connections (MQTT sessions, AMQP sessions)",
+      ["protocol"],
+      (set) => {
+        set({ protocol: "mqtt" }, actors.size("mqttSession"));
+        set({ protocol: "amqp" }, actors.size("amqpSession"));
+      },
+    );
+    readAtScrape(
+      "mqgw_amqp_links",
+      "Attached AMQP links, by role (sender: the client sends, receiver: the client receives)",
+      ["role"],
+      (set) => {
+        set({ role: "sender" }, actors.size("amqpSenderLink"));
+        set({ role: "receiver" }, actors.size("amqpReceiverLink"));
+      },
+    );
     if (sources.subscriptions)
-      readAtScrape("mqgw_subscriptions", "MQTT subscriptions (filters) and AMQP receiving links", ["protocol"], (set) => {
-        for (const [protocol, n] of Object.entries(sources.subscriptions!())) set({ protocol }, n);
-      });
+      readAtScrape(
+        "mqgw_subscriptions",
+        "MQTT subscriptions (filters) and AMQP receiving links",
+        ["protocol"],
+        (set) => {
+          for (const [protocol, n] of Object.entries(sources.subscriptions!())) set({ protocol }, n);
+        },
+      );
     if (sources.storedWaiting)
       readAtScrape(
         "mqgw_stored_waiting",
@@ -163,6 +183,24 @@ export class Metrics {
       },
     });
     void gauge;
+    this.exportZeros();
+  }
+
+  /**
+   * The series of the counters a dashboard shows from the start (issue 25): each at 0 for
+   * the labels known before the first event, so a panel reads 0 rather than "No data". A
+   * reason only a refusal names (an AMQP rejection's condition, say) appears at its first drop.
+   */
+  private exportZeros(): void {
+    for (const [protocol, reasons] of Object.entries(DROP_REASONS))
+      for (const reason of reasons) this.droppedTotal.inc({ protocol, reason }, 0);
+    for (const [protocol, ops] of Object.entries(JETSTREAM_OPS))
+      for (const op of ops) this.jetstreamErrors.inc({ protocol, op }, 0);
+  }
+  /** Admin requests at 0 for each op on each scope that serves it (the admin op table, requests.ts). */
+  adminOpsKnown(opScopes: ReadonlyArray<readonly [op: string, scope: string]>): void {
+    for (const [op, scope] of opScopes)
+      for (const outcome of ["ok", "error"]) this.adminRequests.inc({ op, scope, outcome }, 0);
   }
 
   connected(protocol: Protocol, account: string, delta: number): void {
@@ -197,6 +235,26 @@ export class Metrics {
     this.embeddedRestarts.inc();
   }
 }
+
+/** Why the gateway itself drops a QoS 0 / presettled message, per protocol (the callers of dropped()). */
+const DROP_REASONS: Record<Protocol, readonly string[]> = {
+  mqtt: [
+    "refused_qos0",
+    "nats_unavailable",
+    "slow_consumer",
+    "backlog_full",
+    "expired",
+    "too_large_for_client",
+    "unencodable",
+  ],
+  amqp: ["not_authorized", "slow_consumer", "too_large_for_client"],
+};
+
+/** The JetStream work of each protocol that jetstreamError() counts. */
+const JETSTREAM_OPS: Record<Protocol, readonly ("publish" | "consumer" | "kv")[]> = {
+  mqtt: ["publish", "consumer", "kv"],
+  amqp: ["publish"],
+};
 
 export interface BuildInfo {
   readonly version: string;
@@ -235,7 +293,10 @@ class Tally {
   }
 }
 
-function tallied(tally: Tally, config: { name: string; help: string; registers: Registry[] }): Counter<"protocol" | "outcome"> {
+function tallied(
+  tally: Tally,
+  config: { name: string; help: string; registers: Registry[] },
+): Counter<"protocol" | "outcome"> {
   return new Counter({
     ...config,
     labelNames: ["protocol", "outcome"] as const,

@@ -30,9 +30,7 @@ export async function main(argv: string[]): Promise<number> {
     .showHelpAfterError("(mq-gateway --help for usage)")
     .version(version(), "-V, --version", "print the version");
 
-  withConfigFlags(
-    program.command("run", { isDefault: true }).description("run the gateway (the default command)"),
-  )
+  withConfigFlags(program.command("run", { isDefault: true }).description("run the gateway (the default command)"))
     .option("--workers <n>", "gateway processes sharing the ports: 1 (default) one process, 0 or auto one per core")
     .action(
       exitWith(async (options: ConfigOptions) => {
@@ -115,6 +113,14 @@ export async function main(argv: string[]): Promise<number> {
       }),
     );
 
+  // `run` is the default command and takes no arguments, so commander reads a misspelt
+  // command (`mq-gateway chek x.yaml`) as run's arguments; it is named as what it is instead.
+  const first = argv[0];
+  const names = program.commands.map((c) => c.name());
+  if (first !== undefined && !first.startsWith("-") && first !== "help" && !names.includes(first)) {
+    return report([unknownCommand(first, names)]);
+  }
+
   try {
     await program.parseAsync(argv, { from: "user" });
     return code;
@@ -135,17 +141,38 @@ function withConfigFlags(command: Command, withConfig = true): Command {
     .option("--amqp <host:port>", 'AMQP listener; "" turns it off')
     .option("--http <host:port>", 'HTTP listener (/healthz, /metrics); "" turns it off')
     .option("--data <dir>", "data directory of the embedded nats-server (default: ./data)")
-    .option("--log-level <level>", "log level: trace, debug, info, warn, error, fatal or silent");
+    .option("--log-level <level>", "log level: trace, debug, info, warn, error, fatal or silent")
+    .option(
+      "--log-format <format>",
+      "log format: json (one JSON object per line) or pretty (one readable line per event)",
+    );
 }
 
 async function load(options: ConfigOptions): Promise<LoadResult> {
   const { loadConfig } = await import("../config/load.js");
   const { config, ...rest } = options;
   const flags: ConfigFlags = {};
-  for (const key of ["id", "nats", "natsListen", "mqtt", "amqp", "http", "data", "logLevel"] as const) {
+  for (const key of ["id", "nats", "natsListen", "mqtt", "amqp", "http", "data", "logLevel", "logFormat"] as const) {
     if (rest[key] !== undefined) Object.assign(flags, { [key]: rest[key] });
   }
   return loadConfig({ file: config, flags });
+}
+
+function unknownCommand(given: string, names: readonly string[]): string {
+  const near = names.filter((n) => editDistance(given.toLowerCase(), n) <= Math.max(1, Math.floor(n.length / 3)));
+  const guess = near.length > 0 ? ` (did you mean ${near.join(" or ")}?)` : "";
+  return `mq-gateway: unknown command '${given}'${guess}; the commands are ${names.join(", ")} (mq-gateway --help for usage)`;
+}
+
+function editDistance(a: string, b: string): number {
+  let row = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const next = [i];
+    for (let j = 1; j <= b.length; j++)
+      next[j] = Math.min(row[j]! + 1, next[j - 1]! + 1, row[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    row = next;
+  }
+  return row[b.length]!;
 }
 
 function report(problems: readonly string[]): number {

@@ -6,8 +6,8 @@ import { readFile } from "node:fs/promises";
 import { extname, resolve } from "node:path";
 import { parseDocument } from "yaml";
 import type * as z from "zod";
-import { type ConfigFlags, configFileSchema, type GatewayConfig } from "./schema.js";
 import { withEmbeddedDefaults } from "./embeddedDefaults.js";
+import { type ConfigFlags, configFileSchema, type GatewayConfig } from "./schema.js";
 import { checkReadable, resolveSecret } from "./secrets.js";
 import { describe } from "./units.js";
 
@@ -106,6 +106,7 @@ const FLAG_PATHS: readonly [keyof ConfigFlags, string, readonly string[]][] = [
   ["amqp", "--amqp", ["amqp", "listen"]],
   ["http", "--http", ["http", "listen"]],
   ["logLevel", "--log-level", ["log", "level"]],
+  ["logFormat", "--log-format", ["log", "format"]],
 ];
 
 /** The file's tree with the flags written in, and which dotted paths the flags set. */

@@ -91,6 +91,8 @@ export interface ConfigFlags {
   readonly http?: string;
   readonly data?: string;
   readonly logLevel?: string;
+  /** log.format: json or pretty. An addition. */
+  readonly logFormat?: string;
 }
 
 /**
@@ -227,7 +229,9 @@ const mqtt = z.strictObject({
     .transform((n) => n ?? -1)
     .pipe(z.number().refine((n) => n === -1 || n >= 1, "must be at least 1 byte; leave it out for no limit")),
   // JetStream refuses a max_age under 100ms; 0 is no limit.
-  messages_max_age: duration.prefault("0").pipe(z.number().refine((ms) => ms === 0 || ms >= 1000, "must be 0 (no limit) or at least 1s")),
+  messages_max_age: duration
+    .prefault("0")
+    .pipe(z.number().refine((ms) => ms === 0 || ms >= 1000, "must be 0 (no limit) or at least 1s")),
   // nats-server's own MQTT `stream_replicas`; JetStream allows at most 5.
   stream_replicas: count(5)
     .min(1, "must be between 1 and 5")
@@ -371,9 +375,18 @@ export const configFileSchema = z
             .refine((l) => l !== null, "the embedded nats-server needs an address")
             .transform((l) => l as ListenAddress),
           // nats-server takes at most its max_pending (64 MiB) and warns past 8 MB.
-          embedded_max_payload: size.prefault("8MiB").pipe(between(1024, 64 * 1024 * 1024, (n) => (n >= 1024 * 1024 ? `${n / 1024 / 1024}MiB` : `${n / 1024}KiB`))),
+          embedded_max_payload: size
+            .prefault("8MiB")
+            .pipe(
+              between(1024, 64 * 1024 * 1024, (n) => (n >= 1024 * 1024 ? `${n / 1024 / 1024}MiB` : `${n / 1024}KiB`)),
+            ),
           // nats-server's max_control_line (its default): the longest protocol line it reads.
-          max_control_line: size.prefault("4KiB").pipe(z.number().min(1024, "must be at least 1KiB").max(64 * 1024 * 1024, "must be at most 64MiB")),
+          max_control_line: size.prefault("4KiB").pipe(
+            z
+              .number()
+              .min(1024, "must be at least 1KiB")
+              .max(64 * 1024 * 1024, "must be at most 64MiB"),
+          ),
         })
         .prefault({}),
     ),

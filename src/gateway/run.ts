@@ -1,48 +1,48 @@
 import { Cause, Deferred, Effect, Exit, Scope } from "effect";
-import type { MachineActor } from "../actors/machineActor.js";
-import { AccountResolver } from "../actors/accounts.js";
-import { ClientRegistry } from "../actors/clients.js";
-import { type HostPort, type ListenError, listenTcp, listenTls, listenWebSocket } from "../actors/listeners.js";
-import { startMachine } from "../actors/machineActor.js";
-import { Metrics } from "../actors/metrics.js";
-import { mqttConnectionActor } from "../actors/mqtt/connectionActor.js";
-import type { MqttDeps } from "../actors/mqtt/deps.js";
-import { amqpDoor, amqpSettingsFor } from "../actors/amqp/door.js";
-import { ConnectBuffers } from "../actors/mqtt/connectBuffers.js";
-import { KvSessionStore } from "../actors/mqtt/kvSessionStore.js";
-import { SessionSweeper } from "../actors/mqtt/sessionSweeper.js";
-import { sweepActor } from "../actors/mqtt/sweepActor.js";
-import { RetainedMessages } from "../actors/mqtt/retained.js";
 import { AccountServices } from "../actors/accountServices.js";
-import { MessageStore } from "../actors/messageStore.js";
-import { bridgeCredentials } from "../actors/gatewayCredentials.js";
-import { Bindings } from "../actors/bindings.js";
-import { ClaimAnnouncer } from "../actors/claimAnnouncer.js";
-import { announceClaims, answerLiveness, requestTakeover } from "../actors/liveness.js";
-import { SessionDirectory } from "../actors/mqtt/sessionDirectory.js";
+import { AccountResolver } from "../actors/accounts.js";
 import { lameDuckActor } from "../actors/admin/lameDuck.js";
 import { startAdmin } from "../actors/admin/start.js";
-import { Reloader } from "../actors/reload.js";
+import { amqpDoor, amqpSettingsFor } from "../actors/amqp/door.js";
+import { Bindings } from "../actors/bindings.js";
+import { ClaimAnnouncer } from "../actors/claimAnnouncer.js";
+import { ClientRegistry } from "../actors/clients.js";
+import { bridgeCredentials } from "../actors/gatewayCredentials.js";
+import { serveHttp } from "../actors/http.js";
+import { type HostPort, type ListenError, listenTcp, listenTls, listenWebSocket } from "../actors/listeners.js";
+import { announceClaims, answerLiveness, requestTakeover } from "../actors/liveness.js";
+import type { MachineActor } from "../actors/machineActor.js";
+import { startMachine } from "../actors/machineActor.js";
+import { MessageStore } from "../actors/messageStore.js";
+import { Metrics } from "../actors/metrics.js";
+import { ConnectBuffers } from "../actors/mqtt/connectBuffers.js";
+import { mqttConnectionActor } from "../actors/mqtt/connectionActor.js";
+import type { MqttDeps } from "../actors/mqtt/deps.js";
+import { KvSessionStore } from "../actors/mqtt/kvSessionStore.js";
+import { RetainedMessages } from "../actors/mqtt/retained.js";
+import { SessionDirectory } from "../actors/mqtt/sessionDirectory.js";
+import { SessionSweeper } from "../actors/mqtt/sessionSweeper.js";
+import { sweepActor } from "../actors/mqtt/sweepActor.js";
 import { NatsBridge, type NatsLease } from "../actors/natsBridge.js";
-import { NoAuthBridge } from "../actors/noAuthBridge.js";
 import { natsTlsOptions } from "../actors/natsTls.js";
+import { NoAuthBridge } from "../actors/noAuthBridge.js";
 import { ActorRegistry } from "../actors/registry.js";
+import { Reloader } from "../actors/reload.js";
+import { SocketGate } from "../actors/socketGate.js";
 import { statechartsRoutes } from "../actors/statechartsPage.js";
 import { Supervisor } from "../actors/supervisor.js";
-import { SocketGate } from "../actors/socketGate.js";
 import type { GatewayConfig } from "../config/schema.js";
 import { createLogger, type Logger } from "../log.js";
 import { gatewayMachine } from "../machines/gateway.js";
 import { machines } from "../machines/index.js";
+import { joinEmbedded, startEmbedded } from "./embeddedStart.js";
 import { EXPOSED_WARNING, exposedListeners } from "./exposure.js";
 import { mqttSettingsOf } from "./mqttSettings.js";
-import { type ListenerName, listenFailure, natsUnreachable, startFailure } from "./startupErrors.js";
 import { runToExit } from "./runToExit.js";
+import { type ListenerName, listenFailure, natsUnreachable, startFailure } from "./startupErrors.js";
 import { VERSION } from "./version.js";
-import { joinEmbedded, startEmbedded } from "./embeddedStart.js";
 import { gatewayViews, viewRoutes } from "./views.js";
 import { answerPrimary, tellPrimaryServing, type WorkerRole } from "./workerChannel.js";
-import { serveHttp } from "../actors/http.js";
 
 /** Runs the gateway until it stops; resolves to the process exit code (CONTRACT). */
 export function runGateway(config: GatewayConfig, role?: WorkerRole): Promise<number> {
@@ -50,16 +50,24 @@ export function runGateway(config: GatewayConfig, role?: WorkerRole): Promise<nu
   return runToExit(config, log, role ? { worker: role.index } : {}, gateway(config, log, role));
 }
 
-const gateway = (initial: GatewayConfig, log: Logger, role: WorkerRole | undefined): Effect.Effect<number, unknown, Scope.Scope> =>
+const gateway = (
+  initial: GatewayConfig,
+  log: Logger,
+  role: WorkerRole | undefined,
+): Effect.Effect<number, unknown, Scope.Scope> =>
   Effect.gen(function* () {
     // Reassigned by a reload (SIGHUP): everything that reads it per new connection or request sees the new one.
     let config = initial;
     const registry = new ActorRegistry();
-    const metrics = new Metrics(registry, { version: VERSION, id: config.id }, {
-      subscriptions: () => subscriptionCounts(clients),
-      storedWaiting: () => storedWaitingCount(clients),
-      bytes: () => gate.bytes(),
-    });
+    const metrics = new Metrics(
+      registry,
+      { version: VERSION, id: config.id },
+      {
+        subscriptions: () => subscriptionCounts(clients),
+        storedWaiting: () => storedWaitingCount(clients),
+        bytes: () => gate.bytes(),
+      },
+    );
     // Each worker's series keep apart when the primary merges them (workersHttp.ts).
     if (role) metrics.registry.setDefaultLabels({ worker: String(role.index) });
     const supervisor = yield* Supervisor.make(log);
@@ -94,13 +102,22 @@ const gateway = (initial: GatewayConfig, log: Logger, role: WorkerRole | undefin
     // The gateway's own connection: health, and later KV/JetStream work in its account.
     // The gateway's own connection: its first gateway user when accounts are configured
     // (a server that requires auth has no anonymous user), else anonymous.
-    const coreUser = Object.values(config.gateway_users)[0];
+    const [coreAccount, coreUser] = Object.entries(config.gateway_users)[0] ?? [];
     const core: NatsLease = yield* Effect.tryPromise({
       try: async () => bridge.acquire(coreUser ? await bridgeCredentials(coreUser) : {}, "gateway"),
-      catch: (e) => natsUnreachable(servers, e, config.nats.servers.length === 0),
+      catch: (e) =>
+        natsUnreachable(
+          servers,
+          e,
+          config.nats.servers.length === 0,
+          coreUser && coreAccount !== undefined ? { account: coreAccount, credentials: coreUser } : undefined,
+        ),
     });
     yield* Effect.addFinalizer(() => Effect.sync(() => core.release()));
-    log.info({ servers, server_version: core.nc.info?.version, server_name: core.nc.info?.server_name }, "connected to NATS");
+    log.info(
+      { servers, server_version: core.nc.info?.version, server_name: core.nc.info?.server_name },
+      "connected to NATS",
+    );
 
     // Said once per user: what that client cannot do, and what would tell its account (docs/decisions/client-account.md).
     const unknownAccountOf = new Set<string>();
@@ -110,7 +127,12 @@ const gateway = (initial: GatewayConfig, log: Logger, role: WorkerRole | undefin
       learnt: (username, account, via) => log.debug({ user: username ?? null, account, via }, "client account learnt"),
       unknown: (username) => {
         const user = username ?? "";
-        if (Object.keys(config.gateway_users).length === 0 || unknownAccountOf.has(user) || unknownAccountOf.size >= 1_000) return;
+        if (
+          Object.keys(config.gateway_users).length === 0 ||
+          unknownAccountOf.has(user) ||
+          unknownAccountOf.size >= 1_000
+        )
+          return;
         unknownAccountOf.add(user);
         log.warn(
           { user: username ?? null },
@@ -118,25 +140,36 @@ const gateway = (initial: GatewayConfig, log: Logger, role: WorkerRole | undefin
         );
       },
     });
-    const services = new AccountServices(bridge, core, () => config, log, () => accounts.resolve(core.nc, undefined));
+    const services = new AccountServices(
+      bridge,
+      core,
+      () => config,
+      log,
+      () => accounts.resolve(core.nc, undefined),
+    );
     const messages = new MessageStore(services, () => config, log);
-    const bindings = new Bindings(log, async (account) => (account === null ? core.nc : (await services.jetstream(account)).lease.nc));
+    const bindings = new Bindings(log, async (account) =>
+      account === null ? core.nc : (await services.jetstream(account)).lease.nc,
+    );
     yield* Effect.promise(() => bindings.load(config.bindings));
     // The gateway's own streams that exist with fewer replicas than wanted are named at start (streamReplicas.ts).
     const startAccounts = Object.keys(config.gateway_users);
     for (const account of startAccounts.length > 0 ? startAccounts : [""]) {
-      void services.reportReplicas(account).catch((e: Error) => log.debug({ account, err: e.message }, "replicas not checked"));
+      void services
+        .reportReplicas(account)
+        .catch((e: Error) => log.debug({ account, err: e.message }, "replicas not checked"));
     }
     // With gateway users, each account's liveness actor answers there (src/actors/admin/liveness.ts).
     if (Object.keys(config.gateway_users).length === 0) {
       const liveness = answerLiveness({ nc: core.nc, id: config.id, clients, directory, log });
       yield* Effect.addFinalizer(() => Effect.sync(() => liveness.unsubscribe()));
     }
-    const claims = new ClaimAnnouncer((account, payload) =>
-      void services.jetstream(account).then(
-        ({ lease }) => announceClaims(lease.nc, config.id, payload),
-        () => {},
-      ),
+    const claims = new ClaimAnnouncer(
+      (account, payload) =>
+        void services.jetstream(account).then(
+          ({ lease }) => announceClaims(lease.nc, config.id, payload),
+          () => {},
+        ),
     );
     const sessionStore = new KvSessionStore(services);
     const sweepEvery = config.mqtt.session_sweep_interval;
@@ -149,7 +182,8 @@ const gateway = (initial: GatewayConfig, log: Logger, role: WorkerRole | undefin
     // The cap follows the server the gateway is connected to (a reconnect may reach another).
     const currentMqttSettings = () => {
       const maxPayload = core.nc.info?.max_payload;
-      if (maxPayload !== undefined && maxPayload !== mqttSettings.natsMaxPayload) mqttSettings = mqttSettingsOf(config, maxPayload);
+      if (maxPayload !== undefined && maxPayload !== mqttSettings.natsMaxPayload)
+        mqttSettings = mqttSettingsOf(config, maxPayload);
       return mqttSettings;
     };
     const mqttDeps: MqttDeps = {
@@ -195,13 +229,18 @@ const gateway = (initial: GatewayConfig, log: Logger, role: WorkerRole | undefin
     };
 
     const listeners: Record<string, string> = {};
-    const listen = <A>(name: ListenerName, at: HostPort | null, open: (at: HostPort) => Effect.Effect<A, ListenError, Scope.Scope>) =>
+    const listen = <A>(
+      name: ListenerName,
+      at: HostPort | null,
+      open: (at: HostPort) => Effect.Effect<A, ListenError, Scope.Scope>,
+    ) =>
       at
         ? open(at).pipe(
             Effect.mapError((e) => listenFailure(name, at, e)),
             Effect.tap((server) =>
               Effect.sync(() => {
-                listeners[name] = `${at.host}:${(server as { address?: () => { port: number } }).address?.()?.port ?? at.port}`;
+                listeners[name] =
+                  `${at.host}:${(server as { address?: () => { port: number } }).address?.()?.port ?? at.port}`;
                 closers.push(() => (server as { close?: () => void }).close?.());
               }),
             ),
@@ -233,11 +272,19 @@ const gateway = (initial: GatewayConfig, log: Logger, role: WorkerRole | undefin
     const openListeners = Effect.gen(function* () {
       yield* listen("mqtt", config.mqtt.listen, (at) => listenTcp(at, "MQTT", onMqtt, admitMqtt));
       const mqttTls = config.mqtt.tls;
-      if (mqttTls) yield* listen("mqtt_tls", mqttTls.listen, (at) => listenTls(at, mqttTls, "MQTT over TLS", onMqtt, admitMqtt, config.limits.connect_timeout));
-      yield* listen("mqtt_ws", config.mqtt.websocket, (at) => listenWebSocket(at, "/mqtt", onMqtt, admitMqtt, () => config.limits.connect_timeout));
+      if (mqttTls)
+        yield* listen("mqtt_tls", mqttTls.listen, (at) =>
+          listenTls(at, mqttTls, "MQTT over TLS", onMqtt, admitMqtt, config.limits.connect_timeout),
+        );
+      yield* listen("mqtt_ws", config.mqtt.websocket, (at) =>
+        listenWebSocket(at, "/mqtt", onMqtt, admitMqtt, () => config.limits.connect_timeout),
+      );
       yield* listen("amqp", config.amqp.listen, (at) => listenTcp(at, "AMQP", onAmqp, admitAmqp));
       const amqpTls = config.amqp.tls;
-      if (amqpTls) yield* listen("amqp_tls", amqpTls.listen, (at) => listenTls(at, amqpTls, "AMQP over TLS", onAmqp, admitAmqp, config.limits.connect_timeout));
+      if (amqpTls)
+        yield* listen("amqp_tls", amqpTls.listen, (at) =>
+          listenTls(at, amqpTls, "AMQP over TLS", onAmqp, admitAmqp, config.limits.connect_timeout),
+        );
     });
     const scope = yield* Effect.scope;
 
@@ -257,7 +304,8 @@ const gateway = (initial: GatewayConfig, log: Logger, role: WorkerRole | undefin
             }
             // One plain line on stderr naming the port, its key and its flag (startupErrors.ts), then exit 2.
             const failure = startFailure(opened.cause);
-            if (failure.bug) log.error({ cause: Cause.pretty(opened.cause) }, "mq-gateway could not start (a bug: please report it)");
+            if (failure.bug)
+              log.error({ cause: Cause.pretty(opened.cause) }, "mq-gateway could not start (a bug: please report it)");
             log.flush();
             process.stderr.write(`mq-gateway: ${failure.line}\n`);
             gw!.send({ type: "START_FAILED", reason: failure.line });
@@ -269,7 +317,14 @@ const gateway = (initial: GatewayConfig, log: Logger, role: WorkerRole | undefin
           supervisor.spawn(
             "lameDuck",
             "lameDuck",
-            lameDuckActor({ clients, registry, log, overMs, graceMs: 5_000, done: () => gw!.send({ type: "CLIENTS_DRAINED" }) }),
+            lameDuckActor({
+              clients,
+              registry,
+              log,
+              overMs,
+              graceMs: 5_000,
+              done: () => gw!.send({ type: "CLIENTS_DRAINED" }),
+            }),
           ),
         close_clients: () => {
           for (const c of clients.all()) c.shutdown();
@@ -327,7 +382,8 @@ const gateway = (initial: GatewayConfig, log: Logger, role: WorkerRole | undefin
     for (const [sig, fn] of signals) process.on(sig, fn);
     // A promise one client's work forgot to catch must not take every other client down with the
     // process (Node's default): it is logged loudly and the gateway keeps serving.
-    const onRejection = (reason: unknown) => log.error({ err: reason }, "unhandled rejection (a bug: please report it)");
+    const onRejection = (reason: unknown) =>
+      log.error({ err: reason }, "unhandled rejection (a bug: please report it)");
     process.on("unhandledRejection", onRejection);
     yield* Effect.addFinalizer(() =>
       Effect.sync(() => {

@@ -2,8 +2,11 @@
 // which config key and which flag move it. Effect's Cause is for the code; a person
 // reads the sentence (CONTRACT: exit 2 "could not bind a listener or reach anything it
 // must reach at start").
+import { AuthorizationError } from "@nats-io/transport-node";
 import { Cause } from "effect";
+import { describeCredentials } from "../actors/gatewayCredentials.js";
 import type { HostPort } from "../actors/listeners.js";
+import type { Credentials } from "../config/schema.js";
 
 /** A failure at start whose message is already the sentence to show. */
 export class StartupError extends Error {
@@ -73,12 +76,50 @@ export function noNatsServer(): StartupError {
   );
 }
 
-export function natsUnreachable(servers: readonly string[], error: unknown, embedded: boolean): StartupError {
+/** Who the gateway's own connection presented to NATS, for a refusal: never a secret. */
+export interface PresentedUser {
+  /** The gateway_users key it came from. */
+  readonly account: string;
+  readonly credentials: Credentials;
+}
+
+export function natsUnreachable(
+  servers: readonly string[],
+  error: unknown,
+  embedded: boolean,
+  presented?: PresentedUser,
+): StartupError {
   const why = plainMessage(error);
+  if (isAuthRefusal(error)) return natsRefused(servers, why, presented);
   const hint = embedded
     ? ""
     : " (is nats-server running there? set nats.servers or --nats, or leave them out to run the embedded nats-server)";
   return new StartupError(`cannot reach NATS at ${servers.join(", ")}: ${why}${hint}`);
+}
+
+/** NATS answered, and refused the credentials: the server is there, the user is what to look at. */
+function natsRefused(servers: readonly string[], why: string, presented: PresentedUser | undefined): StartupError {
+  const at = servers.join(", ");
+  if (!presented) {
+    return new StartupError(
+      `NATS at ${at} refused a connection without credentials (${why}): it requires a user; set gateway_users ` +
+        "(the gateway's user in each client account, docs/accounts.md)",
+    );
+  }
+  const key = `gateway_users.${presented.account}`;
+  return new StartupError(
+    `NATS at ${at} refused the credentials of ${key} (${describeCredentials(presented.credentials)}): ${why}; ` +
+      `check ${key} against the users nats-server knows`,
+  );
+}
+
+function isAuthRefusal(error: unknown): boolean {
+  for (let e: unknown = error, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    if (e instanceof AuthorizationError) return true;
+    if ((e as { auth?: unknown }).auth === true) return true;
+    if (/authorization violation|authentication (timeout|expired)|user authentication/i.test(e.message)) return true;
+  }
+  return false;
 }
 
 /**

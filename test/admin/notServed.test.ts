@@ -72,6 +72,9 @@ describe("when admin requests are not served", () => {
       (l) => l.level === 40 && /NATS refused the admin user/.test(String(l.msg)),
     );
     expect(String(warning.reason)).toMatch(/authoriz/i);
+    // The refused user is named, its password never (issue 25).
+    expect(warning.credentials).toBe('user "mqg-admin" with a password');
+    expect(refused.logs.filter((l) => JSON.stringify(l).includes('"wrong"'))).toEqual([]);
     const h = await healthz(refused);
     expect(h.status).toBe(200);
     expect(h.body).toMatchObject({ status: "ok", admin_account: null });

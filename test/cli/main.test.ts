@@ -146,10 +146,22 @@ describe("usage", () => {
     for (const level of LOG_LEVELS) expect(runHelp).toContain(level);
   });
 
+  it("a misspelt command is named as an unknown command, with the likely one and the list (not run's 'too many arguments')", () => {
+    const result = cli("chek", "x.yaml");
+    expect(result.code).toBe(1);
+    expect(result.stdout).toBe("");
+    expect(result.stderr).toMatch(
+      /^mq-gateway: unknown command 'chek' \(did you mean check\?\); the commands are run, check, generate, ctl, statecharts/,
+    );
+    expect(result.stderr).not.toContain("too many arguments");
+  });
+
   it("an unknown command or flag exits 1 with a message on stderr", () => {
     const command = cli("frobnicate");
     expect(command.code).toBe(1);
-    expect(command.stderr).toMatch(/error: too many arguments|unknown command/);
+    expect(command.stderr).toBe(
+      "mq-gateway: unknown command 'frobnicate'; the commands are run, check, generate, ctl, statecharts (mq-gateway --help for usage)\n",
+    );
     const flag = cli("check", "--config", "x.yaml", "--frob");
     expect(flag.code).toBe(1);
     expect(flag.stderr).toMatch(/error: unknown option '--frob'/);

@@ -2,7 +2,7 @@
 // the /metrics families after real traffic, and GET /clients paged like nats-server's /connz.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AmqpClient, collect as collectAmqp, send } from "../amqp/rheaClient.js";
-import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
+import { type GatewayHandle, startEmbeddedGateway, startGateway } from "../helpers/gateway.js";
 import { collect, connectMqtt } from "../helpers/mqttClient.js";
 import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
 import { eventually } from "../helpers/poll.js";
@@ -196,6 +196,44 @@ describe("GET /clients", () => {
     } finally {
       for (const c of mqtt) c.end(true);
       await amqp.close();
+    }
+  });
+});
+
+describe("/metrics of a fresh gateway", () => {
+  it("the dashboard's drop, JetStream error and admin request counters are there at 0 before any event", async () => {
+    const fresh = await startEmbeddedGateway();
+    try {
+      const text = await (await fetch(`http://127.0.0.1:${fresh.port("http")}/metrics`)).text();
+      for (const protocol of ["mqtt", "amqp"]) {
+        expect(sample(text, "mqgw_dropped_total", `protocol="${protocol}",reason="slow_consumer"`), protocol).toBe(0);
+        expect(sample(text, "mqgw_jetstream_errors_total", `protocol="${protocol}",op="publish"`), protocol).toBe(0);
+      }
+      expect(sample(text, "mqgw_dropped_total", 'protocol="mqtt",reason="refused_qos0"')).toBe(0);
+      expect(sample(text, "mqgw_dropped_total", 'protocol="amqp",reason="not_authorized"')).toBe(0);
+      expect(sample(text, "mqgw_jetstream_errors_total", 'protocol="mqtt",op="kv"')).toBe(0);
+      expect(sample(text, "mqgw_jetstream_errors_total", 'protocol="mqtt",op="consumer"')).toBe(0);
+      for (const [op, scope] of [
+        ["info", "ping"],
+        ["list", "server"],
+        ["kick", "server"],
+        ["ldm", "server"],
+      ]) {
+        for (const outcome of ["ok", "error"])
+          expect(
+            sample(text, "mqgw_admin_requests_total", `op="${op}",scope="${scope}",outcome="${outcome}"`),
+            `${op} ${scope} ${outcome}`,
+          ).toBe(0);
+      }
+      // Zeros only: nothing happened, so no counter of these families is above 0.
+      const values = text
+        .split("\n")
+        .filter((l) => /^mqgw_(dropped|jetstream_errors|admin_requests)_total\{/.test(l))
+        .map((l) => Number(l.split(" ").pop()));
+      expect(values.length).toBeGreaterThan(10);
+      expect(values.filter((v) => v !== 0)).toEqual([]);
+    } finally {
+      await fresh.stop();
     }
   });
 });

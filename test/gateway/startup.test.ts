@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
 import { EXIT_GRACE_MS } from "../../src/gateway/runToExit.js";
-import { startGateway } from "../helpers/gateway.js";
+import { startEmbeddedGateway, startGateway } from "../helpers/gateway.js";
 import { natsServerBinary, startNatsServer } from "../helpers/natsServer.js";
 import { freePort } from "../helpers/ports.js";
 
@@ -154,6 +154,41 @@ describe("a port already in use", () => {
   });
 });
 
+describe("NATS that refuses the gateway's credentials", () => {
+  let nats: Awaited<ReturnType<typeof startNatsServer>>;
+  beforeAll(async () => {
+    nats = await startNatsServer({ config: 'authorization { users = [ { user: mqg, password: "right-secret" } ] }\n' });
+  });
+  afterAll(async () => {
+    await nats?.stop();
+  });
+  const off = { mqtt: { listen: "127.0.0.1:0" }, amqp: { listen: "" }, http: { listen: "" } };
+
+  it("a wrong password: names gateway_users and the user, never the secret nor 'is nats-server running'; exit 2", async () => {
+    const result = await runUntilExit({
+      ...off,
+      nats: { servers: [nats.url] },
+      gateway_users: { PLANT_A: { user: "mqg", password: "wrong-secret" } },
+    });
+    expect(result.code).toBe(2);
+    const lines = plainLines(result.stderr);
+    expect(lines).toEqual([
+      `mq-gateway: NATS at ${nats.url} refused the credentials of gateway_users.PLANT_A (user "mqg" with a password): Authorization Violation; check gateway_users.PLANT_A against the users nats-server knows`,
+    ]);
+    expect(result.stderr).not.toContain("running there");
+    expect(result.stderr).not.toContain("wrong-secret");
+  });
+
+  it("no credentials at all: says NATS requires a user and names gateway_users", async () => {
+    const result = await runUntilExit({ ...off, nats: { servers: [nats.url] } });
+    expect(result.code).toBe(2);
+    expect(plainLines(result.stderr)).toEqual([
+      expect.stringMatching(/^mq-gateway: NATS at \S+ refused a connection without credentials .*set gateway_users/),
+    ]);
+    expect(result.stderr).not.toContain("running there");
+  });
+});
+
 describe("listeners open to other machines in front of the embedded nats-server", () => {
   const warned = (logs: Array<Record<string, unknown>>) =>
     logs.filter((l) => l.level === 40 && String(l.msg).startsWith("listeners reachable from other machines"));
@@ -198,5 +233,14 @@ describe("a clean stop", () => {
     } finally {
       await nats.stop();
     }
+  });
+
+  it("with the embedded nats-server: its admin connection going is expected then, not a warning", async () => {
+    const gw = await startEmbeddedGateway();
+    await gw.waitForLog((l) => l.msg === "admin connection serving the admin subjects");
+    expect(await gw.stop("SIGTERM")).toBe(0);
+    expect(gw.logs.at(-1)).toMatchObject({ msg: "mq-gateway stopped", exit_code: 0 });
+    expect(gw.logs.filter((l) => String(l.msg).startsWith("admin connection lost"))).toEqual([]);
+    expect(gw.logs.filter((l) => l.level === 40 || (l.level as number) >= 50)).toEqual([]);
   });
 });

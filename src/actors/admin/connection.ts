@@ -8,11 +8,11 @@ import {
   type TlsOptions,
 } from "@nats-io/transport-node";
 import { Effect, type Scope } from "effect";
-import type { MachineActor } from "../machineActor.js";
 import type { Credentials } from "../../config/schema.js";
 import type { Logger } from "../../log.js";
 import { type AdminConnectionEvent, adminConnectionMachine } from "../../machines/adminConnection.js";
-import { bridgeCredentials } from "../gatewayCredentials.js";
+import { bridgeCredentials, describeCredentials } from "../gatewayCredentials.js";
+import type { MachineActor } from "../machineActor.js";
 import { startMachine } from "../machineActor.js";
 import { type ActorRegistry, stateName } from "../registry.js";
 import { adminAccountName } from "./accountName.js";
@@ -28,6 +28,8 @@ export interface AdminConnectionOptions {
   readonly scopes: AccountScopes;
   readonly onRequest: (msg: Msg) => void;
   readonly tls?: TlsOptions | undefined;
+  /** True once the gateway stops: the connection then goes on purpose, which is not worth a warning. */
+  readonly stopping?: () => boolean;
 }
 
 /**
@@ -67,6 +69,7 @@ export class AdminConnection {
       this.early = [];
       const { log, registry, scopes } = this.options;
       let unwatch: (() => void) | undefined;
+      let saidStopping = false;
       // Registered before the machine starts, so it runs once the machine has stopped: a
       // connect that finishes after that finds it stopped and closes what it made.
       yield* Effect.addFinalizer(() =>
@@ -84,8 +87,19 @@ export class AdminConnection {
           subscribe: () => this.subscribeAll(),
           serving: ({ account, server }) =>
             log.info({ admin_account: account, server }, "admin connection serving the admin subjects"),
-          warn: ({ message, reason, retryInMs }) =>
-            log.warn({ reason, ...(retryInMs !== undefined ? { retry_in_ms: retryInMs } : {}) }, message),
+          warn: ({ message, reason, retryInMs }) => {
+            // A stopping gateway closes its NATS (the embedded nats-server stops with it): expected, said once at info.
+            if (this.options.stopping?.()) {
+              if (!saidStopping) log.info({ reason }, "admin connection closed: the gateway is stopping");
+              saidStopping = true;
+              return;
+            }
+            // A refused user is named (never its secret): what the operator compares with nats-server's config.
+            const refused = message.startsWith("NATS refused the admin user")
+              ? { credentials: describeCredentials(this.options.credentials) }
+              : {};
+            log.warn({ reason, ...refused, ...(retryInMs !== undefined ? { retry_in_ms: retryInMs } : {}) }, message);
+          },
         },
       });
       this.actor = actor;

@@ -2,6 +2,7 @@ import type { Msg } from "@nats-io/transport-node";
 import type { Logger } from "../../log.js";
 import type { ClientRegistry } from "../clients.js";
 import type { Metrics } from "../metrics.js";
+import { once } from "../once.js";
 import type { ActorRegistry } from "../registry.js";
 import type { Supervisor } from "../supervisor.js";
 import { infoReply } from "./info.js";
@@ -10,7 +11,6 @@ import type { LdmReply } from "./ldm.js";
 import { listReply } from "./list.js";
 import { type RebalanceReply, type RebalanceRequest, rebalanceRequest } from "./rebalanceRequest.js";
 import { type AdminScope, parseAdminSubject, type ScopeKind, serverScopeOf } from "./subjects.js";
-import { once } from "../once.js";
 
 /** What the admin ops read and act on; the admin connection hands each request here. */
 export interface AdminDeps {
@@ -99,6 +99,11 @@ const OPS: Record<string, { readonly scopes: readonly ScopeKind[]; readonly serv
     },
   },
 };
+
+/** Every op with each scope that serves it, for the metrics' zeros at start. */
+export const ADMIN_OP_SCOPES: ReadonlyArray<readonly [string, ScopeKind]> = Object.entries(OPS).flatMap(([op, spec]) =>
+  spec.scopes.map((scope) => [op, scope] as const),
+);
 
 /** Answers one admin request: every request with a reply subject gets exactly one JSON reply. */
 export function serveAdminRequest(msg: Msg, deps: AdminDeps): void {

@@ -1,20 +1,20 @@
 import { Effect } from "effect";
-import type { MachineActor } from "../machineActor.js";
 import type { GatewayConfig } from "../../config/schema.js";
 import type { Logger } from "../../log.js";
 import type { gatewayMachine } from "../../machines/gateway.js";
 import type { ClientRegistry } from "../clients.js";
+import type { MachineActor } from "../machineActor.js";
 import type { Metrics } from "../metrics.js";
+import type { SessionDirectory } from "../mqtt/sessionDirectory.js";
 import type { NatsBridge } from "../natsBridge.js";
+import { natsTlsOptions } from "../natsTls.js";
 import type { ActorRegistry } from "../registry.js";
 import { type Supervisor, withRestarts } from "../supervisor.js";
-import { natsTlsOptions } from "../natsTls.js";
 import { AdminConnection } from "./connection.js";
 import { startLameDuck } from "./ldm.js";
-import type { SessionDirectory } from "../mqtt/sessionDirectory.js";
 import { livenessActor } from "./liveness.js";
 import { rebalancer } from "./rebalance.js";
-import { serveAdminRequest } from "./requests.js";
+import { ADMIN_OP_SCOPES, serveAdminRequest } from "./requests.js";
 import { AccountScopes } from "./scopes.js";
 
 export interface AdminStatus {
@@ -45,8 +45,17 @@ export function startAdmin(deps: {
   readonly version: string;
 }): AdminStatus {
   const { config, clients, supervisor, log } = deps;
+  deps.metrics.adminOpsKnown(ADMIN_OP_SCOPES);
   for (const [account, credentials] of Object.entries(config.gateway_users)) {
-    const actor = livenessActor({ account, credentials, bridge: deps.bridge, id: config.id, clients, directory: deps.directory, log });
+    const actor = livenessActor({
+      account,
+      credentials,
+      bridge: deps.bridge,
+      id: config.id,
+      clients,
+      directory: deps.directory,
+      log,
+    });
     supervisor.spawn(`liveness:${account}`, "liveness", withRestarts(`liveness:${account}`, log, Effect.scoped(actor)));
   }
   if (!config.admin) {
@@ -64,6 +73,10 @@ export function startAdmin(deps: {
     registry: deps.registry,
     scopes,
     tls: natsTlsOptions(config.nats.tls),
+    stopping: () => {
+      const gw = deps.gateway.getSnapshot();
+      return gw.status !== "active" || gw.matches("stopping");
+    },
     onRequest: (msg) =>
       serveAdminRequest(msg, {
         id: config.id,
