@@ -12,8 +12,8 @@ import type { Credentials } from "../../config/schema.js";
 import type { Logger } from "../../log.js";
 import { type AdminConnectionEvent, adminConnectionMachine } from "../../machines/adminConnection.js";
 import { bridgeCredentials, describeCredentials } from "../gatewayCredentials.js";
-import type { MachineActor } from "../machineActor.js";
-import { startMachine } from "../machineActor.js";
+import { type MachineActor, startMachine } from "../machineActor.js";
+import { once } from "../once.js";
 import { type ActorRegistry, stateName } from "../registry.js";
 import { adminAccountName } from "./accountName.js";
 import type { AccountScopes } from "./scopes.js";
@@ -69,7 +69,10 @@ export class AdminConnection {
       this.early = [];
       const { log, registry, scopes } = this.options;
       let unwatch: (() => void) | undefined;
-      let saidStopping = false;
+      // Said once: a stopping gateway's admin connection may be told of its end more than once.
+      const sayStopping = once((reason: string) =>
+        log.info({ reason }, "admin connection closed: the gateway is stopping"),
+      );
       // Registered before the machine starts, so it runs once the machine has stopped: a
       // connect that finishes after that finds it stopped and closes what it made.
       yield* Effect.addFinalizer(() =>
@@ -89,11 +92,7 @@ export class AdminConnection {
             log.info({ admin_account: account, server }, "admin connection serving the admin subjects"),
           warn: ({ message, reason, retryInMs }) => {
             // A stopping gateway closes its NATS (the embedded nats-server stops with it): expected, said once at info.
-            if (this.options.stopping?.()) {
-              if (!saidStopping) log.info({ reason }, "admin connection closed: the gateway is stopping");
-              saidStopping = true;
-              return;
-            }
+            if (this.options.stopping?.()) return sayStopping(reason);
             // A refused user is named (never its secret): what the operator compares with nats-server's config.
             const refused = message.startsWith("NATS refused the admin user")
               ? { credentials: describeCredentials(this.options.credentials) }
