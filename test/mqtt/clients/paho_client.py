@@ -16,6 +16,7 @@ aliases to the application: this one keeps the map, as the MQTT 5 spec asks a re
 """
 import argparse
 import json
+import sys
 import threading
 
 import paho.mqtt.client as mqtt
@@ -45,8 +46,16 @@ def args():
     return p.parse_args()
 
 
+# paho's network thread and the main thread both report: one line at a time, whole (two
+# unlocked prints once landed on one line and the test's reader could not parse it).
+say_lock = threading.Lock()
+
+
 def say(**fields):
-    print(json.dumps(fields), flush=True)
+    line = json.dumps(fields) + "\n"
+    with say_lock:
+        sys.stdout.write(line)
+        sys.stdout.flush()
 
 
 def props_dict(props):
