@@ -185,7 +185,7 @@ export class JetStreamPull {
       noWait,
       remaining: batch,
       sub,
-      timer: setTimeout(() => this.end(pull, "expired"), timeout),
+      timer: setTimeout(() => this.end(pull, "lapsed"), timeout),
     };
     pull.timer.unref?.();
     this.pulls.add(pull);
@@ -201,8 +201,12 @@ export class JetStreamPull {
   }
 
   private received(pull: Pull, m: Msg): void {
-    if (!m.reply) return this.status(pull, m.headers?.code ?? 0, m.headers?.description ?? "");
-    if (this.machine.actor.getSnapshot().status !== "active") return settle(this.o.nc, m.reply, NAK);
+    if (!m.reply)
+      return this.pulls.has(pull) ? this.status(pull, m.headers?.code ?? 0, m.headers?.description ?? "") : undefined;
+    // Sent before the server heard that the pull ended (its inbox is draining), or after the
+    // reader stopped: back to the stream at once, for the next pull, not after the ack wait.
+    if (!this.pulls.has(pull) || this.machine.actor.getSnapshot().status !== "active")
+      return settle(this.o.nc, m.reply, NAK);
     pull.remaining--;
     this.requested--;
     if (pull.remaining <= 0) this.end(pull, "filled");
@@ -245,18 +249,32 @@ export class JetStreamPull {
     for (const p of [...this.pulls]) this.end(p, "quietly");
   }
 
-  /** A pull is over: what it did not bring is not asked for any more; the reader may ask again. */
-  private end(pull: Pull, how: "filled" | "expired" | "cut short" | "quietly"): void {
+  /**
+   * A pull is over: what it did not bring is not asked for any more; the reader may ask again.
+   * "expired" is the server's word (nothing follows it); "lapsed" is our timer's.
+   */
+  private end(pull: Pull, how: "filled" | "expired" | "lapsed" | "cut short" | "quietly"): void {
     if (!this.pulls.delete(pull)) return;
     clearTimeout(pull.timer);
     const unfilled = Math.max(0, pull.remaining);
     this.requested -= unfilled;
     pull.remaining = 0;
-    pull.sub.unsubscribe();
+    if (unfilled > 0 && how !== "expired") letGo(pull.sub);
+    else pull.sub.unsubscribe();
     if (pull.noWait) return this.send({ type: "DRAINED" });
     if (how === "quietly" || unfilled === 0) return;
     // A long poll that ran out is renewed; one the server cut short at once, after a pause.
     if (how === "cut short" || Date.now() - pull.started < PAUSE_MS) return this.send({ type: "CUT_SHORT" });
     this.o.reader.refill();
   }
+}
+
+/**
+ * Ends a pull the server may still be filling: until it hears the UNSUB, the server can send
+ * to the inbox, and a message dropped here would wait out its ack wait (30 s for an AMQP
+ * link) before anyone got it. Draining reads until the PONG that follows the UNSUB, and
+ * `received` hands what comes meanwhile straight back.
+ */
+function letGo(sub: Subscription): void {
+  sub.drain().catch(() => sub.unsubscribe());
 }
