@@ -49,6 +49,11 @@ export class Bindings {
     return this.streams;
   }
 
+  /** The streams bound for `account`. */
+  of(account: string): readonly BoundStream[] {
+    return this.streams.filter((s) => this.inAccount(s, account));
+  }
+
   /** The stream that stores an exact subject published in `account`, if any. */
   storedIn(account: string, subject: string): BoundStream | undefined {
     for (const s of this.streams) {
@@ -60,11 +65,14 @@ export class Bindings {
 
   /** How a (possibly wildcard) source relates to the streams: inside one, outside all, or across. */
   coverage(account: string, source: string): Coverage {
-    const touching = this.streams.filter((s) => this.inAccount(s, account) && s.subjects.some((p) => patternsOverlap(p, source)));
+    const touching = this.streams.filter(
+      (s) => this.inAccount(s, account) && s.subjects.some((p) => patternsOverlap(p, source)),
+    );
     if (touching.length === 0) return { kind: "unstored" };
     const covering = touching.find((s) => s.subjects.some((p) => patternCovers(p, source)));
     if (covering && touching.length === 1) return { kind: "stored", stream: covering };
-    if (touching.length > 1) return { kind: "mixed", reason: `source ${source} spans streams ${touching.map((s) => s.stream).join(", ")}` };
+    if (touching.length > 1)
+      return { kind: "mixed", reason: `source ${source} spans streams ${touching.map((s) => s.stream).join(", ")}` };
     return { kind: "mixed", reason: `source ${source} mixes stored and unstored subjects` };
   }
 

@@ -54,11 +54,7 @@ export const embeddedNats = (options: EmbeddedNatsOptions): Effect.Effect<Embedd
       registry: options.registry,
       on: {
         spawn: () => {
-          const proc = spawn(
-            binary,
-            ["-c", configFile],
-            { stdio: ["ignore", "ignore", "pipe"] },
-          );
+          const proc = spawn(binary, ["-c", configFile], { stdio: ["ignore", "ignore", "pipe"] });
           child = proc;
           let seen = "";
           let version = "";
@@ -71,13 +67,19 @@ export const embeddedNats = (options: EmbeddedNatsOptions): Effect.Effect<Embedd
             } else if (seen.length > 64_000) seen = seen.slice(-8_000);
           });
           proc.on("error", (e) => {
-            Deferred.doneUnsafe(firstReady, Effect.fail(new Error(`cannot start nats-server (${binary}): ${e.message}`)));
+            Deferred.doneUnsafe(
+              firstReady,
+              Effect.fail(new Error(`cannot start nats-server (${binary}): ${e.message}`)),
+            );
           });
           proc.on("exit", (code, signal) => {
             if (child === proc) child = undefined;
             if (code !== 0 && signal === null && actor.getSnapshot().value === "starting") {
               // It refused to start (port taken, bad store): say why instead of looping.
-              Deferred.doneUnsafe(firstReady, Effect.fail(new Error(`nats-server exited with ${code}: ${lastLine(seen)}`)));
+              Deferred.doneUnsafe(
+                firstReady,
+                Effect.fail(new Error(`nats-server exited with ${code}: ${lastLine(seen)}`)),
+              );
             }
             actor.send({ type: "EXITED", code, signal });
           });
@@ -87,7 +89,10 @@ export const embeddedNats = (options: EmbeddedNatsOptions): Effect.Effect<Embedd
           else actor.send({ type: "EXITED", code: 0, signal: null });
         },
         ready: ({ version }) => {
-          log.info({ version, url: `nats://${host}:${port}`, store: storeDir, max_payload: options.maxPayload }, "embedded nats-server ready");
+          log.info(
+            { version, url: `nats://${host}:${port}`, store: storeDir, max_payload: options.maxPayload },
+            "embedded nats-server ready",
+          );
           Deferred.doneUnsafe(firstReady, Effect.succeed(version));
         },
         down: ({ restartInMs }) => {
@@ -102,7 +107,9 @@ export const embeddedNats = (options: EmbeddedNatsOptions): Effect.Effect<Embedd
       actor.send({ type: "STOP" });
       yield* Deferred.await(stopped);
     });
-    yield* Effect.addFinalizer(() => stop.pipe(Effect.timeout("5 seconds"), Effect.ignore, Effect.ensuring(Effect.sync(() => child?.kill("SIGKILL")))));
+    yield* Effect.addFinalizer(() =>
+      stop.pipe(Effect.timeout("5 seconds"), Effect.ignore, Effect.ensuring(Effect.sync(() => child?.kill("SIGKILL")))),
+    );
     yield* Deferred.await(firstReady);
     return { url: `nats://${host}:${port}`, stop };
   });

@@ -7,7 +7,10 @@ export type Handler = (req: IncomingMessage, res: ServerResponse) => void | Prom
 
 /** The operator's HTTP port: a route table, served until the scope closes. */
 /** Resolves to the port bound (the one asked for, or a free one for port 0). */
-export const serveHttp = (at: HostPort, routes: Record<string, Handler>): Effect.Effect<number, ListenError, Scope.Scope> =>
+export const serveHttp = (
+  at: HostPort,
+  routes: Record<string, Handler>,
+): Effect.Effect<number, ListenError, Scope.Scope> =>
   Effect.acquireRelease(
     Effect.callback<ReturnType<typeof createServer>, ListenError>((resume) => {
       const server = createServer((req, res) => {
@@ -23,7 +26,9 @@ export const serveHttp = (at: HostPort, routes: Record<string, Handler>): Effect
         });
       });
       server.once("error", (e: NodeJS.ErrnoException) =>
-        resume(Effect.fail(new ListenError(`cannot listen for HTTP on ${at.host}:${at.port}: ${e.message}`, at, e.code))),
+        resume(
+          Effect.fail(new ListenError(`cannot listen for HTTP on ${at.host}:${at.port}: ${e.message}`, at, e.code)),
+        ),
       );
       server.listen(at.port, at.host, () => resume(Effect.succeed(server)));
     }),

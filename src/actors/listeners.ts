@@ -48,7 +48,9 @@ const bound = (server: Server | ReturnType<typeof createHttpServer>, at: HostPor
   Effect.acquireRelease(
     Effect.callback<Server | ReturnType<typeof createHttpServer>, ListenError>((resume) => {
       const onError = (e: NodeJS.ErrnoException) =>
-        resume(Effect.fail(new ListenError(`cannot listen for ${what} on ${at.host}:${at.port}: ${e.message}`, at, e.code)));
+        resume(
+          Effect.fail(new ListenError(`cannot listen for ${what} on ${at.host}:${at.port}: ${e.message}`, at, e.code)),
+        );
       server.once("error", onError);
       server.listen(at.port, at.host, () => {
         server.off("error", onError);
@@ -63,7 +65,12 @@ export function remoteOf(socket: Socket): string {
   return `${host.includes(":") ? `[${host}]` : host}:${socket.remotePort ?? 0}`;
 }
 
-export const listenTcp = (at: HostPort, what: string, onConnection: OnConnection, admit: Admit = admitAll): Effect.Effect<Server, ListenError, Scope.Scope> => {
+export const listenTcp = (
+  at: HostPort,
+  what: string,
+  onConnection: OnConnection,
+  admit: Admit = admitAll,
+): Effect.Effect<Server, ListenError, Scope.Scope> => {
   const server = createTcpServer({ noDelay: true }, (socket) => {
     if (admit(socket)) onConnection(socket, remoteOf(socket));
   });
@@ -120,5 +127,7 @@ export const listenWebSocket = (
     const stream = createWebSocketStream(ws, {});
     onConnection(stream, remoteOf(req.socket));
   });
-  return bound(http, at, "MQTT over WebSocket").pipe(Effect.tap(() => Effect.addFinalizer(() => Effect.sync(() => wss.close()))));
+  return bound(http, at, "MQTT over WebSocket").pipe(
+    Effect.tap(() => Effect.addFinalizer(() => Effect.sync(() => wss.close()))),
+  );
 };

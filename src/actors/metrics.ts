@@ -69,6 +69,12 @@ export class Metrics {
     help: "Restarts of the embedded nats-server after it exited",
     registers: [this.registry],
   });
+  private readonly orphanConsumers = new Counter({
+    name: "mqgw_orphan_consumers_removed_total",
+    help: 'Session consumers no session record named, removed by the session sweep (left by a crash or a lost answer mid-resume or mid-removal); the consumers sessions read are mqgw_actors{machine="storedDelivery"}',
+    labelNames: ["account"] as const,
+    registers: [this.registry],
+  });
   readonly jsAckLatency = new Histogram({
     name: "mqgw_jetstream_ack_seconds",
     help: "Time from a stored publish to the stream's ack",
@@ -233,6 +239,9 @@ export class Metrics {
   }
   embeddedRestarted(): void {
     this.embeddedRestarts.inc();
+  }
+  orphanConsumersRemoved(account: string, n: number): void {
+    this.orphanConsumers.inc({ account }, n);
   }
 }
 

@@ -10,15 +10,15 @@ import {
   type TlsOptions,
 } from "@nats-io/transport-node";
 import { Deferred, Effect } from "effect";
-import type { MachineActor } from "./machineActor.js";
 import type { Logger } from "../log.js";
+import { natsConnectionMachine } from "../machines/natsConnection.js";
 import { clientInboxPrefix, gatewayInboxPrefix } from "../protocol/deliveryGuard.js";
 import type { LoginCredentials } from "../protocol/natsLogin.js";
-import { natsConnectionMachine } from "../machines/natsConnection.js";
+import { inboxPrefixOf, installPublishPatch } from "../vendor/natsjs.js";
+import type { MachineActor } from "./machineActor.js";
 import { startMachine } from "./machineActor.js";
 import type { ActorRegistry } from "./registry.js";
 import type { Supervisor } from "./supervisor.js";
-import { inboxPrefixOf, installPublishPatch } from "../vendor/natsjs.js";
 
 /** What a client presents: NATS decides what it may do, the gateway keeps no user list. */
 export interface Credentials {
@@ -270,7 +270,11 @@ export class NatsBridge {
             user: creds.user,
             pass: creds.pass,
             token: creds.token,
-            ...(creds.authenticator ? { authenticator: creds.authenticator } : creds.jwt ? { authenticator: jwtAuthenticator(creds.jwt) } : {}),
+            ...(creds.authenticator
+              ? { authenticator: creds.authenticator }
+              : creds.jwt
+                ? { authenticator: jwtAuthenticator(creds.jwt) }
+                : {}),
             ...(tls ? { tls } : {}),
             name: role === "gateway" ? `mq-gateway ${gatewayId}` : `mq-gateway ${gatewayId} client`,
             // Replies to the gateway's own requests are recognisable, and never delivered to clients (deliveryGuard.ts).
@@ -299,7 +303,12 @@ export class NatsBridge {
         // Gone for good: the next acquire opens a new connection (after a pause, when NATS refused the user).
         if (shared.get(key) === entry) shared.delete(key);
         if (auth) refuse(key);
-        log.info({ key, reason }, auth ? "NATS no longer accepts a connection's user: closing its clients" : "a NATS connection closed: closing its clients");
+        log.info(
+          { key, reason },
+          auth
+            ? "NATS no longer accepts a connection's user: closing its clients"
+            : "a NATS connection closed: closing its clients",
+        );
         for (const l of [...entry.listeners]) l.natsGone?.(reason, auth);
       });
       entry.nc = nc;
@@ -358,7 +367,8 @@ function watchStatus(
   void nc.closed().then((e) => {
     // nats.js closes on its own only when NATS refused the user twice in a row
     // (ignoreAuthErrorAbort: false; reconnects are otherwise unlimited): not a drain of ours.
-    if (e instanceof Error) gone(e.message, e instanceof AuthorizationError || /authoriz|authenticat|revoked|expired/i.test(e.message));
+    if (e instanceof Error)
+      gone(e.message, e instanceof AuthorizationError || /authoriz|authenticat|revoked|expired/i.test(e.message));
     actor.send({ type: "CLOSED" });
   });
 }
@@ -450,7 +460,15 @@ export function inboxOf(nc: NatsConnection): string {
 export function credentialKey(creds: Credentials): string {
   if (!creds.user && !creds.pass && !creds.token && !creds.jwt && !creds.authenticatorKey) return "anonymous";
   return createHash("sha256")
-    .update(JSON.stringify([creds.user ?? null, creds.pass ?? null, creds.token ?? null, creds.authenticatorKey ?? null, creds.jwt ?? null]))
+    .update(
+      JSON.stringify([
+        creds.user ?? null,
+        creds.pass ?? null,
+        creds.token ?? null,
+        creds.authenticatorKey ?? null,
+        creds.jwt ?? null,
+      ]),
+    )
     .digest("hex")
     .slice(0, 24);
 }

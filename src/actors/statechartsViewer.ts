@@ -1,7 +1,7 @@
 import type { ServerResponse } from "node:http";
 import { Effect, type Scope } from "effect";
-import type { MachineActor } from "./machineActor.js";
 import { statechartsViewerMachine } from "../machines/statechartsViewer.js";
+import type { MachineActor } from "./machineActor.js";
 import { awaitDone, startMachine } from "./machineActor.js";
 import type { ActorRegistry, ActorTransition } from "./registry.js";
 

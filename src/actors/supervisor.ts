@@ -28,7 +28,9 @@ export class Supervisor {
       Effect.catchCause((cause) =>
         Cause.hasInterruptsOnly(cause)
           ? Effect.void
-          : Effect.sync(() => log.error({ actor: kind, id, cause: Cause.pretty(cause) }, "actor failed; its resources were released")),
+          : Effect.sync(() =>
+              log.error({ actor: kind, id, cause: Cause.pretty(cause) }, "actor failed; its resources were released"),
+            ),
       ),
     );
     // One fiber, registered under its id (what FiberMap.run does, without the short-lived
@@ -44,7 +46,6 @@ export class Supervisor {
   has(id: string): boolean {
     return FiberMap.hasUnsafe(this.fibers, id);
   }
-
 }
 
 /**

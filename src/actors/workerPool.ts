@@ -82,7 +82,10 @@ export const workerPool = (options: WorkerPoolOptions): Effect.Effect<WorkerPool
           if (!servedOnce.has(index)) {
             // It never served: its own stderr said why (a port in use...). Retrying would only repeat it.
             const code = exit.code ?? 2;
-            log.error({ worker: id, exit_code: exit.code, signal: exit.signal }, "worker could not start; stopping the others");
+            log.error(
+              { worker: id, exit_code: exit.code, signal: exit.signal },
+              "worker could not start; stopping the others",
+            );
             Deferred.doneUnsafe(ready, Effect.fail(code));
             signal("SIGTERM", true);
             return code;

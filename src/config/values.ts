@@ -31,8 +31,14 @@ export const seconds = (ms: number) => `${ms / 1000}s`;
 // One subject token, as the id and account names are in $MQG.admin.server.<id> and $MQG.admin.account.<account>.
 export const token = nonEmpty.regex(/^[^\s.*>]+$/, "must be one subject token: no '.', '*', '>' or whitespace");
 // JetStream refuses these in stream names; KV bucket names are narrower still.
-export const streamName = nonEmpty.regex(/^[^\s.*>/\\]+$/, "is not a stream name: no whitespace, '.', '*', '>', '/' or '\\'");
-export const bucketName = nonEmpty.regex(/^[A-Za-z0-9_-]+$/, "is not a KV bucket name: letters, digits, '_' and '-' only");
+export const streamName = nonEmpty.regex(
+  /^[^\s.*>/\\]+$/,
+  "is not a stream name: no whitespace, '.', '*', '>', '/' or '\\'",
+);
+export const bucketName = nonEmpty.regex(
+  /^[A-Za-z0-9_-]+$/,
+  "is not a KV bucket name: letters, digits, '_' and '-' only",
+);
 export const literalSubject = nonEmpty.refine(
   isLiteralSubject,
   "is not a subject without wildcards (tokens separated by '.', none empty, no '*', '>' or whitespace)",

@@ -12,7 +12,7 @@ import { createLogger, type Logger } from "../log.js";
 import { startEmbedded } from "./embeddedStart.js";
 import { runToExit } from "./runToExit.js";
 import { listenFailure } from "./startupErrors.js";
-import { workerEnv, workerId, type WorkerMessage } from "./workerChannel.js";
+import { type WorkerMessage, workerEnv, workerId } from "./workerChannel.js";
 import { WorkerQuestions, workersRoutes } from "./workersHttp.js";
 
 export function runPrimary(config: GatewayConfig, count: number): Promise<number> {
@@ -39,7 +39,12 @@ const primary = (config: GatewayConfig, count: number, log: Logger): Effect.Effe
     let servingSince: Date | undefined;
     if (config.http.listen) {
       const at = config.http.listen;
-      const routes = workersRoutes({ id: config.id, questions, started: () => servingSince !== undefined, listeners: () => listeners });
+      const routes = workersRoutes({
+        id: config.id,
+        questions,
+        started: () => servingSince !== undefined,
+        listeners: () => listeners,
+      });
       const port = yield* serveHttp(at, routes).pipe(Effect.mapError((e) => listenFailure("http", at, e)));
       listeners.http = `${at.host}:${port}`;
     }

@@ -174,7 +174,19 @@ const gateway = (
     const sessionStore = new KvSessionStore(services);
     const sweepEvery = config.mqtt.session_sweep_interval;
     if (sweepEvery > 0) {
-      const sweeper = new SessionSweeper(services, sessionStore, directory, config.id, sweepEvery, log);
+      const sweeper = new SessionSweeper(
+        services,
+        sessionStore,
+        directory,
+        config.id,
+        sweepEvery,
+        log,
+        (account) => [
+          ...(messages.enabled() ? [messages.streamName()] : []),
+          ...bindings.of(account).map((b) => b.stream),
+        ],
+        (account, n) => metrics.orphanConsumersRemoved(account, n),
+      );
       const accounts = () => new Set([...sessionStore.accounts(), ...Object.keys(config.gateway_users)]);
       supervisor.spawn("sessionSweeper", "sessionSweeper", sweepActor(sweeper, sweepEvery, accounts));
     }

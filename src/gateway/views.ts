@@ -1,11 +1,12 @@
 // What the gateway's HTTP port shows of one gateway: health, metrics, clients. A lone
 // gateway serves them on its own port (viewRoutes); a worker of `run --workers` hands them
 // to the primary, which merges every worker's (workerChannel.ts, workersHttp.ts).
-import type { MachineActor } from "../actors/machineActor.js";
+
 import type { AdminStatus } from "../actors/admin/start.js";
 import type { ClientRegistry } from "../actors/clients.js";
-import { type Handler, sendJson } from "../actors/http.js";
 import { type ClientsPage, clientsPage, readQuery } from "../actors/http/clients.js";
+import { type Handler, sendJson } from "../actors/http.js";
+import type { MachineActor } from "../actors/machineActor.js";
 import type { Metrics } from "../actors/metrics.js";
 import type { NatsLease } from "../actors/natsBridge.js";
 import type { ActorRegistry } from "../actors/registry.js";

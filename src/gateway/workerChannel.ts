@@ -2,7 +2,7 @@
 // primary in its environment), telling the primary it serves, and answering the
 // primary's questions for the HTTP port, which only the primary listens on.
 import cluster from "node:cluster";
-import type { Health, GatewayViews } from "./views.js";
+import type { GatewayViews, Health } from "./views.js";
 
 export interface WorkerRole {
   /** 1..N, the worker's slot; the same slot keeps its number across restarts. */
@@ -33,7 +33,12 @@ export const workerId = (primaryId: string, index: number): string => `${primary
 export type Question =
   | { readonly mqgw: "ask"; readonly seq: number; readonly what: "health" }
   | { readonly mqgw: "ask"; readonly seq: number; readonly what: "metrics" }
-  | { readonly mqgw: "ask"; readonly seq: number; readonly what: "clients"; readonly query: Parameters<GatewayViews["clients"]>[0] };
+  | {
+      readonly mqgw: "ask";
+      readonly seq: number;
+      readonly what: "clients";
+      readonly query: Parameters<GatewayViews["clients"]>[0];
+    };
 
 export type WorkerMessage =
   | { readonly mqgw: "serving"; readonly listeners: Record<string, string> }

@@ -4,11 +4,11 @@
 // worker="<k>"; /clients is every worker's clients, each with its worker's gateway id.
 import type { Worker } from "node:cluster";
 import { AggregatorRegistry } from "prom-client";
-import { type Handler, sendJson } from "../actors/http.js";
 import { type ClientsPage, type ClientView, readQuery } from "../actors/http/clients.js";
+import { type Handler, sendJson } from "../actors/http.js";
+import { VERSION } from "./version.js";
 import type { Health } from "./views.js";
 import type { Question, WorkerMessage } from "./workerChannel.js";
-import { VERSION } from "./version.js";
 
 const ANSWER_TIMEOUT_MS = 2_000;
 type Ask = Question extends infer Q ? (Q extends Question ? Omit<Q, "mqgw" | "seq"> : never) : never;
@@ -66,7 +66,10 @@ export function workersRoutes(deps: {
       const workers = answers.map(({ index, value }) => {
         const h = value as Health | undefined;
         const body: Record<string, unknown> & { status: string } = h?.body ?? { status: "no_answer" };
-        return { worker: index, http_status: h?.status ?? 503, ...body } as Record<string, unknown> & { status: string; http_status: number };
+        return { worker: index, http_status: h?.status ?? 503, ...body } as Record<string, unknown> & {
+          status: string;
+          http_status: number;
+        };
       });
       const healthy = deps.started() && workers.length > 0 && workers.every((w) => w.http_status === 200);
       const first = workers[0];
@@ -95,7 +98,10 @@ export function workersRoutes(deps: {
       if (!read.ok) return sendJson(res, 400, { error: read.error });
       const { offset, limit } = read.query;
       // Each worker's first offset+limit, merged oldest first, then this page of the whole.
-      const answers = await questions.askAll({ what: "clients", query: { ...read.query, offset: 0, limit: offset + limit } });
+      const answers = await questions.askAll({
+        what: "clients",
+        query: { ...read.query, offset: 0, limit: offset + limit },
+      });
       let total = 0;
       const all: Array<ClientView & { gateway: string }> = [];
       for (const { value } of answers) {
@@ -106,7 +112,15 @@ export function workersRoutes(deps: {
       }
       all.sort((a, b) => a.since.localeCompare(b.since) || a.gateway.localeCompare(b.gateway) || a.cid - b.cid);
       const clients = all.slice(offset, offset + limit);
-      sendJson(res, 200, { id: deps.id, now: new Date().toISOString(), total, offset, limit, count: clients.length, clients });
+      sendJson(res, 200, {
+        id: deps.id,
+        now: new Date().toISOString(),
+        total,
+        offset,
+        limit,
+        count: clients.length,
+        clients,
+      });
     },
   };
 }

@@ -105,19 +105,24 @@ export const mqttConnectionMachine = setup({
     // session, whichever comes first; a session that ends with the connection sends it at once.
     // A takeover by a clean start ends the session now.
     willDelay: ({ context }) =>
-      context.takenOverBy === "clean start" ? 0 : Math.min(context.request?.will?.delayMs ?? 0, context.sessionExpirySec * 1000),
+      context.takenOverBy === "clean start"
+        ? 0
+        : Math.min(context.request?.will?.delayMs ?? 0, context.sessionExpirySec * 1000),
   },
   guards: {
     asksForWill: ({ event }) => event.type === "DISCONNECT" && event.reasonCode === 0x04,
     noWill: ({ context }) => context.request?.will === undefined,
     // [MQTT-3.1.3-9] MQTT 5 3.1.3.2.2 (non-normative): on takeover the will is sent unless the new
     // connection resumes the session and the will has a delay; a delay of 0 sends it at the close.
-    willCancelledByResume: ({ context }) => context.takenOverBy === "resume" && (context.request?.will?.delayMs ?? 0) > 0,
+    willCancelledByResume: ({ context }) =>
+      context.takenOverBy === "resume" && (context.request?.will?.delayMs ?? 0) > 0,
     newSessionStarted: ({ event }) => event.type === "TAKEN_OVER" && event.resumed === false,
     // [MQTT-3.14.2-2] a session that was to end with the connection cannot be made to outlive it.
     natsIsDown: ({ context }) => !context.natsUp,
     raisesExpiryFromZero: ({ context, event }) =>
-      event.type === "DISCONNECT" && (event.sessionExpirySec ?? 0) > 0 && (context.request?.sessionExpirySec ?? 0) === 0,
+      event.type === "DISCONNECT" &&
+      (event.sessionExpirySec ?? 0) > 0 &&
+      (context.request?.sessionExpirySec ?? 0) === 0,
   },
 }).createMachine({
   id: "mqttConnection",
@@ -138,7 +143,10 @@ export const mqttConnectionMachine = setup({
         CONNECT: {
           target: "authenticating",
           actions: [
-            assign({ request: ({ event }) => event.request, sessionExpirySec: ({ event }) => event.request.sessionExpirySec }),
+            assign({
+              request: ({ event }) => event.request,
+              sessionExpirySec: ({ event }) => event.request.sessionExpirySec,
+            }),
             emit(({ event }) => ({ type: "acquire_nats" as const, request: event.request })),
           ],
         },
@@ -153,7 +161,10 @@ export const mqttConnectionMachine = setup({
     },
     authenticating: {
       on: {
-        NATS_ACQUIRED: { target: "session", actions: assign({ natsUp: ({ event }) => event.natsUp, account: ({ event }) => event.account }) },
+        NATS_ACQUIRED: {
+          target: "session",
+          actions: assign({ natsUp: ({ event }) => event.natsUp, account: ({ event }) => event.account }),
+        },
         NATS_REFUSED: {
           target: "closed",
           actions: [
@@ -180,7 +191,10 @@ export const mqttConnectionMachine = setup({
     // reason, detaches the session, which then goes on alone until it is saved or removed.
     session: {
       initial: "opening",
-      exit: emit(({ context, event }) => ({ type: "detach_session" as const, expirySec: expiryAtDetach(context, event) })),
+      exit: emit(({ context, event }) => ({
+        type: "detach_session" as const,
+        expirySec: expiryAtDetach(context, event),
+      })),
       states: {
         opening: {
           entry: emit({ type: "open_session" }),
@@ -193,16 +207,32 @@ export const mqttConnectionMachine = setup({
             SESSION_REFUSED: {
               target: "#mqttConnection.closed",
               actions: [
-                emit(({ context }) => ({ type: "connack" as const, returnCode: refusal(context.request?.protocolVersion, false), sessionPresent: false })),
+                emit(({ context }) => ({
+                  type: "connack" as const,
+                  returnCode: refusal(context.request?.protocolVersion, false),
+                  sessionPresent: false,
+                })),
                 assign({ closeReason: ({ event }) => `session store: ${event.reason}` }),
               ],
             },
-            SOCKET_CLOSED: { target: "#mqttConnection.closed", actions: assign({ closeReason: "socket closed while the session opened" }) },
-            PROTOCOL_ERROR: { target: "#mqttConnection.closed", actions: assign({ closeReason: ({ event }) => event.reason }) },
+            SOCKET_CLOSED: {
+              target: "#mqttConnection.closed",
+              actions: assign({ closeReason: "socket closed while the session opened" }),
+            },
+            PROTOCOL_ERROR: {
+              target: "#mqttConnection.closed",
+              actions: assign({ closeReason: ({ event }) => event.reason }),
+            },
             LAME_DUCK: { target: "#mqttConnection.closed", actions: assign({ closeReason: "lame duck" }) },
             SHUTDOWN: { target: "#mqttConnection.closed", actions: assign({ closeReason: "shutdown" }) },
-            TAKEN_OVER: { target: "#mqttConnection.closed", actions: assign({ closeReason: "taken over while the session opened" }) },
-            KICK: { target: "#mqttConnection.closed", actions: assign({ closeReason: "kicked while the session opened" }) },
+            TAKEN_OVER: {
+              target: "#mqttConnection.closed",
+              actions: assign({ closeReason: "taken over while the session opened" }),
+            },
+            KICK: {
+              target: "#mqttConnection.closed",
+              actions: assign({ closeReason: "kicked while the session opened" }),
+            },
           },
         },
         serving: {
@@ -228,7 +258,11 @@ export const mqttConnectionMachine = setup({
                 guard: "raisesExpiryFromZero",
                 target: "#mqttConnection.willPending",
                 actions: [
-                  emit({ type: "disconnect", reasonCode: 0x82, reason: "session expiry set on DISCONNECT after 0 at CONNECT" }),
+                  emit({
+                    type: "disconnect",
+                    reasonCode: 0x82,
+                    reason: "session expiry set on DISCONNECT after 0 at CONNECT",
+                  }),
                   assign({ closeReason: "protocol error: session expiry raised on DISCONNECT" }),
                 ],
               },
@@ -246,15 +280,25 @@ export const mqttConnectionMachine = setup({
             PROTOCOL_ERROR: {
               target: "#mqttConnection.willPending",
               actions: [
-                emit(({ event }) => ({ type: "disconnect" as const, reasonCode: event.reasonCode, reason: event.reason })),
+                emit(({ event }) => ({
+                  type: "disconnect" as const,
+                  reasonCode: event.reasonCode,
+                  reason: event.reason,
+                })),
                 assign({ closeReason: ({ event }) => event.reason }),
               ],
             },
-            SOCKET_CLOSED: { target: "#mqttConnection.willPending", actions: assign({ closeReason: "connection lost" }) },
+            SOCKET_CLOSED: {
+              target: "#mqttConnection.willPending",
+              actions: assign({ closeReason: "connection lost" }),
+            },
             KICK: { target: "#mqttConnection.kicked" },
             TAKEN_OVER: {
               target: "#mqttConnection.takenOver",
-              actions: assign({ takenOverBy: ({ event }) => (event.resumed === undefined ? undefined : event.resumed ? "resume" : "clean start") }),
+              actions: assign({
+                takenOverBy: ({ event }) =>
+                  event.resumed === undefined ? undefined : event.resumed ? "resume" : "clean start",
+              }),
             },
             LAME_DUCK: { target: "#mqttConnection.lameDuck" },
             SHUTDOWN: { target: "#mqttConnection.lameDuck" },
@@ -263,23 +307,39 @@ export const mqttConnectionMachine = setup({
       },
     },
     keepaliveExpired: {
-      entry: [emit({ type: "disconnect", reasonCode: 0x8d, reason: "keep alive timeout" }), assign({ closeReason: "keep alive expired" })],
+      entry: [
+        emit({ type: "disconnect", reasonCode: 0x8d, reason: "keep alive timeout" }),
+        assign({ closeReason: "keep alive expired" }),
+      ],
       always: { target: "willPending" },
     },
     kicked: {
-      entry: [emit({ type: "disconnect", reasonCode: 0x98, reason: "administrative action" }), assign({ closeReason: "kicked" })],
+      entry: [
+        emit({ type: "disconnect", reasonCode: 0x98, reason: "administrative action" }),
+        assign({ closeReason: "kicked" }),
+      ],
       always: { target: "willPending" },
     },
     takenOver: {
-      entry: [emit({ type: "disconnect", reasonCode: 0x8e, reason: "session taken over" }), assign({ closeReason: "session taken over" })],
+      entry: [
+        emit({ type: "disconnect", reasonCode: 0x8e, reason: "session taken over" }),
+        assign({ closeReason: "session taken over" }),
+      ],
       always: [
-        { guard: "willCancelledByResume", target: "closed", actions: assign({ closeReason: "session taken over; will cancelled: session resumed" }) },
+        {
+          guard: "willCancelledByResume",
+          target: "closed",
+          actions: assign({ closeReason: "session taken over; will cancelled: session resumed" }),
+        },
         { target: "willPending" },
       ],
     },
     lameDuck: {
       // The gateway closing on its own publishes no will (CONTRACT: shutdown).
-      entry: [emit({ type: "disconnect", reasonCode: 0x8b, reason: "server shutting down" }), assign({ closeReason: "server shutting down" })],
+      entry: [
+        emit({ type: "disconnect", reasonCode: 0x8b, reason: "server shutting down" }),
+        assign({ closeReason: "server shutting down" }),
+      ],
       always: { target: "closed" },
     },
     willPending: {

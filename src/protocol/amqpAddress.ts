@@ -118,7 +118,10 @@ export function validateRelayTo(to: string | null | undefined): Result<string, A
 
 /** An address whose NATS protocol line would not fit (nats.max_control_line; natsLimits.ts). */
 export function addressTooLong(maxBytes: number): AddressRefusal {
-  return { condition: "amqp:invalid-field", description: `address longer than ${maxBytes} bytes (nats.max_control_line)` };
+  return {
+    condition: "amqp:invalid-field",
+    description: `address longer than ${maxBytes} bytes (nats.max_control_line)`,
+  };
 }
 
 /**

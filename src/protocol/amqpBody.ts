@@ -154,8 +154,15 @@ export function plainDataPayload(encoded: Uint8Array): Uint8Array | undefined {
   const b = encoded;
   let at = 0;
   // 00 53 70 45: an empty header; 00 53 73 45: empty properties (in that order, as a message has them).
-  if (b.length >= at + 4 && b[at] === 0x00 && b[at + 1] === 0x53 && b[at + 2] === Section.header && b[at + 3] === 0x45) at += 4;
-  if (b.length >= at + 4 && b[at] === 0x00 && b[at + 1] === 0x53 && b[at + 2] === Section.properties && b[at + 3] === 0x45)
+  if (b.length >= at + 4 && b[at] === 0x00 && b[at + 1] === 0x53 && b[at + 2] === Section.header && b[at + 3] === 0x45)
+    at += 4;
+  if (
+    b.length >= at + 4 &&
+    b[at] === 0x00 &&
+    b[at + 1] === 0x53 &&
+    b[at + 2] === Section.properties &&
+    b[at + 3] === 0x45
+  )
     at += 4;
   if (b.length < at + 5 || b[at] !== 0x00 || b[at + 1] !== 0x53 || b[at + 2] !== Section.data) return undefined;
   at += 3;

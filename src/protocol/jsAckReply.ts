@@ -21,6 +21,7 @@ export function parseJsAckReply(reply: string | undefined): JsDelivery | undefin
   if (at < 0) return undefined;
   const delivered = Number(t[at + 2]);
   const streamSeq = Number(t[at + 3]);
-  if (!Number.isSafeInteger(delivered) || !Number.isSafeInteger(streamSeq) || delivered < 1 || streamSeq < 1) return undefined;
+  if (!Number.isSafeInteger(delivered) || !Number.isSafeInteger(streamSeq) || delivered < 1 || streamSeq < 1)
+    return undefined;
   return { stream: t[at]!, consumer: t[at + 1]!, delivered, streamSeq };
 }

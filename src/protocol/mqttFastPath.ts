@@ -7,7 +7,14 @@
  * returns undefined and goes through mqtt-packet as before, so errors and their messages
  * stay mqtt-packet's.
  */
-import { type PublishProperties, publishPropertiesLength, readPublishProperties, varIntLength, writePublishProperties, writeVarInt } from "./mqttProperties.js";
+import {
+  type PublishProperties,
+  publishPropertiesLength,
+  readPublishProperties,
+  varIntLength,
+  writePublishProperties,
+  writeVarInt,
+} from "./mqttProperties.js";
 
 /** What mqtt-packet would give for the same bytes (its IPublishPacket fields). */
 export interface FastPublish {
@@ -77,13 +84,27 @@ export function parsePublishFast(packet: Buffer, version: 4 | 5): FastPublish | 
  * (MQTT 5) its property block's content `propsBytes` long (`publishPropertiesLength`):
  * the size the client's Maximum Packet Size is checked against.
  */
-export function publishLength(version: 4 | 5, topicBytes: number, payloadBytes: number, qos: 0 | 1 | 2, propsBytes = 0): number {
+export function publishLength(
+  version: 4 | 5,
+  topicBytes: number,
+  payloadBytes: number,
+  qos: 0 | 1 | 2,
+  propsBytes = 0,
+): number {
   const remaining = remainingLength(version, topicBytes, payloadBytes, qos, propsBytes);
   return 1 + varIntLength(remaining) + remaining;
 }
 
-function remainingLength(version: 4 | 5, topicBytes: number, payloadBytes: number, qos: 0 | 1 | 2, propsBytes: number): number {
-  return 2 + topicBytes + (qos > 0 ? 2 : 0) + (version === 5 ? varIntLength(propsBytes) + propsBytes : 0) + payloadBytes;
+function remainingLength(
+  version: 4 | 5,
+  topicBytes: number,
+  payloadBytes: number,
+  qos: 0 | 1 | 2,
+  propsBytes: number,
+): number {
+  return (
+    2 + topicBytes + (qos > 0 ? 2 : 0) + (version === 5 ? varIntLength(propsBytes) + propsBytes : 0) + payloadBytes
+  );
 }
 
 /**
@@ -138,7 +159,20 @@ export function encodePublishFast(
   const topicBytes = Buffer.byteLength(topic, "utf8");
   const propsBytes = version === 5 && properties ? publishPropertiesLength(properties) : 0;
   const out = Buffer.allocUnsafe(publishLength(version, topicBytes, payload.byteLength, qos, propsBytes));
-  encodePublishInto(out, 0, version, topic, topicBytes, payload, qos, retain, dup, messageId, version === 5 ? properties : undefined, propsBytes);
+  encodePublishInto(
+    out,
+    0,
+    version,
+    topic,
+    topicBytes,
+    payload,
+    qos,
+    retain,
+    dup,
+    messageId,
+    version === 5 ? properties : undefined,
+    propsBytes,
+  );
   return out;
 }
 
@@ -147,4 +181,3 @@ export function parsePubackFast(packet: Buffer): { readonly cmd: "puback"; reado
   if (packet.length !== 4 || packet[0] !== 0x40 || packet[1] !== 2) return undefined;
   return { cmd: "puback", messageId: (packet[2]! << 8) | packet[3]! };
 }
-

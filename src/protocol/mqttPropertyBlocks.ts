@@ -124,7 +124,12 @@ export function propertiesProblem(frame: Uint8Array, version: 4 | 5): string | u
 }
 
 /** CONNECT of level 5: its properties after the variable header, and the will's after the client id. */
-function connectProblem(b: Uint8Array, at: number, end: number, check: (at: number) => number | string): string | undefined {
+function connectProblem(
+  b: Uint8Array,
+  at: number,
+  end: number,
+  check: (at: number) => number | string,
+): string | undefined {
   if (at + 2 > end) return undefined;
   let pos = at + 2 + u16(b, at); // protocol name
   if (pos + 4 > end || b[pos] !== 5) return undefined; // not MQTT 5 (or too short: mqtt-packet's to refuse)

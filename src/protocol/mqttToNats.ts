@@ -1,10 +1,10 @@
-import type { PublishProperties } from "./mqttProperties.js";
+import { isGatewayOwn } from "./deliveryGuard.js";
 import { type MessageMeta, metaToHeaders } from "./headers.js";
+import type { PublishProperties } from "./mqttProperties.js";
 import { Reason } from "./mqttReasons.js";
+import { publishSubjectProblem } from "./natsLimits.js";
 import { err, ok, type Result } from "./result.js";
 import { agreesWithProps, buildSubject, matchBuiltSubject, type RouteTemplate } from "./route.js";
-import { isGatewayOwn } from "./deliveryGuard.js";
-import { publishSubjectProblem } from "./natsLimits.js";
 import { publishTopicToSubject } from "./topic.js";
 
 /** The MQTT 5 PUBLISH properties the mapping reads, User Properties in wire order (mqttProperties.ts). */
@@ -72,7 +72,8 @@ export function mqttPublishToNats(p: InboundPublish, ctx: PublishContext): Resul
   const mapped = publishTopicToSubject(p.topic);
   if (!mapped.ok) return err({ reasonCode: Reason.topicNameInvalid, reason: mapped.error });
   let subject = mapped.value;
-  if (isAdminSubject(subject)) return err({ reasonCode: Reason.notAuthorized, reason: "$MQG is reserved for the gateway" });
+  if (isAdminSubject(subject))
+    return err({ reasonCode: Reason.notAuthorized, reason: "$MQG is reserved for the gateway" });
 
   const v5 = ctx.protocolVersion === 5;
   const props = v5 ? p.properties : undefined;
@@ -85,7 +86,10 @@ export function mqttPublishToNats(p: InboundPublish, ctx: PublishContext): Resul
     if (route) {
       const built = buildSubject(route.template, lookup);
       if (!built.ok) {
-        return err({ reasonCode: Reason.implementationSpecific, reason: `route property missing: ${built.error.missing}` });
+        return err({
+          reasonCode: Reason.implementationSpecific,
+          reason: `route property missing: ${built.error.missing}`,
+        });
       }
       subject = built.value;
       routed = true;
@@ -104,7 +108,10 @@ export function mqttPublishToNats(p: InboundPublish, ctx: PublishContext): Resul
   }
 
   if (props?.payloadFormatIndicator && !isUtf8(p.payload)) {
-    return err({ reasonCode: Reason.payloadFormatInvalid, reason: "payload is not UTF-8 but the payload format indicator says it is" });
+    return err({
+      reasonCode: Reason.payloadFormatInvalid,
+      reason: "payload is not UTF-8 but the payload format indicator says it is",
+    });
   }
 
   let reply: string | undefined;
@@ -116,7 +123,11 @@ export function mqttPublishToNats(p: InboundPublish, ctx: PublishContext): Resul
   // The subject NATS gets, routed or not, and its reply pass the door's checks (a route
   // builds from client-chosen values; a line too long would close a shared connection).
   const problem = publishSubjectProblem(subject, reply, ctx.maxSubjectBytes ?? 0, routed);
-  if (problem) return err({ reasonCode: problem.kind === "reserved" ? Reason.notAuthorized : Reason.topicNameInvalid, reason: problem.reason });
+  if (problem)
+    return err({
+      reasonCode: problem.kind === "reserved" ? Reason.notAuthorized : Reason.topicNameInvalid,
+      reason: problem.reason,
+    });
 
   if (p.qos === 0 && !p.retain && props === undefined) {
     // The common case, a QoS 0 publish with nothing to say, is a plain PUB (docs/performance.md).
@@ -148,7 +159,9 @@ export function bareHeaders(clientId: string): Array<[string, string]> {
  * User Properties as pairs in wire order, as the gateway's parsers give them. An object
  * (mqtt-packet's form, grouped by key) is still taken: it keeps each key's values in order.
  */
-export function userPropertyPairs(up: Array<[string, string]> | Record<string, string | string[]>): Array<[string, string]> {
+export function userPropertyPairs(
+  up: Array<[string, string]> | Record<string, string | string[]>,
+): Array<[string, string]> {
   if (Array.isArray(up)) return up;
   const out: Array<[string, string]> = [];
   for (const [k, v] of Object.entries(up)) {

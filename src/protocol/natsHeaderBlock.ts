@@ -82,7 +82,11 @@ function groupByKey(pairs: Array<[string, string]>): Array<[string, string]> {
  * earlier pair of the same key and coming last. Undefined when nats.js would refuse a
  * key or value, so the caller goes through MsgHdrs and fails the same way.
  */
-export function encodeHeaderBlock(pairs: ReadonlyArray<readonly [string, string]>, lastKey: string, lastValue: string): Uint8Array | undefined {
+export function encodeHeaderBlock(
+  pairs: ReadonlyArray<readonly [string, string]>,
+  lastKey: string,
+  lastValue: string,
+): Uint8Array | undefined {
   if (!validKey(lastKey) || /[\r\n]/.test(lastValue)) return undefined;
   let s = "NATS/1.0";
   for (let i = 0; i < pairs.length; i++) {
@@ -162,7 +166,8 @@ export function plainBlockSaysStoredCopy(block: Uint8Array): boolean | undefined
   let qos: boolean | undefined;
   let msgId = false;
   const plain = eachPlainLine(block, (pos, colon, eol) => {
-    if (qos === undefined && colon - pos === QOS_KEY.length && isKey(block, pos, QOS_KEY)) qos = isOneOrTwo(block, colon + 1, eol);
+    if (qos === undefined && colon - pos === QOS_KEY.length && isKey(block, pos, QOS_KEY))
+      qos = isOneOrTwo(block, colon + 1, eol);
     else if (colon - pos === MSG_ID_KEY.length && isKey(block, pos, MSG_ID_KEY)) msgId = true;
   });
   return plain ? qos === true && msgId : undefined;

@@ -80,13 +80,17 @@ export function publishSubjectProblem(
   full: boolean,
 ): SubjectRefusal | undefined {
   if (isGatewayOwn(subject)) return { kind: "reserved", reason: `${clip(subject)} is reserved for the gateway` };
-  if (reply !== undefined && isGatewayOwn(reply)) return { kind: "reserved", reason: `reply subject ${clip(reply)} is reserved for the gateway` };
+  if (reply !== undefined && isGatewayOwn(reply))
+    return { kind: "reserved", reason: `reply subject ${clip(reply)} is reserved for the gateway` };
   if (full) {
     const bad = literalProblem(subject);
     if (bad) return { kind: "invalid", reason: bad };
   }
   if (tooLong(subject, reply, maxBytes))
-    return { kind: "invalid", reason: `subject${reply ? " and reply" : ""} longer than ${maxBytes} bytes (nats.max_control_line)` };
+    return {
+      kind: "invalid",
+      reason: `subject${reply ? " and reply" : ""} longer than ${maxBytes} bytes (nats.max_control_line)`,
+    };
   return undefined;
 }
 

@@ -58,7 +58,10 @@ export function parseTemplate(template: string): Result<RouteTemplate> {
   }
   if (names.length === 0) return err(`template "${template}" has no {name} placeholder`);
   const first = tokens[0]!;
-  if (first.kind === "literal" && (first.text === "$MQG" || (first.text === "_INBOX" && tokens[1]?.kind === "literal" && tokens[1].text === "MQGW")))
+  if (
+    first.kind === "literal" &&
+    (first.text === "$MQG" || (first.text === "_INBOX" && tokens[1]?.kind === "literal" && tokens[1].text === "MQGW"))
+  )
     return err(`template "${template}" builds subjects reserved for the gateway`);
   return ok({ template, tokens, names });
 }

@@ -176,7 +176,6 @@ export function installServerPatches(): void {
   installFramePatches();
 }
 
-
 /** Replaces lib/message.js `decode`: the message stays its bytes (rawOf). */
 const decodeKeepingBytes = (buffer: Buffer) => ({ [RAW]: buffer });
 
@@ -261,7 +260,6 @@ export function holdAttach(l: Link): void {
   if (state.open_requests > 0) state.open_requests--;
   state.local_open = false;
 }
-
 
 export interface LocalAttach {
   readonly source?: Record<string, unknown> | null;

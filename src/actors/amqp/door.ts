@@ -1,8 +1,8 @@
 import type { Duplex } from "node:stream";
+import { installServerPatches } from "../../vendor/rhea.js";
 import type { OnConnection } from "../listeners.js";
 import type { Supervisor } from "../supervisor.js";
 import { type AmqpDeps, amqpConnectionActor } from "./connection.js";
-import { installServerPatches } from "../../vendor/rhea.js";
 
 export interface AmqpDoorDeps extends AmqpDeps {
   readonly supervisor: Supervisor;

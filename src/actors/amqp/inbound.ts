@@ -8,18 +8,18 @@ import { classifyTarget, validateRelayTo } from "../../protocol/amqpAddress.js";
 import {
   bodyToPayload,
   headApplicationProperties,
-  type MessageSections,
   headSection,
+  type MessageSections,
   plainDataPayload,
   Section,
   splitMessage,
 } from "../../protocol/amqpBody.js";
 import { isTyped, messageIdToBytes, messageIdToText } from "../../protocol/amqpValue.js";
+import { isGatewayOwn } from "../../protocol/deliveryGuard.js";
 import { type MessageMeta, metaToHeaders } from "../../protocol/headers.js";
 import type { Route } from "../../protocol/mqttToNats.js";
-import { err, ok, type Result } from "../../protocol/result.js";
-import { isGatewayOwn } from "../../protocol/deliveryGuard.js";
 import { publishSubjectProblem } from "../../protocol/natsLimits.js";
+import { err, ok, type Result } from "../../protocol/result.js";
 import { buildSubject, firstDisagreement } from "../../protocol/route.js";
 
 export interface InboundContext {
@@ -134,7 +134,13 @@ export function amqpToNats(encoded: Uint8Array, ctx: InboundContext): Result<Nat
   // Only a subject can be replied to on NATS; anything else would break a NATS service's reply.
   const reply = replyTo !== undefined && classifyTarget(replyTo, false).ok ? replyTo : undefined;
   if (replyTo !== undefined && isGatewayOwn(replyTo))
-    return err(refusal("amqp:unauthorized-access", `reply-to ${JSON.stringify(replyTo.slice(0, 80))} is reserved for the gateway`, "admin_subject"));
+    return err(
+      refusal(
+        "amqp:unauthorized-access",
+        `reply-to ${JSON.stringify(replyTo.slice(0, 80))} is reserved for the gateway`,
+        "admin_subject",
+      ),
+    );
   // What NATS gets, routed or not, passes the door's checks: a route builds from the sender's values.
   const problem = publishSubjectProblem(subject, reply, ctx.maxSubjectBytes ?? 0, route !== undefined);
   if (problem)

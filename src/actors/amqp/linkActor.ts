@@ -1,7 +1,7 @@
 import { Effect, type Scope } from "effect";
-import type { MachineActor } from "../machineActor.js";
 import type { Logger } from "../../log.js";
 import type { amqpReceiverLinkMachine, amqpSenderLinkMachine } from "../../machines/amqpLink.js";
+import type { MachineActor } from "../machineActor.js";
 import { awaitDone, startMachine } from "../machineActor.js";
 import type { ActorRegistry } from "../registry.js";
 import { guarded } from "./guarded.js";
@@ -58,6 +58,9 @@ export function detachedByClient<M extends LinkMachine>(actor: () => MachineActo
 }
 
 /** Sends to a machine that may have stopped meanwhile (async work finishing late). */
-export function sendIfActive<M extends LinkMachine>(actor: MachineActor<M>, event: Parameters<MachineActor<M>["send"]>[0]): void {
+export function sendIfActive<M extends LinkMachine>(
+  actor: MachineActor<M>,
+  event: Parameters<MachineActor<M>["send"]>[0],
+): void {
   if ((actor.getSnapshot() as { status: string }).status === "active") actor.send(event as never);
 }

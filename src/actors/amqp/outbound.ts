@@ -5,10 +5,10 @@
  * `to` set to its subject and the Mqgw-* headers as properties. Pure.
  */
 import rhea from "rhea";
-import { amqpTypes } from "../../vendor/rhea.js";
 import { joinMessage, payloadToBody } from "../../protocol/amqpBody.js";
 import { isTyped, type TypedValue } from "../../protocol/amqpValue.js";
 import { answerableReply, type HeaderEntries, headersToMeta, type MessageMeta } from "../../protocol/headers.js";
+import { amqpTypes } from "../../vendor/rhea.js";
 
 const codec = amqpTypes;
 

@@ -2,7 +2,6 @@ import type { ConsumerInfo } from "@nats-io/jetstream";
 import { AckPolicy, DeliverPolicy } from "@nats-io/jetstream";
 import { createInbox, nanos } from "@nats-io/transport-node";
 import type { Delivery, EventContext, Sender } from "rhea";
-import type { MachineActor } from "../machineActor.js";
 import type { amqpReceiverLinkMachine, LinkError } from "../../machines/amqpLink.js";
 import { addressTooLong, classifySource, tooManyTokens } from "../../protocol/amqpAddress.js";
 import type { HeaderEntries, MessageMeta } from "../../protocol/headers.js";
@@ -20,6 +19,7 @@ import {
   unsentTransfers,
 } from "../../vendor/rhea.js";
 import { holdReadGrant } from "../client/readGrant.js";
+import type { MachineActor } from "../machineActor.js";
 import type { NatsLease } from "../natsBridge.js";
 import type { LinkContext } from "./context.js";
 import { coreFeed } from "./coreFeed.js";

@@ -2,8 +2,8 @@ import { TLSSocket } from "node:tls";
 import type { SaslMechanism } from "../../config/schema.js";
 import type { Login } from "../../machines/amqpConnection.js";
 import { loginCredentials } from "../../protocol/natsLogin.js";
-import { bridgeCredentialsOf } from "../natsBridge.js";
 import type { ServerMechanism } from "../../vendor/rhea.js";
+import { bridgeCredentialsOf } from "../natsBridge.js";
 
 /**
  * The SASL mechanisms the gateway offers. Neither checks a password itself: the login

@@ -1,16 +1,16 @@
 import { createInbox } from "@nats-io/transport-node";
 import type { Delivery, EventContext, Receiver } from "rhea";
-import type { MachineActor } from "../machineActor.js";
 import type { amqpSenderLinkMachine, LinkError } from "../../machines/amqpLink.js";
 import { addressTooLong, classifyTarget, tooManyTokens } from "../../protocol/amqpAddress.js";
 import { tooLong } from "../../protocol/natsLimits.js";
-import type { LinkContext } from "./context.js";
+import { creditOf, dropIncomplete, incompleteBytes, peerTerminus, rawOf, setLocalAttach } from "../../vendor/rhea.js";
+import type { MachineActor } from "../machineActor.js";
 import { newPublishId } from "../publishId.js";
+import type { LinkContext } from "./context.js";
 import { amqpToNats, type NatsMessage, type Refusal } from "./inbound.js";
 import type { LinkEdge } from "./linkActor.js";
 import { detachedByClient, failLink, sendIfActive } from "./linkActor.js";
 import type { Settlement } from "./publisher.js";
-import { creditOf, dropIncomplete, incompleteBytes, peerTerminus, rawOf, setLocalAttach } from "../../vendor/rhea.js";
 
 type Machine = typeof amqpSenderLinkMachine;
 
@@ -259,7 +259,9 @@ export class SenderLink implements LinkEdge<Machine> {
    */
   private publishUnsettled(m: NatsMessage): Promise<Settlement> {
     const msgId =
-      this.ctx.settings.dedupeMessageId && m.messageId !== undefined ? `${this.ctx.containerId}/${m.messageId}` : newPublishId();
+      this.ctx.settings.dedupeMessageId && m.messageId !== undefined
+        ? `${this.ctx.containerId}/${m.messageId}`
+        : newPublishId();
     if (this.ctx.bindings.storedIn(this.ctx.account, m.subject) === undefined) return this.ctx.publisher.keep(m, msgId);
     // The stream ack is the answer; a stored message keeps reply-to only in Mqgw-Reply-To.
     return this.ctx.publisher.store({ ...m, reply: undefined }, msgId);

@@ -1,8 +1,8 @@
 import type { Session } from "rhea";
-import type { MachineActor } from "../machineActor.js";
 import type { Logger } from "../../log.js";
 import { amqpSessionMachine } from "../../machines/amqpSession.js";
 import { remoteChannelOf } from "../../vendor/rhea.js";
+import type { MachineActor } from "../machineActor.js";
 import { startChildMachine } from "../machineActor.js";
 import { once } from "../once.js";
 import type { ActorRegistry } from "../registry.js";

@@ -1,6 +1,5 @@
 import type { Duplex } from "node:stream";
 import type { IAuthPacket, IConnectPacket, IPublishPacket, Packet } from "mqtt-packet";
-import type { MachineActor } from "../machineActor.js";
 import type { Logger } from "../../log.js";
 import {
   effectiveKeepalive,
@@ -14,6 +13,7 @@ import { propertiesProblem } from "../../protocol/mqttPropertyBlocks.js";
 import { Reason } from "../../protocol/mqttReasons.js";
 import { beforeConnect, type ParserSettings, parsePacket, settingsAfterConnect } from "../../vendor/mqttPacket.js";
 import type { ClientHandle } from "../clients.js";
+import type { MachineActor } from "../machineActor.js";
 import type { LeaseListener, LeaseStatus, NatsLease } from "../natsBridge.js";
 import { ClientBytes } from "./clientBytes.js";
 import { authAnswer, connackPacket, readConnect } from "./connect.js";
@@ -398,7 +398,10 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
 
   // The client's NATS user is gone (removed, revoked): so is the client (v5 0x87; 3.1.1 close).
   natsGone(reason: string, auth: boolean): void {
-    this.protocolError(auth ? Reason.notAuthorized : Reason.unspecified, `NATS closed the client's connection: ${reason}`);
+    this.protocolError(
+      auth ? Reason.notAuthorized : Reason.unspecified,
+      `NATS closed the client's connection: ${reason}`,
+    );
   }
 
   // SessionOwner: what the session tells this connection, and asks for it.
@@ -450,7 +453,6 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
     this.early.release();
     if (this.paused) queueMicrotask(() => this.flow());
   }
-
 
   private onPublish(p: IPublishPacket): void {
     const alias = this.version === 5 && p.properties?.topicAlias !== undefined;

@@ -18,7 +18,11 @@ export class MqttClientHandle implements ClientHandle {
     private readonly actor: {
       send(event: { type: "KICK" | "SHUTDOWN" } | { type: "TAKEN_OVER"; resumed?: boolean | undefined }): void;
     },
-    private readonly owner: { subscriptionCount(): number; storedWaitingCount(): number; readonly bytes: { held(): number } },
+    private readonly owner: {
+      subscriptionCount(): number;
+      storedWaitingCount(): number;
+      readonly bytes: { held(): number };
+    },
   ) {}
 
   /** A Date made when asked (admin lists): 80 bytes less per connection than keeping one. */

@@ -26,13 +26,11 @@ export function onPubrel(
   messageId: number,
   write: (p: Packet) => void,
 ): void {
-  void inbound
-    .release(messageId)
-    .then((known) =>
-      write({
-        cmd: "pubcomp",
-        messageId,
-        ...(known || version !== 5 ? {} : { reasonCode: Reason.packetIdNotFound }),
-      } as Packet),
-    );
+  void inbound.release(messageId).then((known) =>
+    write({
+      cmd: "pubcomp",
+      messageId,
+      ...(known || version !== 5 ? {} : { reasonCode: Reason.packetIdNotFound }),
+    } as Packet),
+  );
 }

@@ -44,11 +44,14 @@ const encoder = new TextEncoder();
  */
 export class KvSessionStore implements SessionStore {
   private readonly indexes = new Map<string, KeyIndex>();
+  /** Every account whose bucket was read or written here, the key index's or not. */
+  private readonly used = new Set<string>();
 
   constructor(private readonly services: AccountServices) {}
 
   async load(account: string, clientId: string): Promise<LoadedSession | undefined> {
     let entry: Awaited<ReturnType<KV["get"]>>;
+    this.used.add(account);
     try {
       const kv = await this.services.sessionsBucket(account);
       entry = await kv.get(sessionKey(clientId));
@@ -88,6 +91,7 @@ export class KvSessionStore implements SessionStore {
     options: SaveOptions,
     operation: "PURGE" | undefined,
   ): Promise<number> {
+    this.used.add(account);
     await this.services.sessionsBucket(account);
     const { js } = await this.services.jetstream(account);
     const h = natsHeaders();
@@ -112,9 +116,12 @@ export class KvSessionStore implements SessionStore {
     }
   }
 
-  /** The accounts whose bucket this gateway has used (the sweeper looks through these). */
+  /**
+   * The accounts whose bucket this gateway has used (the sweeper looks through these): read or
+   * written, not only indexed (a gateway whose clients all resume never indexes a bucket).
+   */
   accounts(): string[] {
-    return [...this.indexes.keys()];
+    return [...new Set([...this.used, ...this.indexes.keys()])];
   }
 
   /**

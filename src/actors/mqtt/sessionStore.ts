@@ -2,6 +2,13 @@ import { Data } from "effect";
 import type { ISubscription } from "mqtt-packet";
 import type { InboundRecord } from "./inboundState.js";
 
+/**
+ * The consumer metadata naming the sessions bucket whose records name the consumer: gateways
+ * with another bucket on the same stream (another deployment, a test) keep their own, and
+ * consumers made before the key existed are never taken for orphans.
+ */
+export const SESSIONS_BUCKET_KEY = "mqgw_sessions_bucket";
+
 /** One subscription of a stored session, with where its stored deliveries come from. */
 export interface StoredSubscription {
   readonly subscription: ISubscription;

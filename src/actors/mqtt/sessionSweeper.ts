@@ -4,6 +4,7 @@ import type { Logger } from "../../log.js";
 import type { AccountServices } from "../accountServices.js";
 import { aliveSubject } from "../liveness.js";
 import type { KvSessionStore } from "./kvSessionStore.js";
+import { namedConsumers, removeOrphanConsumers } from "./orphanConsumers.js";
 import type { SessionDirectory } from "./sessionDirectory.js";
 import { SessionMovedOn, type StoredSession } from "./sessionStore.js";
 
@@ -19,7 +20,8 @@ const decoder = new TextDecoder();
  * that does not answer `$MQG.alive.<id>` becomes what a disconnect would have written
  * (detached, expiring from now, with its TTL), and on a bucket without per-record TTL
  * (nats-server before 2.11) an expired detached record is removed. Every write is
- * conditional on the revision read, so a client that resumes meanwhile wins.
+ * conditional on the revision read, so a client that resumes meanwhile wins. The same pass
+ * deletes the session consumers no record names (orphanConsumers.ts).
  */
 export class SessionSweeper {
   constructor(
@@ -29,6 +31,9 @@ export class SessionSweeper {
     private readonly gatewayId: string,
     private readonly intervalMs: number,
     private readonly log: Logger,
+    /** The streams a session of the account may read besides those its records name (the MQTT store, bindings). */
+    private readonly streamsOf: (account: string) => Iterable<string> = () => [],
+    private readonly onOrphansRemoved: (account: string, n: number) => void = () => {},
   ) {}
 
   /** One pass over the bucket of each account this gateway has served: how many records it settled. */
@@ -47,7 +52,7 @@ export class SessionSweeper {
   private async sweepAccount(account: string): Promise<number> {
     const kv = await this.services.sessionsBucket(account);
     if (!(await this.takeLock(kv, account))) return 0;
-    const { lease } = await this.services.jetstream(account);
+    const { lease, jsm } = await this.services.jetstream(account);
     const alive = new Map<string, Promise<boolean>>();
     const isAlive = (owner: string) => {
       let a = alive.get(owner);
@@ -55,8 +60,9 @@ export class SessionSweeper {
       return a;
     };
     let settled = 0;
-    for (const [key, revision, session] of await this.records(kv)) {
-      const clientId = Buffer.from(key, "base64url").toString("utf8");
+    const records = await this.records(kv);
+    for (const [key, revision, session] of records) {
+      const clientId = keyClientId(key);
       const now = Date.now();
       try {
         if (session.connected) {
@@ -81,7 +87,29 @@ export class SessionSweeper {
       }
     }
     if (settled) this.log.info({ account, settled }, "sessions left by gone gateways settled");
+    await this.removeOrphans(account, jsm, records);
     return settled;
+  }
+
+  private async removeOrphans(
+    account: string,
+    jsm: Awaited<ReturnType<AccountServices["jetstream"]>>["jsm"],
+    records: ReadonlyArray<[string, number, StoredSession]>,
+  ): Promise<void> {
+    const named = namedConsumers(
+      account,
+      records.map(([key, , session]) => [keyClientId(key), session]),
+    );
+    if (!named) return;
+    const streams = new Set(this.streamsOf(account));
+    for (const [, , session] of records)
+      for (const sub of session.subscriptions ?? []) if (sub.stream) streams.add(sub.stream);
+    // Two passes old: a resume writes its record within seconds of making its consumer.
+    const bucket = this.services.sessionsBucketName();
+    const removed = await removeOrphanConsumers(jsm, streams, bucket, named, Date.now(), 2 * this.intervalMs);
+    if (removed === 0) return;
+    this.onOrphansRemoved(account, removed);
+    this.log.info({ account, removed }, "session consumers no record names removed");
   }
 
   /** The bucket's current records, read in one pass of a watch (not a get per key). */
@@ -128,6 +156,8 @@ export class SessionSweeper {
     }
   }
 }
+
+const keyClientId = (key: string): string => Buffer.from(key, "base64url").toString("utf8");
 
 async function ping(nc: NatsConnection, owner: string): Promise<boolean> {
   if (!owner) return false;

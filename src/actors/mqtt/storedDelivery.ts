@@ -11,7 +11,7 @@ import { startChildMachine } from "../machineActor.js";
 import type { MessageStore } from "../messageStore.js";
 import type { ActorRegistry } from "../registry.js";
 import { type PullBudget, PullWindow } from "./pullWindow.js";
-import type { StoredSubscription } from "./sessionStore.js";
+import { SESSIONS_BUCKET_KEY, type StoredSubscription } from "./sessionStore.js";
 
 /**
  * A QoS 1/2 subscription of a persistent session on stored subjects reads a durable
@@ -94,7 +94,13 @@ export function within(p: Promise<unknown>, ms: number): Promise<void> {
   const late = new Promise<void>((resolve) => {
     timer = setTimeout(resolve, ms);
   });
-  return Promise.race([p.then(() => {}, () => {}), late]).finally(() => clearTimeout(timer));
+  return Promise.race([
+    p.then(
+      () => {},
+      () => {},
+    ),
+    late,
+  ]).finally(() => clearTimeout(timer));
 }
 
 /** 10014: consumer not found. */
@@ -265,6 +271,8 @@ export class StoredDelivery {
           max_ack_pending: this.o.maxAckPending,
           ack_wait: 30_000_000_000,
           inactive_threshold: Math.max(60_000, this.o.inactiveMs) * 1_000_000,
+          // Whose records name it: only that bucket's sweep may take it for an orphan (orphanConsumers.ts).
+          metadata: { [SESSIONS_BUCKET_KEY]: this.o.services.sessionsBucketName() },
         };
         this.making =
           this.takeover && (found || floor > 0)
