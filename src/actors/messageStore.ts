@@ -213,6 +213,7 @@ export class MessageStore {
             storage: StorageType.File,
             discard: DiscardPolicy.Old,
             num_replicas,
+            max_consumers: STORE_MAX_CONSUMERS,
             ...limits,
           }),
         );
@@ -224,18 +225,27 @@ export class MessageStore {
       }
       return;
     }
-    if (existing.max_bytes !== limits.max_bytes || existing.max_age !== limits.max_age) {
-      this.log.info(
-        { account, stream: name, ...limits },
-        "MQTT store limits changed in the config: updating the stream",
-      );
-      await jsm.streams.update(name, { ...existing, ...limits }).catch((e: Error) => {
+    const wanted = { ...limits, max_consumers: Math.max(existing.max_consumers, STORE_MAX_CONSUMERS) };
+    if (
+      existing.max_bytes !== wanted.max_bytes ||
+      existing.max_age !== wanted.max_age ||
+      existing.max_consumers !== wanted.max_consumers
+    ) {
+      this.log.info({ account, stream: name, ...wanted }, "MQTT store limits changed: updating the stream");
+      await jsm.streams.update(name, { ...existing, ...wanted }).catch((e: Error) => {
         // The stream works with its old limits; the operator learns why the new ones did not apply.
         this.log.warn({ account, stream: name, err: e.message }, "could not update the MQTT store's limits");
       });
     }
   }
 }
+
+/**
+ * The MQTT store's own consumer limit: one consumer per stored subscription of each
+ * persistent session (docs/decisions/consumer-limits.md), where nats-server 2.15 would give
+ * the stream 1,000 and stop the 501st session of two stored filters.
+ */
+export const STORE_MAX_CONSUMERS = 100_000;
 
 /** The store could not be looked at yet: NATS or its JetStream is coming back (the cause says how). */
 class ComingBack extends Error {

@@ -4,6 +4,7 @@
  * consumer the gateway makes on the stream that stores the source, or an operator's
  * queue. Pure rules; docs/decisions/amqp-links.md has the reasoning.
  */
+
 import { createHash } from "node:crypto";
 import type { ConsumerInfo } from "@nats-io/jetstream";
 import type { LinkError } from "../../machines/amqpLink.js";
@@ -11,6 +12,7 @@ import type { SourceAddress } from "../../protocol/amqpAddress.js";
 import { err, ok, type Result } from "../../protocol/result.js";
 import { patternCovers } from "../../protocol/subjects.js";
 import type { Coverage } from "../bindings.js";
+import { limitReached } from "../client/jetStreamLimits.js";
 
 /** snd-settle-mode as the client's receiver asked for it (part 2, 2.8.2): unsettled, settled or mixed. */
 export type SettleMode = 0 | 1 | 2;
@@ -133,6 +135,8 @@ export function consumerLookupError(e: unknown, stream: string, consumer: string
       condition: "amqp:unauthorized-access",
       description: `not authorized to read queue ${consumer}: ${message}`,
     };
+  const limit = limitReached(e, stream);
+  if (limit) return { condition: "amqp:resource-limit-exceeded", description: limit };
   return { condition: "amqp:internal-error", description: `could not look up queue ${consumer}: ${message}` };
 }
 

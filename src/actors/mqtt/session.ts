@@ -228,7 +228,13 @@ export class ClientSession {
       // QoS 1/2 on a stored subject is the stream's to deliver: without it, not granted (SUBACK says why).
       this.close(f.entry.sub.filter, false);
       granted[f.index] =
-        link.version === 5 ? (failed.permission ? Reason.notAuthorized : Reason.unspecified) : SubackFailureV4;
+        link.version === 5
+          ? failed.permission
+            ? Reason.notAuthorized
+            : failed.limit
+              ? Reason.quotaExceeded
+              : Reason.unspecified
+          : SubackFailureV4;
       unstored.push(`${f.entry.sub.filter}: ${failed.reason}`);
       link.metrics.refused("mqtt", "stored_delivery_unavailable");
     }
@@ -402,7 +408,7 @@ export class ClientSession {
     entry: Entry,
     resume: { floor: number; above: readonly number[] } | undefined,
     waits: boolean,
-  ): Promise<{ reason: string; permission: boolean } | undefined> {
+  ): Promise<{ reason: string; permission: boolean; limit: boolean } | undefined> {
     const { link } = this;
     const { sub, source, consumer } = entry;
     if (!source || !consumer || this.entries.get(sub.filter) !== entry) return undefined;
@@ -444,7 +450,11 @@ export class ClientSession {
     link.metrics.jetstreamError("mqtt", "consumer");
     if (outcome.state === "waiting")
       link.log.warn({ filter: sub.filter, stream, err: outcome.reason }, "stored delivery unavailable");
-    return { reason: outcome.reason, permission: outcome.state === "refused" && outcome.permission };
+    return {
+      reason: outcome.reason,
+      permission: outcome.state === "refused" && outcome.permission,
+      limit: outcome.state === "waiting" && outcome.limit,
+    };
   }
 
   /** Waiting for their store (/clients). */

@@ -5,6 +5,7 @@ import type { Logger } from "../../log.js";
 import { type StoredDeliveryEmitted, storedDeliveryMachine } from "../../machines/storedDelivery.js";
 import { parseJsAckReply } from "../../protocol/jsAckReply.js";
 import type { AccountServices } from "../accountServices.js";
+import { limitReached } from "../client/jetStreamLimits.js";
 import { ACK, settle } from "../client/jetStreamPull.js";
 import { missingPermission } from "../client/missingPermission.js";
 import { startChildMachine } from "../machineActor.js";
@@ -71,7 +72,7 @@ export interface OpenOptions {
 /** What the first attempt came to: reading, waiting for the store, or refused for good. */
 export type StoredOutcome =
   | { readonly state: "reading" }
-  | { readonly state: "waiting"; readonly reason: string }
+  | { readonly state: "waiting"; readonly reason: string; readonly limit: boolean }
   | { readonly state: "refused"; readonly reason: string; readonly permission: boolean };
 
 /** A failure waiting cannot cure: the subscription is refused, or goes on live only. */
@@ -131,6 +132,8 @@ export class StoredDelivery {
   private outcome: StoredOutcome | undefined;
   /** The permission the gateway user lacks, when that refused the last attempt: the log names it. */
   private missing: ReturnType<typeof missingPermission>;
+  /** The last attempt met a JetStream limit (a SUBSCRIBE's SUBACK says quota exceeded). */
+  private limit = false;
   private readonly settled: Promise<StoredOutcome>;
   private resolveFirst!: (o: StoredOutcome) => void;
   private readonly machine: ReturnType<typeof startChildMachine<typeof storedDeliveryMachine>>;
@@ -196,12 +199,13 @@ export class StoredDelivery {
         return this.decided({ state: "reading" });
       case "waiting":
         // The first failure and then about once a minute: a storm of waiting sessions is not a storm of lines.
-        if (e.attempt !== 1 && e.attempt % 12 !== 0) return this.decided({ state: "waiting", reason: e.reason });
+        if (e.attempt !== 1 && e.attempt % 12 !== 0)
+          return this.decided({ state: "waiting", reason: e.reason, limit: this.limit });
         this.o.log?.warn(
           { stream: this.o.stream, consumer: this.current, err: e.reason, attempt: e.attempt },
           "stored delivery waiting for its stream",
         );
-        return this.decided({ state: "waiting", reason: e.reason });
+        return this.decided({ state: "waiting", reason: e.reason, limit: this.limit });
       case "refused":
         this.o.log?.warn(
           { stream: this.o.stream, err: e.reason, ...(this.missing ? { missing_permission: this.missing } : {}) },
@@ -318,9 +322,11 @@ export class StoredDelivery {
     } catch (e) {
       const missing = missingPermission(e);
       this.missing = missing;
+      const limit = limitReached(e, this.o.stream);
+      this.limit = limit !== undefined;
       const reason = missing
         ? `the gateway user may not ${missing.operation} ${missing.subject}`
-        : (e as Error).message || String(e);
+        : (limit ?? ((e as Error).message || String(e)));
       const permission = missing !== undefined;
       this.send({ type: "OPEN_FAILED", reason, permission, refused: permission || e instanceof StoreRefused });
     }
