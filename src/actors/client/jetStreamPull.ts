@@ -29,6 +29,11 @@ export interface JetStreamPullOptions {
    */
   readonly minBatch?: number;
   readonly onGone: "end" | "retry";
+  /**
+   * The priority group of a pinned_client consumer (an MQTT session's, pinnedTakeover.ts):
+   * every pull names it, and, once the server pinned this reader, the pin id it was given.
+   */
+  readonly group?: string | undefined;
   readonly registry?: ActorRegistry | undefined;
 }
 
@@ -80,6 +85,8 @@ export class JetStreamPull {
   private readonly api: string;
   private readonly inboxPrefix: string | undefined;
   private readonly minBatch: number;
+  /** The id the server pinned this reader with (`Nats-Pin-Id`), sent with each pull. */
+  private pinId: string | undefined;
   private readonly machine: ReturnType<typeof startChildMachine<typeof jetStreamPullMachine>>;
 
   constructor(private readonly o: JetStreamPullOptions) {
@@ -190,9 +197,12 @@ export class JetStreamPull {
     pull.timer.unref?.();
     this.pulls.add(pull);
     this.requested += batch;
+    const group = this.o.group
+      ? `,"group":${JSON.stringify(this.o.group)}${this.pinId ? `,"id":${JSON.stringify(this.pinId)}` : ""}`
+      : "";
     const request = noWait
-      ? `{"batch":${batch},"no_wait":true}`
-      : `{"batch":${batch},"expires":${this.o.expiresMs * 1_000_000}}`;
+      ? `{"batch":${batch},"no_wait":true${group}}`
+      : `{"batch":${batch},"expires":${this.o.expiresMs * 1_000_000}${group}}`;
     try {
       this.o.nc.publish(this.api, encoder.encode(request), { reply: inbox });
     } catch {
@@ -207,6 +217,7 @@ export class JetStreamPull {
     // reader stopped: back to the stream at once, for the next pull, not after the ack wait.
     if (!this.pulls.has(pull) || this.machine.actor.getSnapshot().status !== "active")
       return settle(this.o.nc, m.reply, NAK);
+    if (this.o.group) this.pinId = m.headers?.get("Nats-Pin-Id") || this.pinId;
     pull.remaining--;
     this.requested--;
     if (pull.remaining <= 0) this.end(pull, "filled");
@@ -217,6 +228,14 @@ export class JetStreamPull {
     // 100: a heartbeat or flow control. 404/408: the pull is over. 409: over, for a reason.
     if (code === 100 || code === 0) return;
     if (code === 408 || code === 404) return this.end(pull, "expired");
+    // 423: the pin went to another reader (a takeover unpinned this one), or lapsed. Asked
+    // again without an id after the pause: a reader that took over pulls before it unpins,
+    // so it holds the pin and this pull waits unserved until the session's old connection
+    // is closed; a pin that only lapsed is given to this reader again.
+    if (code === 423) {
+      this.pinId = undefined;
+      return this.end(pull, "cut short");
+    }
     if (code === 409 && /deleted|push based/i.test(description)) {
       this.end(pull, "quietly");
       return this.send({ type: "CONSUMER_GONE", reason: `${code} ${description}` });

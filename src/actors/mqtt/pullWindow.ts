@@ -30,6 +30,8 @@ export class PullWindow implements PullReader {
     /** The consumer is gone (deleted, lost with a node): the stored delivery makes another from its floor. */
     private readonly onGone: (reason: string) => void,
     private readonly budget?: PullBudget | undefined,
+    /** A pinned consumer's priority group (pinnedTakeover.ts). */
+    group?: string | undefined,
   ) {
     this.pull = new JetStreamPull({
       nc,
@@ -40,6 +42,7 @@ export class PullWindow implements PullReader {
       // Half a window, of the window that fits the client's bytes now (ask()).
       minBatch: budget ? 1 : Math.ceil(window / 2),
       onGone: "end",
+      group,
     });
   }
 

@@ -11,10 +11,11 @@ import { InboundState } from "./inboundState.js";
 import type { ClientLink } from "./link.js";
 import type { OutboundFlow } from "./outbound.js";
 import { tooManyLevels } from "./publishMapping.js";
+import { RESUME_WAIT_MS, within } from "./resumeWait.js";
 import type { RetainedMessages } from "./retained.js";
 import type { LoadedSession, OutboundRecord, SessionStore, StoredSession, StoredSubscription } from "./sessionStore.js";
 import { SessionWriter } from "./sessionWriter.js";
-import { RESUME_WAIT_MS, StoredDelivery, within } from "./storedDelivery.js";
+import { StoredDelivery } from "./storedDelivery.js";
 import { consumerDelivers, type StoredSource, storedSourceOf } from "./storedSource.js";
 import {
   type ActiveSubscription,

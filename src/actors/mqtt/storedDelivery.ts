@@ -1,5 +1,11 @@
 import { createHash, randomBytes } from "node:crypto";
-import { AckPolicy, type ConsumerConfig, DeliverPolicy, JetStreamApiError } from "@nats-io/jetstream";
+import {
+  AckPolicy,
+  type ConsumerConfig,
+  DeliverPolicy,
+  JetStreamApiError,
+  type JetStreamManager,
+} from "@nats-io/jetstream";
 import type { Msg, NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "../../log.js";
 import { type StoredDeliveryEmitted, storedDeliveryMachine } from "../../machines/storedDelivery.js";
@@ -11,6 +17,7 @@ import { missingPermission } from "../client/missingPermission.js";
 import { startChildMachine } from "../machineActor.js";
 import type { MessageStore } from "../messageStore.js";
 import type { ActorRegistry } from "../registry.js";
+import { isPinned, PIN_GROUP, PINNED, takeOver, takesOverInPlace } from "./pinnedTakeover.js";
 import { type PullBudget, PullWindow } from "./pullWindow.js";
 import { SESSIONS_BUCKET_KEY, type StoredSubscription } from "./sessionStore.js";
 
@@ -20,16 +27,14 @@ import { SESSIONS_BUCKET_KEY, type StoredSubscription } from "./sessionStore.js"
  * client did not acknowledge is delivered again when it comes back, in the order it was
  * stored [MQTT-4.6.0-2..3].
  *
- * Each connection that resumes the session reads a consumer of its own: it creates one
- * that starts just above what the previous one had acknowledged in order (the higher of
- * the server's ack floor and the session record's), then deletes the previous one. The
- * stream keeps the session's messages throughout (interest retention sees a consumer at
- * every moment), everything above the floor comes in stream order, and nothing of the
- * previous connection (its pull requests still open on the server, messages on their way
- * to it) can reach or delay the new one. What the client acknowledged above the floor (the
- * record keeps it) is acknowledged again without being sent, and what it held
- * unacknowledged goes out with its old packet id and DUP (outbound.ts). Works the same on
- * every nats-server 2.10+.
+ * A connection that resumes the session reads the same consumer: on nats-server 2.14+ it
+ * fences the previous connection's pulls and rewinds to the ack floor before its first
+ * pull (pinnedTakeover.ts); elsewhere it creates a consumer that starts above the floor and
+ * deletes the previous one. Either way everything above the floor (the higher of the
+ * server's and the record's) comes in stream order, and nothing of the previous
+ * connection can reach or delay the new one. What the client acknowledged above the floor
+ * is acknowledged again without being sent; what it held unacknowledged goes out with its
+ * old packet id and DUP (outbound.ts).
  *
  * The store may not answer (a node lost, a leader being elected): the storedDelivery
  * machine then waits and asks again (machines/storedDelivery.ts), and a consumer lost
@@ -81,28 +86,6 @@ export class StoreRefused extends Error {}
 /** Waits after a failed attempt: 250 ms, doubling, at most 5 s, each jittered (machines/storedDelivery.ts). */
 export const RETRY_BACKOFF_MS = 250;
 export const RETRY_BACKOFF_MAX_MS = 5_000;
-
-/**
- * How long a resume waits for its consumers' first attempt before CONNACK: long enough that
- * the record written then names the consumers its messages come from, short enough that a
- * stream that is away does not hold the CONNACK (docs/decisions/mqtt-store.md).
- */
-export const RESUME_WAIT_MS = 2_000;
-
-/** Resolves when `p` settles or after `ms`, whichever is first. */
-export function within(p: Promise<unknown>, ms: number): Promise<void> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<void>((resolve) => {
-    timer = setTimeout(resolve, ms);
-  });
-  return Promise.race([
-    p.then(
-      () => {},
-      () => {},
-    ),
-    late,
-  ]).finally(() => clearTimeout(timer));
-}
 
 /** 10014: consumer not found. */
 const CONSUMER_NOT_FOUND = 10014;
@@ -267,6 +250,9 @@ export class StoredDelivery {
         // missing (a gateway that died wrote none): the higher of the two.
         const floor = Math.max(previous?.ack_floor.stream_seq ?? 0, this.acknowledged().floor);
         if (floor > this.highestAcked && this.pending.size === 0) this.highestAcked = floor;
+        const inPlace = takesOverInPlace(lease.nc.info?.version);
+        if (previous && this.takeover && inPlace && isPinned(previous))
+          return await this.takeOverInPlace(jsm, lease.nc, this.takeover.name);
         // A lost consumer (not asked about) is replaced too.
         const found = previous !== null && this.takeover !== undefined;
         const base = {
@@ -277,6 +263,7 @@ export class StoredDelivery {
           inactive_threshold: Math.max(60_000, this.o.inactiveMs) * 1_000_000,
           // Whose records name it: only that bucket's sweep may take it for an orphan (orphanConsumers.ts).
           metadata: { [SESSIONS_BUCKET_KEY]: this.o.services.sessionsBucketName() },
+          ...(inPlace ? PINNED : {}),
         };
         this.making =
           this.takeover && (found || floor > 0)
@@ -305,17 +292,7 @@ export class StoredDelivery {
         this.current = making.name;
         this.o.onConsumer?.(making.name);
       }
-      // Pulled with overlapping requests (pullWindow.ts) rather than `consume()`.
-      this.window = new PullWindow(
-        lease.nc,
-        this.o.stream,
-        making.name,
-        Math.min(this.o.maxAckPending, 256),
-        PULL_EXPIRES_MS,
-        (m) => this.received(m),
-        (reason) => this.send({ type: "CONSUMER_LOST", reason }),
-        this.o.budget,
-      );
+      this.window = this.reader(lease.nc, making.name, making.config.priority_groups !== undefined);
       this.send({ type: "OPENED" });
       this.window.start();
       if (this.retiring.size > 0) this.send({ type: "RETIRE" });
@@ -330,6 +307,32 @@ export class StoredDelivery {
       const permission = missing !== undefined;
       this.send({ type: "OPEN_FAILED", reason, permission, refused: permission || e instanceof StoreRefused });
     }
+  }
+
+  /** Pulled with overlapping requests (pullWindow.ts) rather than `consume()`. */
+  private reader(nc: NatsConnection, consumer: string, pinned: boolean): PullWindow {
+    return new PullWindow(
+      nc,
+      this.o.stream,
+      consumer,
+      Math.min(this.o.maxAckPending, 256),
+      PULL_EXPIRES_MS,
+      (m) => this.received(m),
+      (reason) => this.send({ type: "CONSUMER_LOST", reason }),
+      this.o.budget,
+      pinned ? PIN_GROUP : undefined,
+    );
+  }
+
+  /** A resume of a pinned consumer (pinnedTakeover.ts): fenced and rewound, then read. */
+  private async takeOverInPlace(jsm: JetStreamManager, nc: NatsConnection, consumer: string): Promise<void> {
+    await takeOver(jsm, this.o.stream, consumer);
+    if (this.ended) return;
+    this.nc = nc;
+    this.takeover = undefined;
+    this.window = this.reader(nc, consumer, true);
+    this.send({ type: "OPENED" });
+    this.window.start();
   }
 
   /** The consumer read is gone: the next attempt makes another from the floor, and deletes this one. */
