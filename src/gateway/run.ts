@@ -369,7 +369,7 @@ const gateway = (
         config = next;
         mqttSettings = mqttSettingsOf(next, core.nc.info?.max_payload);
         log.level = next.log.level;
-        if (changed.includes("bindings")) await bindings.load(next.bindings);
+        if (changed.includes("bindings") || bindings.hasSkipped()) await bindings.load(next.bindings);
       },
       log,
     );
