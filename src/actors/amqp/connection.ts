@@ -2,24 +2,25 @@ import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import { Effect, FiberMap, type Scope } from "effect";
 import type { Connection, EventContext } from "rhea";
-import type { MachineActor } from "../machineActor.js";
 import type { Logger } from "../../log.js";
 import { amqpConnectionMachine, type Login } from "../../machines/amqpConnection.js";
+import { screenInput, serverContainer } from "../../vendor/rhea.js";
+import type { BanCheck } from "../admin/banList.js";
 import type { Bindings } from "../bindings.js";
-import type { MessageStore } from "../messageStore.js";
-import type { ClientHandle, ClientRegistry } from "../clients.js";
-import { awaitDone, startMachine } from "../machineActor.js";
-import type { Metrics } from "../metrics.js";
 import { acquireNatsAccess } from "../client/natsAccess.js";
+import type { ClientHandle, ClientRegistry } from "../clients.js";
+import type { MachineActor } from "../machineActor.js";
+import { awaitDone, startMachine } from "../machineActor.js";
+import type { MessageStore } from "../messageStore.js";
+import type { Metrics } from "../metrics.js";
 import type { NatsBridge, NatsLease } from "../natsBridge.js";
 import type { ActorRegistry } from "../registry.js";
 import { type LinkContext, linkContext } from "./context.js";
+import { corkPerTick } from "./corkedWrites.js";
 import { FrameGuard, SASL_HEADER } from "./frameGuard.js";
 import { guarded } from "./guarded.js";
 import { ConnectionLinks, type SpawnLink } from "./links.js";
-import { corkPerTick } from "./corkedWrites.js";
 import { Outflow } from "./outflow.js";
-import { screenInput, serverContainer } from "../../vendor/rhea.js";
 import { saslMechanisms, verifiedCertificateName } from "./sasl.js";
 import type { AmqpSettings } from "./settings.js";
 
@@ -36,6 +37,8 @@ export interface AmqpDeps {
   readonly accountOf: (lease: NatsLease, username: string | undefined) => Promise<string>;
   /** limits.max_connections_per_account (0: none), counted over MQTT and AMQP clients alike. */
   readonly maxConnectionsPerAccount: () => number;
+  /** Bans in force on every gateway: a banned client is closed with amqp:unauthorized-access once open. */
+  readonly bans?: BanCheck;
   /** limits.max_topic_levels (0: none): tokens of an AMQP address. */
   readonly maxTopicLevels: () => number;
   /** The gateway's id: its container-id in every open. */
@@ -247,21 +250,36 @@ class AmqpClientConnection {
   /** The client's own NATS connection, its account and the per-account limit (client/natsAccess.ts, shared with MQTT). */
   private async acquireNats(login: Login): Promise<void> {
     this.login = login;
-    const access = await acquireNatsAccess(this.deps, "amqp", login.credentials, login.username, () => this.actor.getSnapshot().status === "active");
+    const access = await acquireNatsAccess(
+      this.deps,
+      "amqp",
+      login.credentials,
+      login.username,
+      () => this.actor.getSnapshot().status === "active",
+    );
     if (access.kind === "gone") return;
     if (access.kind === "refused") {
-      this.log.info({ mechanism: login.mechanism, user: login.username, err: access.reason }, "AMQP login refused by NATS");
+      this.log.info(
+        { mechanism: login.mechanism, user: login.username, err: access.reason },
+        "AMQP login refused by NATS",
+      );
       return sendIfActiveConnection(this.actor, { type: "NATS_REFUSED", auth: access.auth, reason: access.reason });
     }
     this.lease = access.lease;
     // The client's NATS user is gone (removed, revoked): so is the client.
     this.unlistenGone = access.lease.onGone((reason, auth) =>
-      this.protocolError(auth ? "amqp:unauthorized-access" : "amqp:connection:forced", `NATS closed the client's connection: ${reason}`),
+      this.protocolError(
+        auth ? "amqp:unauthorized-access" : "amqp:connection:forced",
+        `NATS closed the client's connection: ${reason}`,
+      ),
     );
     if (access.kind === "no account") return this.fail(new Error(`account could not be told: ${access.reason}`));
     this.account = access.account;
     if (access.kind === "over limit") {
-      this.log.info({ account: this.account, limit: access.limit }, "AMQP client refused: account at its connection limit");
+      this.log.info(
+        { account: this.account, limit: access.limit },
+        "AMQP client refused: account at its connection limit",
+      );
       return sendIfActiveConnection(this.actor, {
         type: "LIMIT_REFUSED",
         error: {
@@ -276,11 +294,18 @@ class AmqpClientConnection {
   private serve(): void {
     const lease = this.lease!;
     const containerId = this.actor.getSnapshot().context.containerId;
+    const username = this.login?.username;
+    const banned = this.deps.bans?.refusal({ clientId: containerId, username, remote: this.remote });
+    if (banned) {
+      this.deps.metrics.refused("amqp", "banned");
+      return this.protocolError("amqp:unauthorized-access", banned);
+    }
     this.deps.metrics.connected("amqp", this.account, +1);
     this.handle = {
       cid: this.cid,
       protocol: "amqp",
       clientId: containerId,
+      username,
       remote: this.remote,
       since: new Date(),
       account: this.account,
