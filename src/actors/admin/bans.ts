@@ -2,6 +2,7 @@ import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { type KV, Kvm } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "../../log.js";
+import { once } from "../once.js";
 import { isStreamMissing } from "../streamMissing.js";
 import { type Ban, type BanKind, BanList, banKey } from "./banList.js";
 
@@ -116,22 +117,28 @@ export class Bans {
 
   /** Follows every write to the bucket from its current values on; tried again while the connection lasts. */
   private async watch(nc: NatsConnection): Promise<void> {
-    let stopped = false;
+    const stop = new AbortController();
     let retry: ReturnType<typeof setTimeout> | undefined;
     let iterator: { stop(): void } | undefined;
     this.stopWatch = () => {
-      stopped = true;
+      stop.abort();
       clearTimeout(retry);
       iterator?.stop();
     };
+    // Said once per connection: an admin account without JetStream stays so, and bans are then off.
+    const warn = once((err: string) =>
+      this.log.warn(
+        { bucket: BANS_BUCKET, err },
+        "bans bucket not readable (JetStream in the admin account?): bans are not enforced until it is",
+      ),
+    );
     let waitMs = RETRY_MS;
-    let warned = false;
-    while (!stopped && this.nc === nc && !nc.isClosed()) {
+    while (!stop.signal.aborted && this.nc === nc && !nc.isClosed()) {
       try {
         const { kv } = await this.open();
         const watch = await kv.watch();
         iterator = watch;
-        if (stopped) return watch.stop();
+        if (stop.signal.aborted) return watch.stop();
         this.list.clear();
         for await (const e of watch) {
           if (e.operation === "PUT") {
@@ -143,16 +150,10 @@ export class Bans {
           } else this.list.set(e.key, undefined);
         }
       } catch (e) {
-        if (stopped) return;
-        // Said once per connection: an admin account without JetStream stays so, and bans are then off.
-        if (!warned)
-          this.log.warn(
-            { bucket: BANS_BUCKET, err: (e as Error).message },
-            "bans bucket not readable (JetStream in the admin account?): bans are not enforced until it is",
-          );
-        warned = true;
+        if (stop.signal.aborted) return;
+        warn((e as Error).message);
       }
-      if (stopped) return;
+      if (stop.signal.aborted) return;
       await new Promise<void>((resolve) => {
         retry = setTimeout(resolve, waitMs);
         retry.unref?.();
