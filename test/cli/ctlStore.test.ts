@@ -1,15 +1,21 @@
 // Issue 25 item 9: `ctl sessions`, `subscriptions`, `retained` and `ban` as an operator runs
 // them (the built CLI as a child process), against TWO gateways sharing one nats-server:
 // a session held by one gateway is dropped through the other; a ban made through one
-// refuses the client on both (MQTT 5 0x8A, 3.1.1 0x05, AMQP amqp:unauthorized-access).
-import { spawn } from "node:child_process";
+// refuses the client on both (MQTT 5 0x8A, 3.1.1 0x05, AMQP amqp:unauthorized-access). The
+// nats-server runs the permissions `generate` prints.
+import { execFile, spawn } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { promisify } from "node:util";
 import { type JetStreamManager, jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import type mqtt from "mqtt-packet";
 import rhea from "rhea";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { stringify } from "yaml";
+import { CLIENT_USERS, SECRETS, withSystemAccount } from "../admin/world.js";
 import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
 import { connectMqtt } from "../helpers/mqttClient.js";
 import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
@@ -17,35 +23,33 @@ import { eventually } from "../helpers/poll.js";
 import { RawMqtt } from "../helpers/rawMqtt.js";
 
 const bin = join(import.meta.dirname, "../../bin/mq-gateway.js");
+const run = promisify(execFile);
 
-/** An admin account with JetStream (the bans bucket lives there) and one client account. */
-const SERVER = `
-accounts {
-  SYS { users: [ { user: "sys", password: "sys-pw" } ] }
-  MQG_ADMIN {
-    jetstream: enabled
-    users: [
-      { user: "mqg-admin", password: "admin-pw" }
-      { user: "mqg-operator", password: "operator-pw", permissions: { publish: ["$MQG.admin.>"], subscribe: ["_INBOX.>"] } }
-    ]
-  }
-  PLANT_A {
-    jetstream: enabled
-    users: [
-      { user: "mqg-a", password: "gateway-a-pw" }
-      { user: "sensor-a", password: "sensor-a-pw" }
-      { user: "anon-a", password: "anon-a-pw" }
-    ]
-  }
-}
-system_account: SYS
-no_auth_user: "anon-a"
-`;
-
+/** One client account; the passwords come from the environment ("env:"), as the generated server's do. */
 const FLEET = {
-  admin: { user: "mqg-admin", password: "admin-pw" },
-  gateway_users: { PLANT_A: { user: "mqg-a", password: "gateway-a-pw" } },
+  admin: { user: "mqg-admin", password: "env:MQG_ADMIN_PASSWORD" },
+  gateway_users: { PLANT_A: { user: "mqg-a", password: "env:MQG_A_PASSWORD" } },
 };
+const PLACEHOLDER = `# { user: "sensor-7", password: "..." }`;
+
+/**
+ * The nats-server config `generate` prints for the fleet (the admin account with JetStream
+ * for the bans bucket), with PLANT_A's client users where it says they go: what the gateways
+ * need for sessions, retained messages and bans is what `generate` grants.
+ */
+async function generatedServer(): Promise<string> {
+  const file = join(mkdtempSync(join(tmpdir(), "mqgw-ctlstore-")), "fleet.yaml");
+  writeFileSync(file, stringify(FLEET));
+  const { stdout } = await run(process.execPath, [bin, "generate", "--format", "nats-server", "--config", file], {
+    env: { ...process.env, ...SECRETS },
+  });
+  if (!stdout.includes(PLACEHOLDER)) throw new Error(`no client user placeholder in:\n${stdout}`);
+  for (const variable of stdout.matchAll(/^# {3}\$([A-Za-z_][A-Za-z0-9_]*)/gm)) {
+    const key = variable[1] as string;
+    process.env[key] = key in SECRETS ? SECRETS[key as keyof typeof SECRETS] : `pw-${key}`;
+  }
+  return withSystemAccount(stdout.replace(PLACEHOLDER, CLIENT_USERS.PLANT_A));
+}
 
 describe("ctl sessions, subscriptions, retained and ban on two gateways", () => {
   let nats: NatsServerHandle;
@@ -76,15 +80,23 @@ describe("ctl sessions, subscriptions, retained and ban on two gateways", () => 
   };
 
   beforeAll(async () => {
-    nats = await startNatsServer({ config: SERVER });
+    nats = await startNatsServer({ config: await generatedServer() });
     [gwA, gwB] = (await Promise.all(
-      ["gw-a", "gw-b"].map((id) => startGateway({ nats: nats.url, config: FLEET, args: ["--id", id] })),
+      ["gw-a", "gw-b"].map((id) =>
+        startGateway({ nats: nats.url, config: FLEET, args: ["--id", id], env: { ...SECRETS } }),
+      ),
     )) as [GatewayHandle, GatewayHandle];
     await Promise.all(
       [gwA, gwB].map((gw) => gw.waitForLog((l) => l.msg === "admin connection serving the admin subjects")),
     );
-    connection = ["--server", nats.url, "--user", "mqg-operator", "--password", "operator-pw"];
-    plant = await connect({ servers: nats.url, user: "mqg-a", pass: "gateway-a-pw" });
+    connection = ["--server", nats.url, "--user", "mqg-operator", "--password", SECRETS.MQG_OPERATOR_PASSWORD];
+    // The gateway user reads its replies under $MQG.inbox (generate grants it no _INBOX).
+    plant = await connect({
+      servers: nats.url,
+      user: "mqg-a",
+      pass: SECRETS.MQG_A_PASSWORD,
+      inboxPrefix: "$MQG.inbox.test",
+    });
     jsm = await jetstreamManager(plant);
   });
   afterAll(async () => {
@@ -305,5 +317,13 @@ describe("ctl sessions, subscriptions, retained and ban on two gateways", () => 
     const bad = await ctl("ban", "--address", "10.0.0.0/33");
     expect(bad.code).toBe(1);
     expect(bad.stderr).toMatch(/prefix length must be 0 to 32/);
+  });
+
+  it("needs no permission beyond what generate grants: no gateway met a refusal", () => {
+    const trouble = (gw: GatewayHandle) =>
+      gw.logs.filter((l) =>
+        /Permissions Violation|bans bucket not readable|admin request failed/i.test(JSON.stringify(l)),
+      );
+    expect([...trouble(gwA), ...trouble(gwB)]).toEqual([]);
   });
 });

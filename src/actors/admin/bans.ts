@@ -1,13 +1,12 @@
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { type KV, Kvm } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
+import { BANS_BUCKET } from "../../config/permissions.js";
 import type { Logger } from "../../log.js";
 import { once } from "../once.js";
 import { isStreamMissing } from "../streamMissing.js";
 import { type Ban, type BanKind, BanList, banKey } from "./banList.js";
 
-/** The bans bucket, in the admin account (docs/decisions/bans.md). */
-export const BANS_BUCKET = "MQGW_BANS";
 /** How long the delete marker of an expired ban stays, so that every watcher hears it. */
 const MARKER_TTL_MS = 60_000;
 const RETRY_MS = 5_000;
