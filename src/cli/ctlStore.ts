@@ -55,7 +55,7 @@ export function addStoreCommands(ctl: Command, run: Run): void {
     .action(run(sessionsDrop));
   ctl
     .command("subscriptions")
-    .description("the live subscriptions of every gateway's MQTT clients: filter and QoS")
+    .description("the live subscriptions of every gateway's clients: MQTT filter and QoS, AMQP source address")
     .option("--account <account>", "clients of this account only")
     .option("--client-id <id>", "this client's subscriptions only")
     .option("--gateway <id>", "this gateway's clients only")

@@ -16,6 +16,7 @@ import rhea from "rhea";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
 import { CLIENT_USERS, SECRETS, withSystemAccount } from "../admin/world.js";
+import { AmqpClient } from "../amqp/rheaClient.js";
 import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
 import { connectMqtt } from "../helpers/mqttClient.js";
 import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
@@ -161,11 +162,13 @@ describe("ctl sessions, subscriptions, retained and ban on two gateways", () => 
     expect(again.stderr).toMatch(/no session of client "keep-1"/);
   });
 
-  it("subscriptions: each gateway's clients' live filters and QoS, filtered by client id", async () => {
+  it("subscriptions: each gateway's clients' live filters and QoS (AMQP: source addresses), filtered by client id", async () => {
     const a = await connectMqtt(gwA.port("mqtt"), { clientId: "subs-a" });
     const b = await connectMqtt(gwB.port("mqtt"), { protocolVersion: 5, clientId: "subs-b" });
+    const c = await AmqpClient.open(gwA.port("amqp"), { container_id: "subs-amqp" });
     await a.subscribeAsync("plant/+/temp", { qos: 1 });
     await b.subscribeAsync("plant/#", { qos: 0 });
+    await c.receiver({ source: { address: "plant.>" } });
     try {
       const r = await ctl("subscriptions", "--json");
       const replies = JSON.parse(r.stdout) as Array<{ id: string; subscriptions: Array<Record<string, unknown>> }>;
@@ -182,6 +185,10 @@ describe("ctl sessions, subscriptions, retained and ban on two gateways", () => 
       expect(replies[1]!.subscriptions).toContainEqual(
         expect.objectContaining({ client_id: "subs-b", filter: "plant/#", qos: 0 }),
       );
+      // An AMQP client's receiving links, by source address (AMQP has no QoS).
+      expect(replies[0]!.subscriptions).toContainEqual(
+        expect.objectContaining({ client_id: "subs-amqp", protocol: "amqp", filter: "plant.>", qos: null }),
+      );
       const one = await ctl("subscriptions", "--client-id", "subs-b");
       expect(one.code).toBe(0);
       expect(one.stdout).toMatch(/^gw-b\s+\d+\s+mqtt\s+PLANT_A\s+subs-b\s+plant\/#\s+0$/m);
@@ -189,6 +196,7 @@ describe("ctl sessions, subscriptions, retained and ban on two gateways", () => 
     } finally {
       a.end(true);
       b.end(true);
+      await c.close();
     }
   });
 
@@ -206,7 +214,7 @@ describe("ctl sessions, subscriptions, retained and ban on two gateways", () => 
 
     const cleared = await ctl("retained", "clear", "r/a/#", "--account", "PLANT_A");
     expect(cleared).toMatchObject({ code: 0, stdout: "cleared 2 retained messages under r/a/#\n" });
-    const left = await ctl("retained", "--account", "PLANT_A");
+    const left = await ctl("retained", "r/#", "--account", "PLANT_A");
     expect(left.stdout).toMatch(/^r\/b\s+5\s+\d{4}-/m);
     expect(left.stdout).not.toMatch(/r\/a\//);
     expect((await ctl("retained", "clear", "r/b", "--account", "PLANT_A")).stdout).toBe(

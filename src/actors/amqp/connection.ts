@@ -311,6 +311,8 @@ class AmqpClientConnection {
       account: this.account,
       natsServer: () => lease.server(),
       subscriptions: () => this.links.receiverCount(),
+      // AMQP has no QoS: a link's settlement mode is not one.
+      subscriptionList: () => this.links.receiverSources().map((filter) => ({ filter, qos: null })),
       natsConnection: () => lease.nc,
       kick: () => this.actor.send({ type: "KICK" }),
       shutdown: () => this.actor.send({ type: "SHUTDOWN" }),
