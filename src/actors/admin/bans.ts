@@ -1,5 +1,5 @@
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
-import { type KV, Kvm } from "@nats-io/kv";
+import { type KV, Kvm, KvWatchInclude } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { BANS_BUCKET } from "../../config/permissions.js";
 import type { Logger } from "../../log.js";
@@ -74,10 +74,28 @@ export class Bans {
     return true;
   }
 
-  /** The bans in force, as the bucket holds them now. */
+  /** The bans in force, as the bucket holds them now (read, not this gateway's copy, which may lag). */
   async all(): Promise<Ban[]> {
-    await this.open();
-    return this.list.inForce();
+    const { kv } = await this.open();
+    const now = new BanList();
+    if ((await kv.status()).values > 0) {
+      const watch = await kv.watch({ include: KvWatchInclude.LastValue });
+      try {
+        for await (const e of watch) {
+          if (e.operation === "PUT") {
+            try {
+              now.set(e.key, e.json<Ban>());
+            } catch {
+              // Not a ban record.
+            }
+          }
+          if (e.delta === 0) break;
+        }
+      } finally {
+        watch.stop();
+      }
+    }
+    return now.inForce();
   }
 
   private connection(): NatsConnection {
