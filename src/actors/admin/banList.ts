@@ -122,11 +122,11 @@ export class BanList implements BanCheck {
   }
 }
 
-/** Whether a ban matches a visitor (a connected client, when a ban comes into force). */
-export function banMatches(ban: Ban, visitor: Visitor): boolean {
+/** Which visitors one ban matches (the connected clients, when it comes into force). */
+export function banMatcher(ban: Ban): (visitor: Visitor) => boolean {
   const list = new BanList();
   list.set(banKey(ban.kind, ban.value), ban);
-  return list.refusal(visitor) !== undefined;
+  return (visitor) => list.refusal(visitor) !== undefined;
 }
 
 function describe(ban: Ban): string {

@@ -12,7 +12,7 @@ import type { NatsBridge } from "../natsBridge.js";
 import { natsTlsOptions } from "../natsTls.js";
 import type { ActorRegistry } from "../registry.js";
 import { type Supervisor, withRestarts } from "../supervisor.js";
-import { banMatches } from "./banList.js";
+import { banMatcher } from "./banList.js";
 import type { Bans } from "./bans.js";
 import { AdminConnection } from "./connection.js";
 import { startLameDuck } from "./ldm.js";
@@ -72,8 +72,9 @@ export function startAdmin(deps: {
   const scopes = new AccountScopes(clients, Object.keys(config.gateway_users));
   // A ban that comes into force (here or on any gateway) lets go of the clients it matches here.
   deps.bans.list.onBan((ban) => {
+    const matches = banMatcher(ban);
     for (const c of clients.all())
-      if (banMatches(ban, c)) {
+      if (matches(c)) {
         log.info({ cid: c.cid, client_id: c.clientId, ban }, "banned client kicked");
         c.kick();
       }
