@@ -75,14 +75,11 @@ export class Bindings {
 
   /** How a (possibly wildcard) source relates to the streams: inside one, outside all, or across. */
   coverage(account: string, source: string): Coverage {
-    const touching = this.streams.filter(
-      (s) => this.inAccount(s, account) && s.subjects.some((p) => patternsOverlap(p, source)),
-    );
+    const touching = this.streams.filter((s) => this.inAccount(s, account) && s.subjects.some((p) => patternsOverlap(p, source)));
     if (touching.length === 0) return { kind: "unstored" };
     const covering = touching.find((s) => s.subjects.some((p) => patternCovers(p, source)));
     if (covering && touching.length === 1) return { kind: "stored", stream: covering };
-    if (touching.length > 1)
-      return { kind: "mixed", reason: `source ${source} spans streams ${touching.map((s) => s.stream).join(", ")}` };
+    if (touching.length > 1) return { kind: "mixed", reason: `source ${source} spans streams ${touching.map((s) => s.stream).join(", ")}` };
     return { kind: "mixed", reason: `source ${source} mixes stored and unstored subjects` };
   }
 

@@ -14,10 +14,7 @@ export function workerCount(
   const text = value.trim().toLowerCase();
   if (text === "auto") return { ok: true, count: Math.max(1, cores) };
   if (!/^\d+$/.test(text) || Number(text) > MAX_WORKERS)
-    return {
-      ok: false,
-      error: `--workers: must be a whole number from 0 to ${MAX_WORKERS}, or auto (0 and auto: one per core); got ${JSON.stringify(value)}`,
-    };
+    return { ok: false, error: `--workers: must be a whole number from 0 to ${MAX_WORKERS}, or auto (0 and auto: one per core); got ${JSON.stringify(value)}` };
   const n = Number(text);
   return { ok: true, count: n === 0 ? Math.max(1, cores) : n };
 }

@@ -91,9 +91,7 @@ export function natsServerPermissions(config: GatewayConfig): string {
             "The gateway user: liveness asks between gateways ($MQG.alive.*) and their replies,",
             `the sessions bucket ${config.mqtt.sessions_bucket}, retained stream ${config.mqtt.retained_stream}`,
             ...(config.mqtt.messages_stream
-              ? [
-                  `and MQTT store ${config.mqtt.messages_stream} (QoS 1/2 messages for offline sessions, and their consumers)`,
-                ]
+              ? [`and MQTT store ${config.mqtt.messages_stream} (QoS 1/2 messages for offline sessions, and their consumers)`]
               : []),
             "(created on first use; the gateway's writes stay under $MQG.>, which clients cannot reach),",
             "stored delivery on the account's binding streams (a durable consumer per MQTT session and",

@@ -143,10 +143,7 @@ export function embeddedServerConfig(o: EmbeddedServerOptions): string {
  * Everything the embedded start needs beyond the child process: the admin user, the
  * nats-server config writer, and the admin file written once the server answers.
  */
-export async function prepareEmbedded(
-  config: GatewayConfig,
-  gatewayIds: readonly string[] = [config.id],
-): Promise<{
+export async function prepareEmbedded(config: GatewayConfig, gatewayIds: readonly string[] = [config.id]): Promise<{
   readonly admin: Credentials;
   readonly writeConfig: (storeDir: string, serverName: string) => Promise<string>;
   readonly writeAdminFile: (url: string) => Promise<string>;

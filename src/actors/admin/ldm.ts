@@ -1,5 +1,5 @@
-import type { gatewayMachine } from "../../machines/gateway.js";
 import type { MachineActor } from "../machineActor.js";
+import type { gatewayMachine } from "../../machines/gateway.js";
 
 export type LdmReply = { started: true } | { started: false; reason: string };
 

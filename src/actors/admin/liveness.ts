@@ -2,9 +2,9 @@ import { Effect, type Scope } from "effect";
 import type { Credentials } from "../../config/schema.js";
 import type { Logger } from "../../log.js";
 import type { ClientRegistry } from "../clients.js";
+import type { SessionDirectory } from "../mqtt/sessionDirectory.js";
 import { bridgeCredentials } from "../gatewayCredentials.js";
 import { answerLiveness } from "../liveness.js";
-import type { SessionDirectory } from "../mqtt/sessionDirectory.js";
 import type { NatsBridge } from "../natsBridge.js";
 
 /**
@@ -33,14 +33,7 @@ export const livenessActor = (deps: {
       }),
       (l) => Effect.sync(() => l.release()),
     );
-    const sub = answerLiveness({
-      nc: lease.nc,
-      id: deps.id,
-      clients: deps.clients,
-      directory: deps.directory,
-      log: deps.log,
-      account: deps.account,
-    });
+    const sub = answerLiveness({ nc: lease.nc, id: deps.id, clients: deps.clients, directory: deps.directory, log: deps.log, account: deps.account });
     yield* Effect.addFinalizer(() => Effect.sync(() => sub.unsubscribe()));
     deps.log.debug({ account: deps.account }, "answering liveness asks");
     yield* Effect.never;

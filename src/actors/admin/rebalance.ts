@@ -46,10 +46,7 @@ export function rebalancer(deps: {
       return { started: false, reason: `no client of account ${request.account} is connected to this gateway` };
     const toMove = [...all].filter((nc) => !on(nc));
     if (toMove.length === 0)
-      return {
-        started: false,
-        reason: `every NATS connection of account ${request.account} is on ${request.server} already`,
-      };
+      return { started: false, reason: `every NATS connection of account ${request.account} is on ${request.server} already` };
     const queue = toMove.slice(0, request.max ?? toMove.length);
     const candidates = candidatesFor(target, queue[0]!, deps.clients);
     deps.supervisor.spawn(id, "adminRebalance", rebalanceActor(queue, candidates, target, request, deps));
@@ -62,7 +59,11 @@ export function rebalancer(deps: {
  * of this gateway that is on that server now, if any, then every other entry of the
  * first connection's pool (configured servers plus those the cluster announced).
  */
-function candidatesFor(target: ReturnType<typeof targetOf>, first: NatsConnection, clients: ClientRegistry): string[] {
+function candidatesFor(
+  target: ReturnType<typeof targetOf>,
+  first: NatsConnection,
+  clients: ClientRegistry,
+): string[] {
   if (target.kind === "url") return [target.listen];
   const out = new Set<string>();
   for (const h of clients.all()) {
@@ -117,7 +118,8 @@ const rebalanceActor = (
             },
           );
         },
-        done: ({ moved, missed, skipped }) => log.info({ ...base, moved, missed, skipped }, "rebalance: done"),
+        done: ({ moved, missed, skipped }) =>
+          log.info({ ...base, moved, missed, skipped }, "rebalance: done"),
         stopped: ({ reason, moved }) => log.warn({ ...base, moved, reason }, "rebalance: stopped"),
       },
     });

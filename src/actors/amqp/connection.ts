@@ -2,25 +2,25 @@ import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import { Effect, FiberMap, type Scope } from "effect";
 import type { Connection, EventContext } from "rhea";
+import type { MachineActor } from "../machineActor.js";
 import type { Logger } from "../../log.js";
 import { amqpConnectionMachine, type Login } from "../../machines/amqpConnection.js";
-import { screenInput, serverContainer } from "../../vendor/rhea.js";
 import type { BanCheck } from "../admin/banList.js";
 import type { Bindings } from "../bindings.js";
-import { acquireNatsAccess } from "../client/natsAccess.js";
-import type { ClientHandle, ClientRegistry } from "../clients.js";
-import type { MachineActor } from "../machineActor.js";
-import { awaitDone, startMachine } from "../machineActor.js";
 import type { MessageStore } from "../messageStore.js";
+import type { ClientHandle, ClientRegistry } from "../clients.js";
+import { awaitDone, startMachine } from "../machineActor.js";
 import type { Metrics } from "../metrics.js";
+import { acquireNatsAccess } from "../client/natsAccess.js";
 import type { NatsBridge, NatsLease } from "../natsBridge.js";
 import type { ActorRegistry } from "../registry.js";
 import { type LinkContext, linkContext } from "./context.js";
-import { corkPerTick } from "./corkedWrites.js";
 import { FrameGuard, SASL_HEADER } from "./frameGuard.js";
 import { guarded } from "./guarded.js";
 import { ConnectionLinks, type SpawnLink } from "./links.js";
+import { corkPerTick } from "./corkedWrites.js";
 import { Outflow } from "./outflow.js";
+import { screenInput, serverContainer } from "../../vendor/rhea.js";
 import { saslMechanisms, verifiedCertificateName } from "./sasl.js";
 import type { AmqpSettings } from "./settings.js";
 
@@ -250,36 +250,21 @@ class AmqpClientConnection {
   /** The client's own NATS connection, its account and the per-account limit (client/natsAccess.ts, shared with MQTT). */
   private async acquireNats(login: Login): Promise<void> {
     this.login = login;
-    const access = await acquireNatsAccess(
-      this.deps,
-      "amqp",
-      login.credentials,
-      login.username,
-      () => this.actor.getSnapshot().status === "active",
-    );
+    const access = await acquireNatsAccess(this.deps, "amqp", login.credentials, login.username, () => this.actor.getSnapshot().status === "active");
     if (access.kind === "gone") return;
     if (access.kind === "refused") {
-      this.log.info(
-        { mechanism: login.mechanism, user: login.username, err: access.reason },
-        "AMQP login refused by NATS",
-      );
+      this.log.info({ mechanism: login.mechanism, user: login.username, err: access.reason }, "AMQP login refused by NATS");
       return sendIfActiveConnection(this.actor, { type: "NATS_REFUSED", auth: access.auth, reason: access.reason });
     }
     this.lease = access.lease;
     // The client's NATS user is gone (removed, revoked): so is the client.
     this.unlistenGone = access.lease.onGone((reason, auth) =>
-      this.protocolError(
-        auth ? "amqp:unauthorized-access" : "amqp:connection:forced",
-        `NATS closed the client's connection: ${reason}`,
-      ),
+      this.protocolError(auth ? "amqp:unauthorized-access" : "amqp:connection:forced", `NATS closed the client's connection: ${reason}`),
     );
     if (access.kind === "no account") return this.fail(new Error(`account could not be told: ${access.reason}`));
     this.account = access.account;
     if (access.kind === "over limit") {
-      this.log.info(
-        { account: this.account, limit: access.limit },
-        "AMQP client refused: account at its connection limit",
-      );
+      this.log.info({ account: this.account, limit: access.limit }, "AMQP client refused: account at its connection limit");
       return sendIfActiveConnection(this.actor, {
         type: "LIMIT_REFUSED",
         error: {

@@ -2,11 +2,11 @@ import { Effect, type Scope } from "effect";
 import type { Receiver, Sender, Session } from "rhea";
 import type { Logger } from "../../log.js";
 import { amqpReceiverLinkMachine, amqpSenderLinkMachine, type LinkError } from "../../machines/amqpLink.js";
-import { advertiseHandleMax, holdAttach, remoteHandleOf } from "../../vendor/rhea.js";
 import type { ActorRegistry } from "../registry.js";
 import type { LinkContext } from "./context.js";
 import { linkActor } from "./linkActor.js";
 import { ReceiverLink } from "./receiverLink.js";
+import { advertiseHandleMax, holdAttach, remoteHandleOf } from "../../vendor/rhea.js";
 import { SenderLink } from "./senderLink.js";
 import { AmqpSessionActor } from "./sessionActor.js";
 

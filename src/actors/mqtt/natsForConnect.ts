@@ -1,7 +1,7 @@
+import type { MachineActor } from "../machineActor.js";
 import type { ConnectRequest, mqttConnectionMachine } from "../../machines/mqttConnection.js";
 import { ConnackV4, Reason } from "../../protocol/mqttReasons.js";
 import { acquireNatsAccess } from "../client/natsAccess.js";
-import type { MachineActor } from "../machineActor.js";
 import type { LeaseListener, NatsLease } from "../natsBridge.js";
 import { credentialsOf } from "./connect.js";
 import type { MqttDeps } from "./deps.js";
@@ -19,11 +19,7 @@ export async function acquireNatsForConnect(
   listener: LeaseListener & { readonly remote: string; readonly log: { warn(o: object, msg: string): void } },
   keep: (lease: NatsLease) => void,
 ): Promise<void> {
-  const banned = deps.bans?.refusal({
-    clientId: request.clientId,
-    username: request.username,
-    remote: listener.remote,
-  });
+  const banned = deps.bans?.refusal({ clientId: request.clientId, username: request.username, remote: listener.remote });
   if (banned) {
     deps.metrics.refused("mqtt", "banned");
     // MQTT 5 says Banned (0x8A); 3.1.1 has no such code: Not authorized (0x05).
