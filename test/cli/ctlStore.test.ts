@@ -303,7 +303,7 @@ describe("ctl sessions, subscriptions, retained and ban on two gateways", () => 
     // Made through gw-a; gw-b hears of it through the bucket's watch.
     const refusedOnB = (c: Partial<mqtt.IConnectPacket>, code: number) =>
       eventually(async () => ((await connack(gwB, 5, c)) === code ? true : undefined));
-    expect((await ctl("ban", "brief-1", "--for", "3s", "--gateway", "gw-a")).code).toBe(0);
+    expect((await ctl("ban", "brief-1", "--for", "5s", "--gateway", "gw-a")).code).toBe(0);
     expect(await connack(gwA, 4, { clientId: "brief-1" })).toBe(0x05);
     await refusedOnB({ clientId: "brief-1" }, 0x8a);
     expect(await connack(gwB, 4, { clientId: "brief-1" })).toBe(0x05);
