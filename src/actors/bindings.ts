@@ -22,6 +22,8 @@ export type Coverage =
  */
 export class Bindings {
   private streams: BoundStream[] = [];
+  /** Streams of bindings the last load could not read: a SIGHUP reads them again (reload.ts). */
+  private skipped: string[] = [];
 
   constructor(
     private readonly log: Logger,
@@ -32,17 +34,30 @@ export class Bindings {
   /** Reads each bound stream's subjects; a missing stream is logged and skipped. */
   async load(bindings: readonly Binding[]): Promise<void> {
     const next: BoundStream[] = [];
+    const skipped: string[] = [];
     for (const b of bindings) {
       try {
         const nc = await this.connectionFor(b.account);
         const jsm = await jetstreamManager(nc, { timeout: 2_000 });
         const info = await jsm.streams.info(b.stream);
         next.push({ stream: b.stream, account: b.account, subjects: info.config.subjects ?? [] });
+        if (this.skipped.includes(b.stream))
+          this.log.info({ stream: b.stream }, "binding read: its stream is readable now");
       } catch (e) {
-        this.log.warn({ stream: b.stream, err: (e as Error).message }, "binding skipped: stream not readable");
+        skipped.push(b.stream);
+        this.log.warn(
+          { stream: b.stream, err: (e as Error).message },
+          "binding skipped: stream not readable (create the stream, or let the gateway user read it, then send SIGHUP)",
+        );
       }
     }
     this.streams = next;
+    this.skipped = skipped;
+  }
+
+  /** Whether the last load skipped a binding, so that a reload reads the bindings again though the config did not change. */
+  hasSkipped(): boolean {
+    return this.skipped.length > 0;
   }
 
   all(): readonly BoundStream[] {

@@ -13,8 +13,12 @@ export interface ClientHandle {
   readonly since: Date;
   account: string;
   natsServer(): string;
+  /** The username the client logged in with (bans match it). */
+  readonly username?: string | undefined;
   /** MQTT subscriptions (filters) or AMQP receiving links: read at a metrics scrape. */
   subscriptions?(): number;
+  /** What `subscriptions` counts, for admin `subscriptions`: MQTT filters with their QoS, AMQP source addresses. */
+  subscriptionList?(): Array<{ filter: string; qos: number | null }>;
   /** MQTT subscriptions whose stored delivery waits for its stream to answer (storedDelivery.ts). */
   storedWaiting?(): number;
   /** Bytes held for the client on their way out: read when /clients is asked. */

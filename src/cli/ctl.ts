@@ -4,25 +4,22 @@
 import type { Command } from "commander";
 import { parseDuration } from "../config/units.js";
 // Types only: nats.js and the config loader load when a ctl command runs, not for --help.
-import type { AdminClient, CtlConnectionFlags, Reply } from "./ctlClient.js";
+import type { AdminClient, Reply } from "./ctlClient.js";
 import { CtlError } from "./ctlError.js";
+import { type CtlOptions, gatewayReplies, json, noGateway, type Out, refusedBy, sortById } from "./ctlReplies.js";
+import { addStoreCommands } from "./ctlStore.js";
 import { table } from "./table.js";
-
-interface CtlOptions extends CtlConnectionFlags {
-  readonly timeout: string;
-  readonly json?: boolean;
-}
 
 /** The gateway answers a kick once the connection has left it, within 5 s (docs/decisions/admin-api.md). */
 const KICK_WAIT_MS = 7_000;
-
-type Out = { write(text: string): void };
 
 /** Adds `ctl` and its commands to the program; each action reports its exit code through `done`. */
 export function addCtl(program: Command, done: (code: number) => void): void {
   const ctl = program
     .command("ctl")
-    .description("ask running gateways over the admin subjects: info, clients, kick, ldm, rebalance")
+    .description(
+      "ask running gateways over the admin subjects: info, clients, kick, ldm, rebalance, sessions, subscriptions, retained, ban",
+    )
     .option("-c, --config <file>", "take nats.servers and the admin user from this gateway config")
     .option(
       "--data <dir>",
@@ -87,6 +84,7 @@ export function addCtl(program: Command, done: (code: number) => void): void {
     .option("--over <duration>", "spread the moves over this long, e.g. 30s")
     .option("--gateway <id>", "which gateway (may be left out when only one answers)")
     .action(run(rebalance));
+  addStoreCommands(ctl, run);
 }
 
 async function withAdmin(
@@ -109,36 +107,6 @@ async function withAdmin(
     process.stderr.write(`mq-gateway ctl: ${e.message}\n`);
     return e.code;
   }
-}
-
-const json = (out: Out, value: unknown) => out.write(`${JSON.stringify(value, null, 2)}\n`);
-
-/** A gateway's `{"id", "error"}` answer (malformed request, wrong scope) as ctl's failure. */
-function refusedBy(replies: Reply[]): void {
-  const errors = replies.filter((r) => typeof r.error === "string");
-  if (errors.length > 0)
-    throw new CtlError(errors.map((r) => `gateway ${String(r.id)}: ${String(r.error)}`).join("\n"));
-}
-
-function noGateway(subject: string, waitMs: string): CtlError {
-  return new CtlError(
-    `no gateway answered ${subject} within ${waitMs}: is one running with the admin API on? (its /healthz says "admin": "serving")`,
-    2,
-  );
-}
-
-async function gatewayReplies(
-  admin: AdminClient,
-  op: string,
-  scope: { gateway?: string; account?: string },
-  body: object,
-  options: CtlOptions,
-): Promise<Reply[]> {
-  if (scope.gateway) return [await admin.one(`$MQG.admin.server.${scope.gateway}.${op}`, body)];
-  const subject = scope.account ? `$MQG.admin.account.${scope.account}.${op}` : `$MQG.admin.ping.${op}`;
-  const replies = await admin.many(subject, body);
-  if (replies.length === 0) throw noGateway(subject, options.timeout);
-  return replies;
 }
 
 async function info(admin: AdminClient, options: CtlOptions, out: Out, ..._: unknown[]): Promise<number> {
@@ -328,5 +296,3 @@ async function rebalance(admin: AdminClient, options: CtlOptions, out: Out, ..._
   );
   return 0;
 }
-
-const sortById = (replies: Reply[]) => [...replies].sort((a, b) => String(a.id).localeCompare(String(b.id)));

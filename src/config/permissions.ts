@@ -21,6 +21,8 @@ const CLIENT_PERMISSIONS = "MQG_CLIENT_PERMISSIONS";
 // Clients may not publish into the inboxes of the gateway's requests on their connections
 // (_INBOX.MQGW.<id>): an answer there would be taken for JetStream's (a stored publish's ack).
 const ADMIN_ACCOUNT = "MQG_ADMIN";
+/** The bans bucket, in the admin account (docs/decisions/bans.md). */
+export const BANS_BUCKET = "MQGW_BANS";
 // Used when the config names no client account (the single-account, no-auth setup).
 const EXAMPLE_ACCOUNT = "CLIENTS";
 
@@ -38,14 +40,15 @@ export function natsServerPermissions(config: GatewayConfig): string {
 
   const admin = userBlock(config.admin, "mqg-admin", "MQG_ADMIN", "the gateway's admin user", secret, {
     // $MQG.admin.> too: `mq-gateway ctl --config` sends admin requests as this user (docs/ctl.md).
-    publish: ["$SYS.REQ.USER.INFO", "$MQG.admin.>"],
+    publish: ["$SYS.REQ.USER.INFO", "$MQG.admin.>", ...bansBucketApi()],
     subscribe: [`$MQG.admin.server.${serverScope}.>`, "$MQG.admin.ping.>", "$MQG.admin.account.*.>", "_INBOX.>"],
     allowResponses: true,
   });
   const adminComment = [
     "The gateway's admin user: answers the three admin scopes, asks NATS for its account",
     "name ($SYS.REQ.USER.INFO, replies in its inbox) and replies to requests; mq-gateway ctl",
-    "--config sends admin requests as this user too.",
+    "--config sends admin requests as this user too. It keeps the bans bucket (JetStream",
+    "in this account) and asks the other gateways to kick a client whose session is dropped.",
     ...(config.source.id_generated
       ? ["No id is configured, so it may answer for any server id; set id to pin it."]
       : []),
@@ -124,6 +127,7 @@ export function natsServerPermissions(config: GatewayConfig): string {
     `  # The admin account: the gateway's admin connection and the operators' requests.`,
     `  # Rename it to your admin account.`,
     `  ${quote(ADMIN_ACCOUNT)} {`,
+    "    jetstream: enabled",
     "    users: [",
     ...renderUser({ ...admin, comment: adminComment }, "      "),
     ...renderUser(operator, "      "),
@@ -194,6 +198,11 @@ function gatewayPermissions(config: GatewayConfig, bindingStreams: readonly stri
 }
 
 const RETAINED_SUBJECTS = "$MQG.retained.>";
+
+/** The admin user's part in the bans bucket: made when missing, written, read and watched (bans.ts). */
+export function bansBucketApi(): string[] {
+  return ["$JS.API.INFO", `$KV.${BANS_BUCKET}.>`, ...ownStreamApi(`KV_${BANS_BUCKET}`)];
+}
 
 /** The streams the gateway makes and keeps in each client account (CONTRACT: created on first use). */
 function ownStreams(config: GatewayConfig): string[] {

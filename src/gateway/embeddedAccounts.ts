@@ -7,6 +7,7 @@ import { randomBytes } from "node:crypto";
 import { chmod, mkdir, readFile, rename, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { parse } from "yaml";
+import { bansBucketApi } from "../config/permissions.js";
 import type { Credentials, GatewayConfig } from "../config/schema.js";
 import { resolveSecret } from "../config/secrets.js";
 
@@ -118,9 +119,11 @@ export function embeddedServerConfig(o: EmbeddedServerOptions): string {
     `max_payload: ${o.maxPayload}`,
     "accounts {",
     `  ${EMBEDDED_ADMIN_ACCOUNT} {`,
+    // The bans bucket lives here (docs/decisions/bans.md).
+    "    jetstream: enabled",
     "    users: [",
     `      { user: ${q(o.adminUser)}, password: ${q(o.adminPassword)}, permissions: {`,
-    `        publish: ${list(["$MQG.admin.>", "$SYS.REQ.USER.INFO"])}`,
+    `        publish: ${list(["$MQG.admin.>", "$SYS.REQ.USER.INFO", ...bansBucketApi()])}`,
     `        subscribe: ${list([...o.gatewayIds.map((id) => `$MQG.admin.server.${id}.>`), "$MQG.admin.ping.>", "$MQG.admin.account.*.>", "_INBOX.>"])}`,
     "        allow_responses: true",
     "      } }",

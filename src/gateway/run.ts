@@ -2,6 +2,7 @@ import { Cause, Deferred, Effect, Exit, Scope } from "effect";
 import { AccountServices } from "../actors/accountServices.js";
 import { AccountResolver } from "../actors/accounts.js";
 import { lameDuckActor } from "../actors/admin/lameDuck.js";
+import { Bans } from "../actors/admin/bans.js";
 import { startAdmin } from "../actors/admin/start.js";
 import { amqpDoor, amqpSettingsFor } from "../actors/amqp/door.js";
 import { Bindings } from "../actors/bindings.js";
@@ -198,6 +199,8 @@ const gateway = (
         mqttSettings = mqttSettingsOf(config, maxPayload);
       return mqttSettings;
     };
+    // Shared by every gateway through the admin account (docs/decisions/bans.md); checked at each CONNECT and open.
+    const bans = new Bans(log);
     const mqttDeps: MqttDeps = {
       bridge,
       clients,
@@ -216,6 +219,7 @@ const gateway = (
       settings: currentMqttSettings,
       accountOf: (lease, username) => accounts.resolve(lease.nc, username),
       maxConnectionsPerAccount: () => config.limits.max_connections_per_account,
+      bans: bans.list,
       connectBuffers: new ConnectBuffers(() => config.limits.max_connect_buffer),
       directory,
       announce: (account, clientId, cleanStart) => claims.announce(account, clientId, cleanStart),
@@ -276,6 +280,7 @@ const gateway = (
       version: VERSION,
       accepting,
       maxConnectionsPerAccount: () => config.limits.max_connections_per_account,
+      bans: bans.list,
       maxTopicLevels: () => config.limits.max_topic_levels,
     });
     // --- end AMQP ---------------------------------------------------------------------------
@@ -359,6 +364,9 @@ const gateway = (
       log,
       gateway: gw,
       version: VERSION,
+      services,
+      sessions: sessionStore,
+      bans,
     });
 
     const views = gatewayViews({ id: config.id, gateway: gw, core, admin, listeners, clients, registry, metrics });
@@ -381,7 +389,7 @@ const gateway = (
         config = next;
         mqttSettings = mqttSettingsOf(next, core.nc.info?.max_payload);
         log.level = next.log.level;
-        if (changed.includes("bindings")) await bindings.load(next.bindings);
+        if (changed.includes("bindings") || bindings.hasSkipped()) await bindings.load(next.bindings);
       },
       log,
     );

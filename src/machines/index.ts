@@ -2,6 +2,8 @@ import { adminConnectionMachine } from "./adminConnection.js";
 import { adminKickMachine } from "./adminKick.js";
 import { lameDuckMachine } from "./adminLameDuck.js";
 import { adminRebalanceMachine } from "./adminRebalance.js";
+import { adminSessionDropMachine } from "./adminSessionDrop.js";
+import { adminStoreRequestMachine } from "./adminStoreRequest.js";
 import { amqpConnectionMachine } from "./amqpConnection.js";
 import { amqpReceiverLinkMachine, amqpSenderLinkMachine } from "./amqpLink.js";
 import { amqpSessionMachine } from "./amqpSession.js";
@@ -27,6 +29,8 @@ export const machines = [
   adminConnectionMachine,
   adminKickMachine,
   adminRebalanceMachine,
+  adminStoreRequestMachine,
+  adminSessionDropMachine,
   lameDuckMachine,
   amqpConnectionMachine,
   amqpSessionMachine,

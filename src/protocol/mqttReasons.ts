@@ -11,6 +11,7 @@ export const Reason = {
   badUserNameOrPassword: 0x86,
   notAuthorized: 0x87,
   serverUnavailable: 0x88,
+  banned: 0x8a,
   badAuthenticationMethod: 0x8c,
   serverShuttingDown: 0x8b,
   keepAliveTimeout: 0x8d,

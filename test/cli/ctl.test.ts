@@ -142,6 +142,28 @@ describe("ctl on the embedded nats-server (no config: the data directory's admin
     await closed;
   });
 
+  it("ban and sessions on the embedded nats-server: its admin account keeps the bans bucket", async () => {
+    expect((await ctl(["ban", "embedded-bad", ...data])).code).toBe(0);
+    await expect(connectMqtt(gw.port("mqtt"), { clientId: "embedded-bad", protocolVersion: 5 })).rejects.toMatchObject({
+      code: 0x8a,
+    });
+    expect((await ctl(["bans", ...data])).stdout).toMatch(/^client_id\s+embedded-bad\s+\d{4}-/m);
+    expect((await ctl(["unban", "embedded-bad", ...data])).code).toBe(0);
+    const client = await connectMqtt(gw.port("mqtt"), {
+      clientId: "embedded-bad",
+      clean: false,
+      properties: { sessionExpiryInterval: 60 },
+      protocolVersion: 5,
+    });
+    await client.subscribeAsync("e/#", { qos: 1 });
+    client.end(true);
+    // The single account needs no --account.
+    const listed = await ctl(["sessions", "--client-id", "embedded-bad", ...data]);
+    expect(listed.code, listed.stderr).toBe(0);
+    expect(listed.stdout).toMatch(/^embedded-bad\s+/m);
+    expect((await ctl(["sessions", "drop", "embedded-bad", ...data])).code).toBe(0);
+  });
+
   it("without admin.yaml it says where it looked and what to give instead, exit 2", async () => {
     const result = await ctl(["info", "--data", mkdtempSync(join(tmpdir(), "mqgw-nodata-"))]);
     expect(result.code).toBe(2);

@@ -28,6 +28,8 @@ export interface AdminConnectionOptions {
   readonly scopes: AccountScopes;
   readonly onRequest: (msg: Msg) => void;
   readonly tls?: TlsOptions | undefined;
+  /** Told each connection that serves (the bans bucket is followed on it). */
+  readonly onServing?: (nc: NatsConnection) => void;
   /** True once the gateway stops: the connection then goes on purpose, which is not worth a warning. */
   readonly stopping?: () => boolean;
 }
@@ -62,6 +64,13 @@ export class AdminConnection {
     return this.nc?.info?.max_payload ?? 1024 * 1024;
   }
 
+  /** A request to another gateway's admin subjects (a session drop asks the session's gateway to kick). */
+  async request(subject: string, body: object, timeoutMs: number): Promise<Record<string, unknown>> {
+    if (!this.nc || this.nc.isClosed()) throw new Error("the admin connection is down");
+    const reply = await this.nc.request(subject, JSON.stringify(body), { timeout: timeoutMs });
+    return reply.json<Record<string, unknown>>();
+  }
+
   /** Runs until its scope closes; supervise it with restarts. */
   run(): Effect.Effect<void, never, Scope.Scope> {
     return Effect.gen({ self: this }, function* () {
@@ -88,8 +97,10 @@ export class AdminConnection {
         on: {
           connect: () => void this.connect(),
           subscribe: () => this.subscribeAll(),
-          serving: ({ account, server }) =>
-            log.info({ admin_account: account, server }, "admin connection serving the admin subjects"),
+          serving: ({ account, server }) => {
+            log.info({ admin_account: account, server }, "admin connection serving the admin subjects");
+            if (this.nc) this.options.onServing?.(this.nc);
+          },
           warn: ({ message, reason, retryInMs }) => {
             // A stopping gateway closes its NATS (the embedded nats-server stops with it): expected, said once at info.
             if (this.options.stopping?.()) return sayStopping(reason);

@@ -10,6 +10,7 @@ import { type KickReply, kickActor, kickTarget } from "./kick.js";
 import type { LdmReply } from "./ldm.js";
 import { listReply } from "./list.js";
 import { type RebalanceReply, type RebalanceRequest, rebalanceRequest } from "./rebalanceRequest.js";
+import { STORE_OPS, type StoreDeps } from "./storeOps.js";
 import { type AdminScope, parseAdminSubject, type ScopeKind, serverScopeOf } from "./subjects.js";
 
 /** What the admin ops read and act on; the admin connection hands each request here. */
@@ -28,9 +29,11 @@ export interface AdminDeps {
   readonly lameDuck: () => LdmReply;
   readonly rebalance: (request: RebalanceRequest) => RebalanceReply;
   readonly kickTimeoutMs: number;
+  /** Sessions, retained messages and bans; absent where the gateway reaches no NATS account (units). */
+  readonly store?: StoreDeps | undefined;
 }
 
-interface Request {
+export interface AdminRequest {
   readonly scope: AdminScope;
   readonly body: Record<string, unknown>;
   readonly deps: AdminDeps;
@@ -42,8 +45,13 @@ interface Request {
 // Kick actors need distinct supervisor ids; a kick lives only as long as its request.
 let kicks = 0;
 
+export interface AdminOp {
+  readonly scopes: readonly ScopeKind[];
+  readonly serve: (r: AdminRequest) => void;
+}
+
 /** The spec's operation table: where each op is served, and how. */
-const OPS: Record<string, { readonly scopes: readonly ScopeKind[]; readonly serve: (r: Request) => void }> = {
+const OPS: Record<string, AdminOp> = {
   info: {
     scopes: ["server", "ping", "account"],
     serve: ({ scope, deps, reply }) => reply(infoReply(deps, scope, deps.clients.all(), deps.servedAccounts())),
@@ -98,6 +106,7 @@ const OPS: Record<string, { readonly scopes: readonly ScopeKind[]; readonly serv
       reply(answer);
     },
   },
+  ...STORE_OPS,
 };
 
 /** Every op with each scope that serves it, for the metrics' zeros at start. */

@@ -2,14 +2,18 @@ import { Effect } from "effect";
 import type { GatewayConfig } from "../../config/schema.js";
 import type { Logger } from "../../log.js";
 import type { gatewayMachine } from "../../machines/gateway.js";
+import type { AccountServices } from "../accountServices.js";
 import type { ClientRegistry } from "../clients.js";
 import type { MachineActor } from "../machineActor.js";
 import type { Metrics } from "../metrics.js";
+import type { KvSessionStore } from "../mqtt/kvSessionStore.js";
 import type { SessionDirectory } from "../mqtt/sessionDirectory.js";
 import type { NatsBridge } from "../natsBridge.js";
 import { natsTlsOptions } from "../natsTls.js";
 import type { ActorRegistry } from "../registry.js";
 import { type Supervisor, withRestarts } from "../supervisor.js";
+import { banMatcher } from "./banList.js";
+import type { Bans } from "./bans.js";
 import { AdminConnection } from "./connection.js";
 import { startLameDuck } from "./ldm.js";
 import { livenessActor } from "./liveness.js";
@@ -43,6 +47,9 @@ export function startAdmin(deps: {
   readonly log: Logger;
   readonly gateway: MachineActor<typeof gatewayMachine>;
   readonly version: string;
+  readonly services: AccountServices;
+  readonly sessions: KvSessionStore;
+  readonly bans: Bans;
 }): AdminStatus {
   const { config, clients, supervisor, log } = deps;
   deps.metrics.adminOpsKnown(ADMIN_OP_SCOPES);
@@ -63,6 +70,15 @@ export function startAdmin(deps: {
     return { account: () => null, state: () => "off" };
   }
   const scopes = new AccountScopes(clients, Object.keys(config.gateway_users));
+  // A ban that comes into force (here or on any gateway) lets go of the clients it matches here.
+  deps.bans.list.onBan((ban) => {
+    const matches = banMatcher(ban);
+    for (const c of clients.all())
+      if (matches(c)) {
+        log.info({ cid: c.cid, client_id: c.clientId, ban }, "banned client kicked");
+        c.kick();
+      }
+  });
   const since = new Date();
   const rebalance = rebalancer({ clients, registry: deps.registry, supervisor, log });
   const connection: AdminConnection = new AdminConnection({
@@ -73,6 +89,7 @@ export function startAdmin(deps: {
     registry: deps.registry,
     scopes,
     tls: natsTlsOptions(config.nats.tls),
+    onServing: (nc) => deps.bans.follow(nc),
     stopping: () => {
       const gw = deps.gateway.getSnapshot();
       return gw.status !== "active" || gw.matches("stopping");
@@ -92,8 +109,16 @@ export function startAdmin(deps: {
         lameDuck: () => startLameDuck(deps.gateway),
         rebalance,
         kickTimeoutMs: KICK_TIMEOUT_MS,
+        store: {
+          services: deps.services,
+          sessions: deps.sessions,
+          bans: deps.bans,
+          accountsNamed: () => Object.keys(config.gateway_users).length > 0,
+          adminRequest: (subject, body, timeoutMs) => connection.request(subject, body, timeoutMs),
+        },
       }),
   });
   supervisor.spawn("admin", "adminConnection", withRestarts("admin", log, Effect.scoped(connection.run())));
+  supervisor.spawn("bans", "bans", Effect.never.pipe(Effect.ensuring(Effect.sync(() => deps.bans.stop()))));
   return { account: () => connection.account(), state: () => connection.state() };
 }

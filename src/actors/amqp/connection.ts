@@ -5,6 +5,7 @@ import type { Connection, EventContext } from "rhea";
 import type { Logger } from "../../log.js";
 import { amqpConnectionMachine, type Login } from "../../machines/amqpConnection.js";
 import { screenInput, serverContainer } from "../../vendor/rhea.js";
+import type { BanCheck } from "../admin/banList.js";
 import type { Bindings } from "../bindings.js";
 import { acquireNatsAccess } from "../client/natsAccess.js";
 import type { ClientHandle, ClientRegistry } from "../clients.js";
@@ -36,6 +37,8 @@ export interface AmqpDeps {
   readonly accountOf: (lease: NatsLease, username: string | undefined) => Promise<string>;
   /** limits.max_connections_per_account (0: none), counted over MQTT and AMQP clients alike. */
   readonly maxConnectionsPerAccount: () => number;
+  /** Bans in force on every gateway: a banned client is closed with amqp:unauthorized-access once open. */
+  readonly bans?: BanCheck;
   /** limits.max_topic_levels (0: none): tokens of an AMQP address. */
   readonly maxTopicLevels: () => number;
   /** The gateway's id: its container-id in every open. */
@@ -291,16 +294,25 @@ class AmqpClientConnection {
   private serve(): void {
     const lease = this.lease!;
     const containerId = this.actor.getSnapshot().context.containerId;
+    const username = this.login?.username;
+    const banned = this.deps.bans?.refusal({ clientId: containerId, username, remote: this.remote });
+    if (banned) {
+      this.deps.metrics.refused("amqp", "banned");
+      return this.protocolError("amqp:unauthorized-access", banned);
+    }
     this.deps.metrics.connected("amqp", this.account, +1);
     this.handle = {
       cid: this.cid,
       protocol: "amqp",
       clientId: containerId,
+      username,
       remote: this.remote,
       since: new Date(),
       account: this.account,
       natsServer: () => lease.server(),
       subscriptions: () => this.links.receiverCount(),
+      // AMQP has no QoS: a link's settlement mode is not one.
+      subscriptionList: () => this.links.receiverSources().map((filter) => ({ filter, qos: null })),
       natsConnection: () => lease.nc,
       kick: () => this.actor.send({ type: "KICK" }),
       shutdown: () => this.actor.send({ type: "SHUTDOWN" }),

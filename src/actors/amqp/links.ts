@@ -26,7 +26,8 @@ export class ConnectionLinks {
   /** Sessions whose actor ended: a late attach on one is not started (nor the session again). */
   private readonly ended = new WeakSet<Session>();
   private readonly sending = new Set<SenderLink>();
-  private receivers = 0;
+  /** The client's receiving links (the gateway sends on them): counted for metrics, listed for admin. */
+  private readonly receivers = new Set<Sender>();
   private nextId = 1;
 
   constructor(
@@ -46,7 +47,12 @@ export class ConnectionLinks {
 
   /** Receiving links attached now, for the metrics. */
   receiverCount(): number {
-    return this.receivers;
+    return this.receivers.size;
+  }
+
+  /** Each receiving link's source address (a dynamic or unnamed source shows as ""). */
+  receiverSources(): string[] {
+    return [...this.receivers].map((l) => String((l.source as { address?: unknown } | undefined)?.address ?? ""));
   }
 
   /** The client's begin: rhea answers it on the next tick, with the session's handle-max. */
@@ -122,9 +128,9 @@ export class ConnectionLinks {
   private startReceiving(link: Sender, session: AmqpSessionActor): void {
     const ctx = this.ctx!;
     const max = ctx.settings.maxReceiverLinks;
-    const edge = new ReceiverLink(link, ctx, this.receivers >= max ? tooMany("receiving", max) : undefined);
-    this.receivers++;
-    this.run(link, session, amqpReceiverLinkMachine, edge, () => this.receivers--);
+    const edge = new ReceiverLink(link, ctx, this.receivers.size >= max ? tooMany("receiving", max) : undefined);
+    this.receivers.add(link);
+    this.run(link, session, amqpReceiverLinkMachine, edge, () => this.receivers.delete(link));
   }
 
   private run(

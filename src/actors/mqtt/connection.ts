@@ -56,7 +56,7 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
   private lease: NatsLease | undefined;
   private handle: ClientHandle | undefined;
   private inbound: InboundPublisher | undefined;
-  private session: ClientSession | undefined;
+  session: ClientSession | undefined;
   private sessionActor: SessionActor | undefined;
   private clientReceiveMax = 65535;
   private topicAliases: InboundTopicAliases | undefined;
@@ -76,7 +76,7 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
 
   constructor(
     private readonly socket: Duplex,
-    private readonly remote: string,
+    readonly remote: string,
     private readonly cid: number,
     private readonly deps: MqttDeps,
   ) {
@@ -167,14 +167,6 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
       sa?.stop();
       this.lease?.release();
     }
-  }
-
-  subscriptionCount(): number {
-    return this.session?.subscriptionCount() ?? 0;
-  }
-
-  storedWaitingCount(): number {
-    return this.session?.storedWaitingCount() ?? 0;
   }
 
   wasServing(): boolean {
@@ -349,7 +341,7 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
   private openSession(): void {
     const request = this.actor.getSnapshot().context.request!;
     const { account } = this.actor.getSnapshot().context;
-    this.handle = new MqttClientHandle(this.cid, request.clientId, this.remote, account, this.lease!, this.actor, this);
+    this.handle = new MqttClientHandle(this.cid, request, this.remote, account, this.lease!, this.actor, this);
     this.deps.clients.add(this.handle)?.takeOver(!request.cleanStart);
     const link = new ConnectionLink(
       this.version,

@@ -1,4 +1,5 @@
 import type { Logger } from "../../log.js";
+import type { BanCheck } from "../admin/banList.js";
 import type { ClientRegistry } from "../clients.js";
 import type { Metrics } from "../metrics.js";
 import type { NatsBridge, NatsLease } from "../natsBridge.js";
@@ -26,6 +27,8 @@ export interface MqttDeps {
   readonly announce: (account: string, clientId: string, cleanStart: boolean) => void;
   /** Asks the gateway that holds a client's session to let it go (false: it did not answer). */
   readonly remoteTakeover: (account: string, clientId: string, owner: string, cleanStart: boolean) => Promise<boolean>;
+  /** Bans in force on every gateway: a banned client is refused at CONNECT (natsForConnect.ts). */
+  readonly bans?: BanCheck;
   /** limits.max_connect_buffer: partial CONNECTs of all sockets together. */
   readonly connectBuffers: ConnectBuffers;
 }

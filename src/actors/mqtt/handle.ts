@@ -1,5 +1,6 @@
 import type { ClientHandle } from "../clients.js";
 import type { NatsLease } from "../natsBridge.js";
+import type { ClientSession } from "./session.js";
 
 /**
  * An MQTT client as the client registry (admin, takeover) sees it. A class, so its
@@ -11,29 +12,36 @@ export class MqttClientHandle implements ClientHandle {
 
   constructor(
     readonly cid: number,
-    readonly clientId: string,
+    /** The CONNECT as the connection's machine keeps it: its client id and username. */
+    private readonly request: { readonly clientId: string; readonly username?: string | undefined },
     readonly remote: string,
     public account: string,
     private readonly lease: NatsLease,
     private readonly actor: {
       send(event: { type: "KICK" | "SHUTDOWN" } | { type: "TAKEN_OVER"; resumed?: boolean | undefined }): void;
     },
-    private readonly owner: {
-      subscriptionCount(): number;
-      storedWaitingCount(): number;
-      readonly bytes: { held(): number };
-    },
+    private readonly owner: { readonly session: ClientSession | undefined; readonly bytes: { held(): number } },
   ) {}
 
+  get clientId(): string {
+    return this.request.clientId;
+  }
+  get username(): string | undefined {
+    return this.request.username;
+  }
   /** A Date made when asked (admin lists): 80 bytes less per connection than keeping one. */
   get since(): Date {
     return new Date(this.sinceMs);
   }
   subscriptions(): number {
-    return this.owner.subscriptionCount();
+    return this.owner.session?.subscriptionCount() ?? 0;
+  }
+  subscriptionList(): Array<{ filter: string; qos: number | null }> {
+    const entries = this.owner.session?.entries.values() ?? [];
+    return [...entries].map((e) => ({ filter: e.sub.filter, qos: e.sub.options.qos }));
   }
   storedWaiting(): number {
-    return this.owner.storedWaitingCount();
+    return this.owner.session?.storedWaitingCount() ?? 0;
   }
   heldBytes(): number {
     return this.owner.bytes.held();

@@ -16,9 +16,16 @@ export async function acquireNatsForConnect(
   deps: MqttDeps,
   request: ConnectRequest,
   actor: MachineActor<typeof mqttConnectionMachine>,
-  listener: LeaseListener & { readonly log: { warn(o: object, msg: string): void } },
+  listener: LeaseListener & { readonly remote: string; readonly log: { warn(o: object, msg: string): void } },
   keep: (lease: NatsLease) => void,
 ): Promise<void> {
+  const banned = deps.bans?.refusal({ clientId: request.clientId, username: request.username, remote: listener.remote });
+  if (banned) {
+    deps.metrics.refused("mqtt", "banned");
+    // MQTT 5 says Banned (0x8A); 3.1.1 has no such code: Not authorized (0x05).
+    const codes = { v5: Reason.banned, v4: ConnackV4.notAuthorized };
+    return actor.send({ type: "NATS_REFUSED", auth: true, reason: banned, codes });
+  }
   const access = await acquireNatsAccess(
     deps,
     "mqtt",

@@ -53,7 +53,7 @@ export interface SessionDeps {
  * resumes. The mqttSession machine decides when each of these happens.
  */
 export class ClientSession {
-  private readonly entries = new Map<string, Entry>();
+  readonly entries = new Map<string, Entry>();
 
   /** Its subscriptions (filters) now, for the metrics. */
   subscriptionCount(): number {

@@ -1,6 +1,7 @@
 import type { Model } from "../model.js";
 import { adminConnectionModel } from "./adminConnection.js";
 import { adminKickModel } from "./adminKick.js";
+import { adminSessionDropModel, adminStoreRequestModel } from "./adminStore.js";
 import { amqpConnectionModel } from "./amqpConnection.js";
 import { amqpReceiverLinkModel, amqpSenderLinkModel } from "./amqpLink.js";
 import { amqpSessionModel } from "./amqpSession.js";
@@ -22,6 +23,8 @@ export const models: readonly Model[] = [
   ...mqttSessionModels(),
   adminConnectionModel(),
   adminKickModel(),
+  adminStoreRequestModel(),
+  adminSessionDropModel(),
   ...lameDuckModels(),
   amqpConnectionModel(),
   amqpSessionModel(),
