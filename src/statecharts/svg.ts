@@ -9,7 +9,7 @@ export function chartSvg(chart: ChartLayout): string {
   const marker = `arrow-${chart.id}`;
   const out: string[] = [
     `<svg xmlns="http://www.w3.org/2000/svg" class="statechart" data-machine="${esc(chart.id)}" width="${chart.width}" height="${chart.height}" viewBox="0 0 ${chart.width} ${chart.height}" font-family="${FONT}" role="img" aria-label="state chart of ${esc(chart.id)}">`,
-    `<defs><marker id="${marker}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="8" markerHeight="8" orient="auto-start-reverse"><path d="M0,0L10,5L0,10z" fill="#6b778c"/></marker></defs>`,
+    `<defs><marker id="${marker}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="10" markerHeight="10" markerUnits="userSpaceOnUse" orient="auto-start-reverse"><path d="M0,0L10,5L0,10z" fill="#6b778c"/></marker></defs>`,
     `<rect class="background" width="${chart.width}" height="${chart.height}" fill="#ffffff"/>`,
   ];
   // Parents before children (the layout lists them so): inner boxes are painted over outer ones.
