@@ -43,6 +43,8 @@ export function startAdmin(deps: {
   readonly log: Logger;
   readonly gateway: MachineActor<typeof gatewayMachine>;
   readonly version: string;
+  /** The primary's id when this gateway is one of its workers (`run --workers`). */
+  readonly group?: string | undefined;
 }): AdminStatus {
   const { config, clients, supervisor, log } = deps;
   deps.metrics.adminOpsKnown(ADMIN_OP_SCOPES);
@@ -80,6 +82,7 @@ export function startAdmin(deps: {
     onRequest: (msg) =>
       serveAdminRequest(msg, {
         id: config.id,
+        group: deps.group,
         version: deps.version,
         since,
         clients,
