@@ -19,7 +19,7 @@ type Counts = Record<string, Record<string, number>>;
 export class WorkersFeed implements ChartFeed {
   private readonly listeners = new Set<(t: TransitionView) => void>();
   private latest: ChartsAnswer[] = [];
-  private timer: NodeJS.Timeout | undefined;
+  private loop: Promise<void> | undefined;
   private readonly own: ChartFeed;
 
   constructor(
@@ -32,14 +32,10 @@ export class WorkersFeed implements ChartFeed {
   onTransition(listener: (t: TransitionView) => void): () => void {
     this.listeners.add(listener);
     const unlisten = this.own.onTransition(listener);
-    if (!this.timer) this.schedule();
+    this.loop ??= this.follow();
     return () => {
       unlisten();
       this.listeners.delete(listener);
-      if (this.listeners.size === 0 && this.timer) {
-        clearTimeout(this.timer);
-        this.timer = undefined;
-      }
     };
   }
 
@@ -51,18 +47,16 @@ export class WorkersFeed implements ChartFeed {
     return sum([this.own.entered(), ...this.latest.map((a) => a.entered)]);
   }
 
-  private schedule(): void {
-    this.timer = setTimeout(() => void this.poll(), POLL_MS);
-  }
-
-  private async poll(): Promise<void> {
-    const answers = await this.questions.askAll({ what: "charts" });
-    if (this.listeners.size === 0) return;
-    this.latest = answers.flatMap(({ value }) => (isCharts(value) ? [value] : []));
-    for (const a of this.latest) {
-      for (const t of a.transitions) for (const l of this.listeners) l(t);
+  /** Asks the workers while anyone listens; one loop at a time, however viewers come and go. */
+  private async follow(): Promise<void> {
+    while (this.listeners.size > 0) {
+      await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+      if (this.listeners.size === 0) break;
+      const answers = await this.questions.askAll({ what: "charts" });
+      this.latest = answers.flatMap(({ value }) => (isCharts(value) ? [value] : []));
+      for (const a of this.latest) for (const t of a.transitions) for (const l of this.listeners) l(t);
     }
-    this.schedule();
+    this.loop = undefined;
   }
 }
 

@@ -191,6 +191,16 @@ function paintStateTable(): void {
 
 // ---- who is in a state --------------------------------------------------------------
 
+/** The list of a picked state follows its machine's transitions, asked again at most once a second. */
+let refreshing: ReturnType<typeof setTimeout> | undefined;
+function refreshPicked(): void {
+  if (refreshing !== undefined) return;
+  refreshing = setTimeout(() => {
+    refreshing = undefined;
+    if (picked) void pickState(picked.machine, picked.path);
+  }, 1_000);
+}
+
 async function pickState(machine: string, path: string): Promise<void> {
   picked = { machine, path };
   for (const g of document.querySelectorAll(".picked")) g.classList.remove("picked");
@@ -416,7 +426,7 @@ function listen(): void {
         paintPath();
       }
     }
-    if (picked && transitions.some((t) => t.machine === picked!.machine)) void pickState(picked.machine, picked.path);
+    if (picked && transitions.some((t) => t.machine === picked!.machine)) refreshPicked();
   });
 }
 
