@@ -5,6 +5,7 @@ import { readFileSync } from "node:fs";
 import { basename } from "node:path";
 import type mqtt from "mqtt-packet";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { launchChromium } from "../helpers/chromium.js";
 import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
 import { type ConnectedClient, connectCollecting, connectMqtt } from "../helpers/mqttClient.js";
 import { natsServerBinary } from "../helpers/natsServer.js";
@@ -251,6 +252,33 @@ describe("run --workers 2 on the embedded nats-server", () => {
       };
       expect(actor).toMatchObject({ gateway: worker, machine: "mqttConnection" });
       expect(actor.related.map((r) => r.machine)).toEqual(["mqttSession"]);
+    }
+
+    // In a browser: the summed count on the chart's tab, and a client's path from the other worker.
+    const browser = await launchChromium();
+    try {
+      const page = await browser.newPage();
+      await page.goto(`http://127.0.0.1:${gw.port("http")}/statecharts`);
+      await page.waitForFunction(
+        (n) => Number(document.querySelector('[data-testid="total-mqttConnection"]')?.textContent) >= n,
+        opened.length,
+        { timeout: 30_000 },
+      );
+      for (const [worker, client] of on) {
+        await page.locator('[data-testid="clients"] tbody tr', { hasText: client.clientId }).click();
+        await page.waitForFunction(
+          ([w, id]) =>
+            [w!, id!].every((text) =>
+              document.querySelector('[data-testid="path-summary"]')?.textContent?.includes(text),
+            ),
+          [worker, client.clientId] as const,
+          { timeout: 30_000 },
+        );
+        expect(await page.getByTestId("path-state").textContent()).toMatch(/^session\.serving\./);
+        expect(await page.locator("#chart-mqttConnection g.edge.on-path").count()).toBeGreaterThan(2);
+      }
+    } finally {
+      await browser.dispose();
     }
   });
 
