@@ -70,6 +70,8 @@ export async function layoutMachine(machine: AnyStateMachine): Promise<ChartLayo
       "elk.spacing.nodeNode": "28",
       "elk.layered.spacing.nodeNodeBetweenLayers": "36",
       "elk.spacing.edgeLabel": "4",
+      "elk.edgeLabels.inline": "true",
+      "elk.layered.edgeLabels.centerLabelPlacementStrategy": "TAIL_LAYER",
       "elk.spacing.edgeEdge": "12",
       "elk.layered.spacing.edgeNodeBetweenLayers": "18",
       "elk.layered.spacing.edgeEdgeBetweenLayers": "12",
