@@ -3,6 +3,7 @@ import { join } from "node:path";
 import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { machines } from "../src/machines/index.js";
+import { AmqpClient } from "./amqp/rheaClient.js";
 import { launchChromium } from "./helpers/chromium.js";
 import { type GatewayHandle, startGateway } from "./helpers/gateway.js";
 import { type ConnectedClient, collect, connectMqtt } from "./helpers/mqttClient.js";
@@ -177,6 +178,29 @@ describe("GET /statecharts in headless Chromium", () => {
       .locator('[data-testid="path-transitions-mqttConnection"] tbody tr td:nth-child(2)')
       .allTextContents();
     expect(after, after.join(" ")).toContain("DISCONNECT");
+    expect(pageErrors).toEqual([]);
+  });
+
+  it("draws an AMQP client's path through its connection, session and link machines", {
+    timeout: 120_000,
+  }, async () => {
+    await open(1280);
+    const amqp = await AmqpClient.open(gw.port("amqp"), { container_id: "live-amqp" });
+    try {
+      await amqp.receiver("live.amqp.readings");
+      await shows("total-amqpReceiverLink", "1");
+      await page.fill("#path-query", "live-amqp");
+      await page.click("#path-form button");
+      await shows("path-machine", "amqpConnection");
+      for (const machine of ["amqpConnection", "amqpSession", "amqpReceiverLink"]) {
+        await page.locator(`[data-testid="path-transitions-${machine}"]`).waitFor({ timeout: PAGE_WAIT });
+        expect(await page.locator(`#chart-${machine} g.edge.on-path`).count(), machine).toBeGreaterThan(0);
+        expect(await page.locator(`#chart-${machine} g.state.current`).count(), machine).toBeGreaterThan(0);
+      }
+    } finally {
+      await amqp.close();
+    }
+    await shows("total-amqpConnection", "");
     expect(pageErrors).toEqual([]);
   });
 

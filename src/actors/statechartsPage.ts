@@ -104,7 +104,7 @@ export function statechartsRoutes(deps: {
   };
 }
 
-/** A connection actor is `<protocol>-<cid>`, its MQTT session `<protocol>-<cid>/session`. */
+/** A connection actor is `<protocol>-<cid>`, its sessions and links `<protocol>-<cid>/...`. */
 const CLIENT_ACTOR = /^(?:mqtt|amqp)-(\d+)(?:\/|$)/;
 
 function clientView(handle: ClientHandle): Record<string, unknown> {
@@ -164,13 +164,12 @@ export function describeActor(q: string, clients: ClientRegistry, registry: Acto
   }
   const cid = CLIENT_ACTOR.exec(found.actor.id)?.[1];
   handle ??= cid === undefined ? undefined : clients.get(Number(cid));
+  // A client's machines: its connection `<protocol>-<cid>`, and the sessions and links named under it.
   const base = found.actor.id.split("/")[0]!;
-  const related = [base, `${base}/session`]
-    .filter((id) => id !== found.actor.id)
-    .flatMap((id) => {
-      const r = registry.find(id);
-      return r ? [actorView(r.machine, r.actor, registry)] : [];
-    });
+  const connection = base === found.actor.id ? undefined : registry.find(base);
+  const related = [...(connection ? [connection] : []), ...registry.findByPrefix(`${base}/`)]
+    .filter((r) => r.actor !== found.actor)
+    .map((r) => actorView(r.machine, r.actor, registry));
   return {
     ...actorView(found.machine, found.actor, registry),
     ...(handle ? { client: clientView(handle) } : {}),
