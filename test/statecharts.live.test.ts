@@ -1,29 +1,35 @@
-import { mkdirSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { machines } from "../src/machines/index.js";
+import { AmqpClient } from "./amqp/rheaClient.js";
 import { launchChromium } from "./helpers/chromium.js";
 import { type GatewayHandle, startGateway } from "./helpers/gateway.js";
 import { type ConnectedClient, collect, connectMqtt } from "./helpers/mqttClient.js";
 import { type NatsServerHandle, startNatsServer } from "./helpers/natsServer.js";
+import { legibility, overflowAt } from "./helpers/pageLayout.js";
 
-// A loaded two-core CI draws eleven charts slowly: every wait is on the page's own state,
-// bounded generously, never a sleep.
+// Every wait is on the page's own state, bounded generously for a loaded two-core CI, never a sleep.
 const PAGE_WAIT = 60_000;
 const results = join(import.meta.dirname, "../test-results");
+/** The issue's bound for the first render; a loaded CI gets more room (the figure measured here is in docs/operations.md). */
+const FIRST_RENDER_MS = process.env.CI ? 5_000 : 2_000;
+const BIGGEST = ["mqttConnection", "mqttSession", "amqpConnection"];
 
 describe("GET /statecharts in headless Chromium", () => {
   let nats: NatsServerHandle;
   let gw: GatewayHandle;
   let browser: Awaited<ReturnType<typeof launchChromium>>;
   let page: Page;
+  let base: string;
   const requested: string[] = [];
   const pageErrors: string[] = [];
 
   beforeAll(async () => {
     nats = await startNatsServer();
     gw = await startGateway({ nats: nats.url, config: { log: { level: "info", format: "json" } } });
+    base = `http://127.0.0.1:${gw.port("http")}`;
     browser = await launchChromium();
     page = await browser.newPage();
     page.on("request", (r) => requested.push(r.url()));
@@ -43,7 +49,6 @@ describe("GET /statecharts in headless Chromium", () => {
       [testId, text] as const,
       { timeout: PAGE_WAIT, polling: 100 },
     );
-
   /** Waits until an element with this test id shows text matching the pattern. */
   const showsMatching = (testId: string, pattern: RegExp) =>
     page.waitForFunction(
@@ -52,128 +57,205 @@ describe("GET /statecharts in headless Chromium", () => {
       { timeout: PAGE_WAIT, polling: 100 },
     );
 
-  it("draws every machine and follows MQTT clients live, with a drill-down to one of them", {
-    timeout: 240_000,
-  }, async () => {
-    const base = `http://127.0.0.1:${gw.port("http")}`;
-    await page.goto(`${base}/statecharts`, { timeout: PAGE_WAIT });
+  const open = async (width: number, hash = "") => {
+    await page.setViewportSize({ width, height: 800 });
+    await page.goto(`${base}/statecharts${hash}`, { timeout: PAGE_WAIT });
     await page.locator("body[data-charts=drawn]").waitFor({ timeout: PAGE_WAIT });
     await page.locator("#status[data-connected=true]").waitFor({ timeout: PAGE_WAIT });
-    for (const m of machines) {
-      expect(await page.locator(`#machine-${m.id}`).getAttribute("data-rendered"), m.id).toBe("true");
-      expect(await page.locator(`#chart-${m.id} svg`).count(), m.id).toBe(1);
-    }
-    // The page's own stream is an actor too.
-    await shows("count-statechartsViewer-streaming", "1");
-    await shows("count-mqttConnection-session.serving", "0");
+  };
 
+  it("renders at once: drawings come with the page, no drawing library, first render well under 2 s", {
+    timeout: 120_000,
+  }, async () => {
+    await page.setViewportSize({ width: 1280, height: 800 });
+    const started = Date.now();
+    await page.goto(`${base}/statecharts`, { timeout: PAGE_WAIT });
+    await page.locator("body[data-charts=drawn]").waitFor({ timeout: PAGE_WAIT });
+    const wall = Date.now() - started;
+    const firstRender = Number(await page.locator("body").getAttribute("data-first-render-ms"));
+    const bytes = await page.evaluate(() =>
+      performance
+        .getEntriesByType("resource")
+        .concat(performance.getEntriesByType("navigation"))
+        .reduce((n, e) => n + ((e as PerformanceResourceTiming).encodedBodySize || 0), 0),
+    );
+    mkdirSync(results, { recursive: true });
+    writeFileSync(
+      join(results, "statecharts-timing.json"),
+      JSON.stringify({ firstRenderMs: firstRender, wallMs: wall, bytes }),
+    );
+    expect(firstRender).toBeGreaterThan(0);
+    expect(firstRender).toBeLessThan(FIRST_RENDER_MS);
+    expect(bytes).toBeLessThan(400_000);
+    for (const m of machines)
+      expect(await page.locator(`#chart-${m.id} svg .state-name`).count(), m.id).toBeGreaterThan(0);
+    // The page and its scripts come from the gateway itself; no Mermaid any more.
+    expect(requested.filter((u) => !u.startsWith(base))).toEqual([]);
+    expect(requested.some((u) => /mermaid/.test(u))).toBe(false);
+    expect(pageErrors).toEqual([]);
+  });
+
+  it("follows MQTT clients live: counts on the chart, a click on a state lists its clients, one client's path drawn", {
+    timeout: 240_000,
+  }, async () => {
+    await open(1280);
+    // The page's own stream is an actor too.
+    await shows("total-statechartsViewer", "1");
     const a = await connectMqtt(gw.port("mqtt"), { clientId: "live-a", protocolVersion: 5 });
     const b = await connectMqtt(gw.port("mqtt"), { clientId: "live-b", protocolVersion: 4 });
     await shows("count-mqttConnection-session.serving", "2");
+    await shows("total-mqttConnection", "2");
+    await shows("now-mqttConnection-session.serving.online", "2");
+    expect(
+      await page.locator('#chart-mqttConnection g.state.occupied[data-state="session.serving.online"]').count(),
+    ).toBe(1);
 
     const got = collect(b);
     await b.subscribeAsync("live/readings", { qos: 1 });
     await a.publishAsync("live/readings", "21.5", { qos: 1 });
     expect((await got.count(1))[0]!.payload.toString()).toBe("21.5");
 
-    await page.fill("#drill-query", "live-a");
-    await page.click("#drill-form button");
-    await shows("drill-machine", "mqttConnection");
-    await showsMatching("drill-state", /^session\.serving\./);
-    const events = await page.locator('[data-testid="drill-transitions"] tbody tr td:nth-child(2)').allTextContents();
-    expect(events).toEqual(expect.arrayContaining(["xstate.init", "CONNECT", "NATS_ACQUIRED", "SESSION_READY"]));
-    // The drilled actor's state is marked on its chart, and occupied states are coloured.
-    await page.locator("#chart-mqttConnection .mqg-selected").first().waitFor({ timeout: PAGE_WAIT });
-    expect(await page.locator("#chart-mqttConnection .mqg-occupied").count()).toBeGreaterThan(0);
+    // Pan and zoom: the wheel zooms, a drag moves, Fit brings the whole chart into view.
+    const level = () => page.locator("#zoom-level").textContent();
+    const before = await level();
+    const box = (await page.locator("#viewport").boundingBox())!;
+    await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+    await page.mouse.wheel(0, 300);
+    expect(await level()).not.toBe(before);
+    const moved = await page.locator("#chart-mqttConnection").evaluate((e) => e.style.transform);
+    await page.mouse.down();
+    await page.mouse.move(box.x + box.width / 2 + 60, box.y + box.height / 2 + 40, { steps: 4 });
+    await page.mouse.up();
+    expect(await page.locator("#chart-mqttConnection").evaluate((e) => e.style.transform)).not.toBe(moved);
+    await page.click("#fit");
+    const chart = (await page.locator("#chart-mqttConnection svg").boundingBox())!;
+    expect(chart.x).toBeGreaterThanOrEqual(box.x - 1);
+    expect(chart.x + chart.width).toBeLessThanOrEqual(box.x + box.width + 1);
+    expect(chart.y + chart.height).toBeLessThanOrEqual(box.y + box.height + 1);
 
-    // The same actor by its cid (the number in its actor id).
-    const actorId = (await page.getByTestId("drill-actor").textContent())!;
+    // A click on a state lists who is in it.
+    await page.locator('#chart-mqttConnection g.state[data-state="session.serving.online"]').click();
+    await page.locator('[data-testid="state-actors"]').waitFor({ timeout: PAGE_WAIT });
+    const listed = await page.locator('[data-testid="state-actors"] tbody tr td:first-child').allTextContents();
+    expect(listed.map((t) => t.split(" ")[0]).sort()).toEqual(["live-a", "live-b"]);
+
+    // One of them: its path through both its machines is drawn.
+    await page.locator('[data-testid="state-actors"] tbody tr', { hasText: "live-a" }).click();
+    await shows("path-machine", "mqttConnection");
+    await showsMatching("path-state", /^session\.serving\./);
+    const events = await page
+      .locator('[data-testid="path-transitions-mqttConnection"] tbody tr td:nth-child(2)')
+      .allTextContents();
+    expect(events).toEqual(expect.arrayContaining(["xstate.init", "CONNECT", "NATS_ACQUIRED", "SESSION_READY"]));
+    const onPath = await page
+      .locator("#chart-mqttConnection g.edge.on-path")
+      .evaluateAll((gs) => gs.map((g) => `${g.getAttribute("data-from")}->${g.getAttribute("data-to")}`));
+    expect(onPath).toEqual(
+      expect.arrayContaining(["*->awaitingConnect", "awaitingConnect->authenticating", "authenticating->session"]),
+    );
+    expect(await page.locator("#chart-mqttConnection g.state.current").count()).toBeGreaterThan(0);
+    await page.locator('[data-testid="path-transitions-mqttSession"]').waitFor({ timeout: PAGE_WAIT });
+    expect(await page.locator("#chart-mqttSession g.edge.on-path").count()).toBeGreaterThan(0);
+
+    // By cid, and a query that names nothing.
+    const actorId = (await page.getByTestId("path-actor").textContent())!;
     const cid = /^mqtt-(\d+)$/.exec(actorId)?.[1];
     expect(cid).toBeDefined();
-    await page.fill("#drill-query", "no-such-client");
-    await page.click("#drill-form button");
-    await page.locator('[data-testid="drill-error"]').waitFor({ timeout: PAGE_WAIT });
-    await page.fill("#drill-query", cid!);
-    await page.click("#drill-form button");
-    await shows("drill-actor", actorId);
-    await showsMatching("drill-state", /^session\.serving\./);
-
-    mkdirSync(results, { recursive: true });
-    await page.screenshot({ path: join(results, "statecharts-full.png"), fullPage: true, timeout: PAGE_WAIT });
-    // The viewport shot (the one in docs/) centres the drilled actor's state in its chart.
-    await page.evaluate(() =>
-      document
-        .querySelector("#chart-mqttConnection .mqg-selected")!
-        .scrollIntoView({ block: "center", inline: "center" }),
-    );
-    await page.screenshot({ path: join(results, "statecharts.png"), timeout: PAGE_WAIT });
+    await page.fill("#path-query", "no-such-client");
+    await page.click("#path-form button");
+    await page.locator('[data-testid="path-error"]').waitFor({ timeout: PAGE_WAIT });
+    await page.fill("#path-query", cid!);
+    await page.click("#path-form button");
+    await shows("path-actor", actorId);
 
     // One leaves cleanly, the other drops its socket: both actors end and leave the page.
     await a.endAsync();
     (b as ConnectedClient).stream.destroy();
-    await shows("count-mqttConnection-session.serving", "0");
-    await shows("count-mqttConnection-(total)", "0");
-    await shows("drill-state", "(gone)");
-    const after = await page.locator('[data-testid="drill-transitions"] tbody tr td:nth-child(2)').allTextContents();
+    await shows("now-mqttConnection-session.serving", "0");
+    await shows("total-mqttConnection", "");
+    await shows("path-state", "(gone)");
+    const after = await page
+      .locator('[data-testid="path-transitions-mqttConnection"] tbody tr td:nth-child(2)')
+      .allTextContents();
     expect(after, after.join(" ")).toContain("DISCONNECT");
-
-    // Mermaid and the page's script come from the gateway itself.
-    expect(requested.filter((u) => !u.startsWith(base))).toEqual([]);
-    expect(requested).toContain(`${base}/statecharts/mermaid.min.js`);
     expect(pageErrors).toEqual([]);
   });
 
-  it("for an operator: a client table with state, account and since, entries per second per state, and charts that fit 1400 px", {
-    timeout: 240_000,
+  it("draws an AMQP client's path through its connection, session and link machines", {
+    timeout: 120_000,
   }, async () => {
-    const base = `http://127.0.0.1:${gw.port("http")}`;
-    await page.setViewportSize({ width: 1400, height: 900 });
-    await page.goto(`${base}/statecharts`, { timeout: PAGE_WAIT });
-    await page.locator("body[data-charts=drawn]").waitFor({ timeout: PAGE_WAIT });
-    await page.locator("#status[data-connected=true]").waitFor({ timeout: PAGE_WAIT });
-
-    const clients = await Promise.all(
-      ["ops-1", "ops-2", "ops-3"].map((clientId) => connectMqtt(gw.port("mqtt"), { clientId })),
-    );
+    await open(1280);
+    const amqp = await AmqpClient.open(gw.port("amqp"), { container_id: "live-amqp" });
     try {
-      await shows("clients-total", "(3)");
-      const rows = await page.locator('[data-testid="clients"] tbody tr').evaluateAll((trs) =>
-        trs.map((tr) => [...tr.querySelectorAll("td")].map((td) => td.textContent ?? "")),
-      );
-      expect(rows.map((r) => r[2])).toEqual(["ops-1", "ops-2", "ops-3"]);
-      for (const r of rows) {
-        expect(r[1]).toBe("mqtt");
-        expect(r[3]).toBe("$G");
-        expect(r[5]).toMatch(/\bserving\b/);
-        expect(r[6]).toMatch(/^\d\d:\d\d:\d\d$/);
-        expect(r[7]).toMatch(/^\d\d:\d\d:\d\d$/);
+      await amqp.receiver("live.amqp.readings");
+      await shows("total-amqpReceiverLink", "1");
+      await page.fill("#path-query", "live-amqp");
+      await page.click("#path-form button");
+      await shows("path-machine", "amqpConnection");
+      for (const machine of ["amqpConnection", "amqpSession", "amqpReceiverLink"]) {
+        await page.locator(`[data-testid="path-transitions-${machine}"]`).waitFor({ timeout: PAGE_WAIT });
+        expect(await page.locator(`#chart-${machine} g.edge.on-path`).count(), machine).toBeGreaterThan(0);
+        expect(await page.locator(`#chart-${machine} g.state.current`).count(), machine).toBeGreaterThan(0);
       }
-      // Three connections entered their serving state within the last seconds: rates above zero.
-      await page.waitForFunction(
-        () =>
-          [...document.querySelectorAll('[data-testid^="rate-mqttConnection-"]')].some(
-            (cell) => /serving$/.test(cell.getAttribute("data-testid") ?? "") && Number(cell.textContent) > 0,
-          ),
-        undefined,
-        { timeout: PAGE_WAIT, polling: 100 },
-      );
-      // Nothing scrolls sideways: not the page, not a chart.
-      const overflow = await page.evaluate(() => ({
-        page: document.documentElement.scrollWidth,
-        wide: [...document.querySelectorAll("body *")]
-          .filter((e) => e.getBoundingClientRect().right > 1400)
-          .slice(0, 8)
-          .map((e) => `${e.tagName}#${e.id}.${e.className} ${Math.round(e.getBoundingClientRect().right)}`),
-        charts: [...document.querySelectorAll(".chart, #clients")]
-          .filter((c) => c.scrollWidth > c.clientWidth + 1)
-          .map((c) => c.id),
-      }));
-      expect(overflow).toEqual({ page: 1400, wide: [], charts: [] });
-      mkdirSync(results, { recursive: true });
-      await page.screenshot({ path: join(results, "statecharts-1400.png"), timeout: PAGE_WAIT });
     } finally {
-      for (const c of clients) c.end(true);
+      await amqp.close();
     }
+    await shows("total-amqpConnection", "");
     expect(pageErrors).toEqual([]);
   });
+
+  it.each([1280, 1024])(
+    "at %i px: the biggest machines' state names are at least 11 px, nothing is cut off or wrapped inside a word",
+    {
+      timeout: 240_000,
+    },
+    async (width) => {
+      await open(width);
+      const clients = await Promise.all(
+        ["ops-1", "ops-2", "an-operator-client-with-a-long-id"].map((clientId) =>
+          connectMqtt(gw.port("mqtt"), { clientId }),
+        ),
+      );
+      try {
+        await shows("clients-total", "(3)");
+        const rows = await page
+          .locator('[data-testid="clients"] tbody tr')
+          .evaluateAll((trs) => trs.map((tr) => [...tr.querySelectorAll("td")].map((td) => td.textContent ?? "")));
+        expect(rows.map((r) => r[2])).toEqual(["ops-1", "ops-2", "an-operator-client-with-a-long-id"]);
+        for (const r of rows) {
+          expect(r[1]).toBe("mqtt");
+          expect(r[5]).toMatch(/\bserving\b/);
+          expect(r[6]).toMatch(/^\d\d:\d\d:\d\d$/);
+        }
+        // Three connections entered their serving state within the last seconds: rates above zero.
+        await page.waitForFunction(
+          () => Number(document.querySelector('[data-testid="rate-mqttConnection-session.serving"]')?.textContent) > 0,
+          undefined,
+          { timeout: PAGE_WAIT, polling: 100 },
+        );
+        await page.locator('[data-testid="clients"] tbody tr', { hasText: "ops-1" }).click();
+        await showsMatching("path-state", /^session\.serving\./);
+        for (const machine of BIGGEST) {
+          await page.click(`#tabs button[data-machine="${machine}"]`);
+          const sizes = await page.evaluate(legibility, machine);
+          expect(sizes.names, machine).toBeGreaterThan(5);
+          expect(sizes.smallest, `${machine}: ${JSON.stringify(sizes)}`).toBeGreaterThanOrEqual(11);
+          if (machine === "mqttConnection") {
+            mkdirSync(results, { recursive: true });
+            await page.click('#tabs button[data-machine="mqttConnection"]');
+            await page.screenshot({ path: join(results, `statecharts-${width}.png`), timeout: PAGE_WAIT });
+          }
+        }
+        expect(await page.evaluate(overflowAt, width)).toEqual({
+          page: width,
+          wide: [],
+          scrolled: [],
+          brokenWords: [],
+        });
+      } finally {
+        for (const c of clients) c.end(true);
+      }
+      expect(pageErrors).toEqual([]);
+    },
+  );
 });

@@ -266,7 +266,7 @@ export function whenEnded(actor: MachineActor<AnyStateMachine>, f: (error?: unkn
  */
 export function startChildMachine<M extends AnyStateMachine>(
   machine: M,
-  options: Omit<StartOptions<M>, "id">,
+  options: StartOptions<M>,
 ): { actor: MachineActor<M>; stop: () => void } {
   return create(machine, options);
 }

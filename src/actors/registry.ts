@@ -58,6 +58,15 @@ export class ActorRegistry {
     return undefined;
   }
 
+  /** The tracked actors whose id starts with this (a client's sessions and links: `<connection actor id>/`). */
+  findByPrefix(prefix: string): Array<{ machine: string; actor: AnyActor }> {
+    const out: Array<{ machine: string; actor: AnyActor }> = [];
+    for (const [machine, actors] of this.byMachine) {
+      for (const actor of actors) if (actor.id.startsWith(prefix)) out.push({ machine, actor });
+    }
+    return out;
+  }
+
   /** State name -> number of actors, per machine id. */
   counts(): Record<string, Record<string, number>> {
     const out: Record<string, Record<string, number>> = {};

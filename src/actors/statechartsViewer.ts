@@ -1,6 +1,7 @@
 import type { ServerResponse } from "node:http";
 import { Effect, type Scope } from "effect";
 import { statechartsViewerMachine } from "../machines/statechartsViewer.js";
+import type { TransitionView } from "../statecharts/paths.js";
 import type { MachineActor } from "./machineActor.js";
 import { awaitDone, startMachine } from "./machineActor.js";
 import type { ActorRegistry, ActorTransition } from "./registry.js";
@@ -15,15 +16,23 @@ export interface ViewerSettings {
   readonly stallMs: number;
 }
 
-/** A transition as the page receives it. */
-export interface TransitionView {
-  readonly machine: string;
-  readonly actor: string;
-  readonly at: number;
-  readonly event: string;
-  readonly from: string;
-  readonly to: string;
+export type { TransitionView };
+
+/**
+ * What a viewer follows: every transition from now on, and counts on demand. A gateway's
+ * own registry (registryFeed), or under `--workers` every worker's (workersFeed.ts).
+ */
+export interface ChartFeed {
+  onTransition(listener: (t: TransitionView) => void): () => void;
+  configurations(): Record<string, Record<string, number>>;
+  entered(): Record<string, Record<string, number>>;
 }
+
+export const registryFeed = (registry: ActorRegistry): ChartFeed => ({
+  onTransition: (listener) => registry.onTransition((t) => listener(transitionView(t))),
+  configurations: () => registry.configurations(),
+  entered: () => registry.entered(),
+});
 
 export const transitionView = (t: ActorTransition): TransitionView => ({
   machine: t.machine,
@@ -45,7 +54,7 @@ class ViewerStream {
 
   constructor(
     private readonly res: ServerResponse,
-    private readonly registry: ActorRegistry,
+    private readonly feed: ChartFeed,
   ) {}
 
   open(): void {
@@ -67,9 +76,9 @@ class ViewerStream {
     else if (this.res.writableNeedDrain) actor.send({ type: "BLOCKED" });
   }
 
-  onTransition(t: ActorTransition): void {
+  onTransition(t: TransitionView): void {
     if (!this.streaming()) return;
-    if (this.batch.length < MAX_BATCH) this.batch.push(transitionView(t));
+    if (this.batch.length < MAX_BATCH) this.batch.push(t);
     else this.skipped++;
     this.timer ??= setTimeout(() => this.flush(), FLUSH_MS);
   }
@@ -77,8 +86,8 @@ class ViewerStream {
   /** Every count in full, with whatever changes are waiting. */
   sync(): void {
     this.flush();
-    this.send("counts", this.registry.configurations());
-    this.send("entered", { at: Date.now(), entered: this.registry.entered() });
+    this.send("counts", this.feed.configurations());
+    this.send("entered", { at: Date.now(), entered: this.feed.entered() });
   }
 
   end(): void {
@@ -96,8 +105,8 @@ class ViewerStream {
     this.batch = [];
     this.skipped = 0;
     this.send("transitions", { transitions, skipped });
-    this.send("counts", this.registry.configurations());
-    this.send("entered", { at: Date.now(), entered: this.registry.entered() });
+    this.send("counts", this.feed.configurations());
+    this.send("entered", { at: Date.now(), entered: this.feed.entered() });
   }
 
   private streaming(): boolean {
@@ -117,14 +126,15 @@ class ViewerStream {
  */
 export const statechartsViewerActor = (
   res: ServerResponse,
+  feed: ChartFeed,
   registry: ActorRegistry,
   settings: ViewerSettings,
   id: string,
 ): Effect.Effect<void, never, Scope.Scope> =>
   Effect.gen(function* () {
-    const stream = new ViewerStream(res, registry);
+    const stream = new ViewerStream(res, feed);
     stream.open();
-    const unlisten = registry.onTransition((t) => stream.onTransition(t));
+    const unlisten = feed.onTransition((t) => stream.onTransition(t));
     yield* Effect.addFinalizer(() =>
       Effect.sync(() => {
         unlisten();

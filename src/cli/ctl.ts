@@ -252,29 +252,45 @@ function kicked(out: Out, options: CtlOptions, who: string, replies: Reply[]): n
 
 /** The gateway a server-scope op goes to when --gateway is left out: the only one there is. */
 async function onlyGateway(admin: AdminClient, options: CtlOptions): Promise<string> {
-  const replies = await admin.many("$MQG.admin.ping.info");
+  const ids = await addressed(admin, options);
+  if (ids.length > 1)
+    throw new CtlError(`${ids.length} gateways answered (${ids.join(", ")}): say which with --gateway ID`);
+  return ids[0]!;
+}
+
+/**
+ * The gateways an ldm or rebalance goes to when --gateway is left out: the only one there
+ * is, or every worker of one `run --workers` group (their info answers name the same group).
+ */
+async function addressed(admin: AdminClient, options: CtlOptions): Promise<string[]> {
+  const replies = sortById(await admin.many("$MQG.admin.ping.info"));
   if (replies.length === 0) throw noGateway("$MQG.admin.ping.info", options.timeout);
-  if (replies.length > 1)
-    throw new CtlError(
-      `${replies.length} gateways answered (${sortById(replies)
-        .map((r) => String(r.id))
-        .join(", ")}): say which with --gateway ID`,
-    );
-  return String(replies[0]?.id);
+  const ids = replies.map((r) => String(r.id));
+  const groups = new Set(replies.map((r) => r.group));
+  if (replies.length > 1 && (groups.size > 1 || typeof replies[0]?.group !== "string"))
+    throw new CtlError(`${replies.length} gateways answered (${ids.join(", ")}): say which with --gateway ID`);
+  return ids;
 }
 
 async function ldm(admin: AdminClient, options: CtlOptions, out: Out, ..._: unknown[]): Promise<number> {
   const o = options as CtlOptions & { gateway?: string };
-  const gateway = o.gateway ?? (await onlyGateway(admin, options));
-  const reply = await admin.one(`$MQG.admin.server.${gateway}.ldm`);
-  refusedBy([reply]);
+  const gateways = o.gateway ? [o.gateway] : await addressed(admin, options);
+  const replies = await Promise.all(
+    gateways.map(async (id): Promise<Reply> => ({ id, ...(await admin.one(`$MQG.admin.server.${id}.ldm`)) })),
+  );
+  refusedBy(replies);
+  const started = replies.every((r) => r.started === true);
   if (options.json) {
-    json(out, reply);
-    return reply.started === true ? 0 : 1;
+    json(out, gateways.length === 1 ? replies[0] : replies);
+    return started ? 0 : 1;
   }
-  if (reply.started !== true)
-    throw new CtlError(`gateway ${gateway}: lame duck mode not started: ${String(reply.reason)}`);
-  out.write(`gateway ${gateway}: lame duck mode started (it stops once its clients are gone)\n`);
+  const notStarted = replies.filter((r) => r.started !== true);
+  if (notStarted.length > 0)
+    throw new CtlError(
+      notStarted.map((r) => `gateway ${String(r.id)}: lame duck mode not started: ${String(r.reason)}`).join("\n"),
+    );
+  for (const r of replies)
+    out.write(`gateway ${String(r.id)}: lame duck mode started (it stops once its clients are gone)\n`);
   return 0;
 }
 
@@ -283,16 +299,27 @@ async function rebalance(admin: AdminClient, options: CtlOptions, out: Out, ..._
   const body: Record<string, unknown> = { account: o.account, server: o.to };
   if (o.max !== undefined) body.max = Number(o.max);
   if (o.over !== undefined) body.over = o.over;
-  const gateway = o.gateway ?? (await onlyGateway(admin, options));
-  const reply = await admin.one(`$MQG.admin.server.${gateway}.rebalance`, body);
-  refusedBy([{ id: gateway, ...reply }]);
-  if (options.json) {
-    json(out, reply);
-    return reply.started === true ? 0 : 1;
-  }
-  if (reply.started !== true) throw new CtlError(`gateway ${gateway}: rebalance not started: ${String(reply.reason)}`);
-  out.write(
-    `gateway ${gateway}: moving account ${o.account}'s connections to ${String(reply.server)} (max ${String(reply.max)}, over ${String(reply.over)})\n`,
+  // A worker group moves each worker's connections: --max is each worker's.
+  const gateways = o.gateway ? [o.gateway] : await addressed(admin, options);
+  const replies = await Promise.all(
+    gateways.map(
+      async (id): Promise<Reply> => ({ id, ...(await admin.one(`$MQG.admin.server.${id}.rebalance`, body)) }),
+    ),
   );
+  refusedBy(replies);
+  const started = replies.every((r) => r.started === true);
+  if (options.json) {
+    json(out, gateways.length === 1 ? replies[0] : replies);
+    return started ? 0 : 1;
+  }
+  const notStarted = replies.filter((r) => r.started !== true);
+  if (notStarted.length > 0)
+    throw new CtlError(
+      notStarted.map((r) => `gateway ${String(r.id)}: rebalance not started: ${String(r.reason)}`).join("\n"),
+    );
+  for (const r of replies)
+    out.write(
+      `gateway ${String(r.id)}: moving account ${o.account}'s connections to ${String(r.server)} (max ${String(r.max)}, over ${String(r.over)})\n`,
+    );
   return 0;
 }

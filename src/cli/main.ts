@@ -103,7 +103,7 @@ export async function main(argv: string[]): Promise<number> {
 
   program
     .command("statecharts")
-    .description("write one Mermaid diagram per state machine")
+    .description("write each state machine's chart: an SVG laid out by ELK and a page with its Mermaid text")
     .option("--out <dir>", "where to write them", "docs/statecharts")
     .action(
       exitWith(async (options: { out: string }) => {

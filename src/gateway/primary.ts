@@ -6,14 +6,17 @@ import cluster from "node:cluster";
 import { Effect, Exit, type Scope } from "effect";
 import { serveHttp } from "../actors/http.js";
 import { ActorRegistry } from "../actors/registry.js";
+import { Supervisor } from "../actors/supervisor.js";
 import { workerPool } from "../actors/workerPool.js";
 import type { GatewayConfig } from "../config/schema.js";
 import { createLogger, type Logger } from "../log.js";
+import { machines } from "../machines/index.js";
 import { startEmbedded } from "./embeddedStart.js";
 import { runToExit } from "./runToExit.js";
 import { listenFailure } from "./startupErrors.js";
 import { type WorkerMessage, workerEnv, workerId } from "./workerChannel.js";
 import { WorkerQuestions, workersRoutes } from "./workersHttp.js";
+import { workersStatechartsRoutes } from "./workersStatecharts.js";
 
 export function runPrimary(config: GatewayConfig, count: number): Promise<number> {
   const log = createLogger(config.log);
@@ -26,10 +29,13 @@ const primary = (config: GatewayConfig, count: number, log: Logger): Effect.Effe
     // make this process accept every connection and pass it on (NODE_CLUSTER_SCHED_POLICY=rr still can).
     if (process.env.NODE_CLUSTER_SCHED_POLICY === undefined) cluster.schedulingPolicy = cluster.SCHED_NONE;
     const ids = Array.from({ length: count }, (_, i) => workerId(config.id, i + 1));
+    // The primary's own actors (its embedded nats-server, the /statecharts viewers), counted on that page.
+    const registry = new ActorRegistry();
+    const supervisor = yield* Supervisor.make(log);
     let natsUrl: string | null = null;
     if (config.nats.servers.length === 0) {
       const onRestart = () => log.warn("the workers reconnect to the restarted embedded nats-server");
-      natsUrl = (yield* startEmbedded(config, { log, registry: new ActorRegistry(), onRestart }, ids)).url;
+      natsUrl = (yield* startEmbedded(config, { log, registry, onRestart }, ids)).url;
     }
 
     let pool: { live(): ReadonlyMap<number, import("node:cluster").Worker> } | undefined;
@@ -39,12 +45,15 @@ const primary = (config: GatewayConfig, count: number, log: Logger): Effect.Effe
     let servingSince: Date | undefined;
     if (config.http.listen) {
       const at = config.http.listen;
-      const routes = workersRoutes({
-        id: config.id,
-        questions,
-        started: () => servingSince !== undefined,
-        listeners: () => listeners,
-      });
+      const routes = {
+        ...workersRoutes({
+          id: config.id,
+          questions,
+          started: () => servingSince !== undefined,
+          listeners: () => listeners,
+        }),
+        ...workersStatechartsRoutes({ machines, questions, registry, supervisor }),
+      };
       const port = yield* serveHttp(at, routes).pipe(Effect.mapError((e) => listenFailure("http", at, e)));
       listeners.http = `${at.host}:${port}`;
     }

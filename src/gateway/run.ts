@@ -44,6 +44,7 @@ import { type ListenerName, listenFailure, natsUnreachable, startFailure } from 
 import { VERSION } from "./version.js";
 import { gatewayViews, viewRoutes } from "./views.js";
 import { answerPrimary, tellPrimaryServing, type WorkerRole } from "./workerChannel.js";
+import { WorkerCharts } from "./workerCharts.js";
 
 /** Runs the gateway until it stops; resolves to the process exit code (CONTRACT). */
 export function runGateway(config: GatewayConfig, role?: WorkerRole): Promise<number> {
@@ -367,12 +368,13 @@ const gateway = (
       services,
       sessions: sessionStore,
       bans,
+      group: role?.primaryId,
     });
 
     const views = gatewayViews({ id: config.id, gateway: gw, core, admin, listeners, clients, registry, metrics });
     if (role) {
       // A worker's HTTP is the primary's: it answers the primary's questions instead (workerChannel.ts).
-      const channel = answerPrimary(views);
+      const channel = answerPrimary(views, new WorkerCharts(config.id, registry, clients));
       yield* Effect.addFinalizer(() => Effect.sync(() => channel.close()));
     } else if (config.http.listen) {
       const httpAt = config.http.listen;

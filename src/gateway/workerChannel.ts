@@ -3,6 +3,7 @@
 // primary's questions for the HTTP port, which only the primary listens on.
 import cluster from "node:cluster";
 import type { GatewayViews, Health } from "./views.js";
+import type { WorkerCharts } from "./workerCharts.js";
 
 export interface WorkerRole {
   /** 1..N, the worker's slot; the same slot keeps its number across restarts. */
@@ -38,6 +39,15 @@ export type Question =
       readonly seq: number;
       readonly what: "clients";
       readonly query: Parameters<GatewayViews["clients"]>[0];
+    }
+  | { readonly mqgw: "ask"; readonly seq: number; readonly what: "charts" }
+  | { readonly mqgw: "ask"; readonly seq: number; readonly what: "actor"; readonly q: string }
+  | {
+      readonly mqgw: "ask";
+      readonly seq: number;
+      readonly what: "inState";
+      readonly machine: string;
+      readonly state: string;
     };
 
 export type WorkerMessage =
@@ -56,7 +66,7 @@ export function tellPrimaryServing(listeners: Record<string, string>): void {
 }
 
 /** Answers the primary until closed. */
-export function answerPrimary(views: GatewayViews): { close(): void } {
+export function answerPrimary(views: GatewayViews, charts: WorkerCharts): { close(): void } {
   const onMessage = (message: unknown) => {
     const q = message as Question;
     if (q?.mqgw !== "ask") return;
@@ -68,6 +78,12 @@ export function answerPrimary(views: GatewayViews): { close(): void } {
           return views.metrics.registry.getMetricsAsJSON();
         case "clients":
           return views.clients(q.query);
+        case "charts":
+          return charts.charts();
+        case "actor":
+          return charts.actor(q.q);
+        case "inState":
+          return charts.inState(q.machine, q.state);
       }
     };
     void answer().then(
@@ -77,7 +93,10 @@ export function answerPrimary(views: GatewayViews): { close(): void } {
   };
   process.on("message", onMessage);
   return {
-    close: () => process.off("message", onMessage),
+    close: () => {
+      process.off("message", onMessage);
+      charts.close();
+    },
   };
 }
 

@@ -5,6 +5,7 @@ import { readFileSync } from "node:fs";
 import { basename } from "node:path";
 import type mqtt from "mqtt-packet";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { launchChromium } from "../helpers/chromium.js";
 import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
 import { type ConnectedClient, connectCollecting, connectMqtt } from "../helpers/mqttClient.js";
 import { natsServerBinary } from "../helpers/natsServer.js";
@@ -194,6 +195,93 @@ describe("run --workers 2 on the embedded nats-server", () => {
     for (const t of tries) t.end();
   });
 
+  it("serves /statecharts: the page, and every worker's machines counted together on its stream", async () => {
+    const on = await oneOnEach("charts");
+    const page = await get(gw, "/statecharts");
+    expect(page.status).toBe(200);
+    const html = await page.text();
+    expect(html).toContain('<svg xmlns="http://www.w3.org/2000/svg" class="statechart" data-machine="mqttConnection"');
+    expect((await get(gw, "/statecharts/page.js")).status).toBe(200);
+
+    // The event stream: its counts hold both workers' connections (and the viewer, the primary's own actor).
+    const ac = new AbortController();
+    const stream = await fetch(`http://127.0.0.1:${gw.port("http")}/statecharts/events`, { signal: ac.signal });
+    const reader = stream.body!.pipeThrough(new TextDecoderStream()).getReader();
+    let buffered = "";
+    const serving = async (): Promise<number> => {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) throw new Error("the event stream ended");
+        buffered += value;
+        const events = buffered.split("\n\n");
+        buffered = events.pop()!;
+        for (const e of events) {
+          const counts = /^event: counts\ndata: (.*)$/m.exec(e)?.[1];
+          if (!counts) continue;
+          const parsed = JSON.parse(counts) as Record<string, Record<string, number>>;
+          const n = Object.entries(parsed.mqttConnection ?? {})
+            .filter(([state]) => state.startsWith("session.serving"))
+            .reduce((sum, [, k]) => sum + k, 0);
+          if (n >= opened.length && (parsed.statechartsViewer?.streaming ?? 0) >= 1) return n;
+        }
+      }
+    };
+    try {
+      // A connection after the stream opened: its transitions come through the primary, with new counts.
+      const late = await connectMqtt(gw.port("mqtt"), { clientId: `charts-late-${++unique}` });
+      opened.push(late);
+      expect(await serving()).toBeGreaterThanOrEqual(3);
+    } finally {
+      ac.abort();
+    }
+
+    // Who is in a state: from both workers, each actor with its worker's id.
+    const inState = (await (
+      await get(gw, "/statecharts/state?machine=mqttConnection&state=session.serving")
+    ).json()) as {
+      total: number;
+      actors: Array<{ id: string; gateway: string; client?: { client_id: string } }>;
+    };
+    expect(new Set(inState.actors.map((a) => a.gateway))).toEqual(new Set([`${gw.id}-1`, `${gw.id}-2`]));
+    // One client's actors, found on whichever worker holds it, with its session.
+    for (const [worker, client] of on) {
+      const actor = (await (await get(gw, `/statecharts/actor?q=${encodeURIComponent(client.clientId)}`)).json()) as {
+        gateway: string;
+        machine: string;
+        related: Array<{ machine: string }>;
+      };
+      expect(actor).toMatchObject({ gateway: worker, machine: "mqttConnection" });
+      expect(actor.related.map((r) => r.machine)).toEqual(["mqttSession"]);
+    }
+
+    // In a browser: the summed count on the chart's tab, and a client's path from the other worker.
+    const browser = await launchChromium();
+    try {
+      const page = await browser.newPage();
+      await page.goto(`http://127.0.0.1:${gw.port("http")}/statecharts`);
+      await page.waitForFunction(
+        (n) => Number(document.querySelector('[data-testid="total-mqttConnection"]')?.textContent) >= n,
+        opened.length,
+        { timeout: 30_000 },
+      );
+      for (const [worker, client] of on) {
+        await page.locator('[data-testid="clients"] tbody tr', { hasText: client.clientId }).click();
+        await page.waitForFunction(
+          ([w, id]) =>
+            [w!, id!].every((text) =>
+              document.querySelector('[data-testid="path-summary"]')?.textContent?.includes(text),
+            ),
+          [worker, client.clientId] as const,
+          { timeout: 30_000 },
+        );
+        expect(await page.getByTestId("path-state").textContent()).toMatch(/^session\.serving\./);
+        expect(await page.locator("#chart-mqttConnection g.edge.on-path").count()).toBeGreaterThan(2);
+      }
+    } finally {
+      await browser.dispose();
+    }
+  });
+
   it("restarts a worker that dies, under the same id", async () => {
     const before = children(gw.process.pid!, "node");
     expect(before).toHaveLength(2);
@@ -255,5 +343,51 @@ describe("run --workers values", () => {
     } finally {
       expect(await gw.stop()).toBe(0);
     }
+  });
+});
+
+describe("ctl ldm and rebalance under run --workers 2", () => {
+  let gw: GatewayHandle;
+
+  beforeAll(async () => {
+    const natsPort = await freePort();
+    gw = await startGateway({
+      config: { nats: { embedded_listen: `127.0.0.1:${natsPort}` } },
+      args: ["--workers", "2"],
+      env: { NATS_SERVER_BIN: natsServerBinary() },
+      ready: (l) => l.msg === "mq-gateway serving" && Array.isArray(l.workers),
+    });
+  });
+  afterAll(async () => {
+    await gw?.stop();
+  });
+
+  const ctl = (args: string[]) =>
+    spawnSync(process.execPath, [bin, "ctl", ...args, "--data", gw.dataDir], { encoding: "utf8", timeout: 60_000 });
+
+  it("info names the worker group; rebalance and ldm address the group, as SIGUSR2 to the primary does", async () => {
+    const info = ctl(["info", "--json"]);
+    expect(info.status).toBe(0);
+    expect((JSON.parse(info.stdout) as Array<{ group: string }>).map((g) => g.group)).toEqual([gw.id, gw.id]);
+
+    // Each worker moves its own connections (none here: there is nothing to move, and it says so).
+    const rebalance = ctl(["rebalance", "--account", "$G", "--to", "nats-elsewhere", "--json"]);
+    const replies = JSON.parse(rebalance.stdout) as Array<{ id: string }>;
+    expect(replies.map((r) => r.id)).toEqual([`${gw.id}-1`, `${gw.id}-2`]);
+
+    // A kick still needs one gateway: the group is not one.
+    const kick = ctl(["kick", "--cid", "1"]);
+    expect(kick.status).toBe(1);
+    expect(kick.stderr).toMatch(/2 gateways answered .*say which with --gateway ID/);
+
+    const ldm = ctl(["ldm"]);
+    expect(ldm.stderr).toBe("");
+    expect(ldm.stdout).toBe(
+      `gateway ${gw.id}-1: lame duck mode started (it stops once its clients are gone)\n` +
+        `gateway ${gw.id}-2: lame duck mode started (it stops once its clients are gone)\n`,
+    );
+    expect(ldm.status).toBe(0);
+    // Both workers stop on their own, and with them the primary, exit 0.
+    expect(await gw.stop("SIGCONT")).toBe(0);
   });
 });

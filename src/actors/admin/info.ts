@@ -6,6 +6,8 @@ export interface InfoReply {
   readonly version: string;
   readonly since: string;
   readonly accounts: Record<string, { mqtt: number; amqp: number }>;
+  /** Under `run --workers`, the primary's id, shared by its workers: ctl addresses them as one. */
+  readonly group?: string;
 }
 
 /**
@@ -13,7 +15,7 @@ export interface InfoReply {
  * zeros, so an operator sees which gateways would take clients of an account.
  */
 export function infoReply(
-  gateway: { id: string; version: string; since: Date },
+  gateway: { id: string; version: string; since: Date; group?: string | undefined },
   scope: AdminScope,
   clients: Iterable<ClientHandle>,
   served: readonly string[],
@@ -26,5 +28,6 @@ export function infoReply(
   };
   for (const account of scope.kind === "account" ? [scope.account] : served) entry(account);
   for (const c of clients) if (inScope(c.account)) entry(c.account)[c.protocol]++;
-  return { id: gateway.id, version: gateway.version, since: gateway.since.toISOString(), accounts };
+  const group = gateway.group === undefined ? {} : { group: gateway.group };
+  return { id: gateway.id, version: gateway.version, since: gateway.since.toISOString(), accounts, ...group };
 }

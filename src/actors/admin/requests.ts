@@ -16,6 +16,8 @@ import { type AdminScope, parseAdminSubject, type ScopeKind, serverScopeOf } fro
 /** What the admin ops read and act on; the admin connection hands each request here. */
 export interface AdminDeps {
   readonly id: string;
+  /** The primary's id when this gateway is one of its workers. */
+  readonly group?: string | undefined;
   readonly version: string;
   readonly since: Date;
   readonly clients: ClientRegistry;

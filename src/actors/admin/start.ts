@@ -50,6 +50,8 @@ export function startAdmin(deps: {
   readonly services: AccountServices;
   readonly sessions: KvSessionStore;
   readonly bans: Bans;
+  /** The primary's id when this gateway is one of its workers (`run --workers`). */
+  readonly group?: string | undefined;
 }): AdminStatus {
   const { config, clients, supervisor, log } = deps;
   deps.metrics.adminOpsKnown(ADMIN_OP_SCOPES);
@@ -97,6 +99,7 @@ export function startAdmin(deps: {
     onRequest: (msg) =>
       serveAdminRequest(msg, {
         id: config.id,
+        group: deps.group,
         version: deps.version,
         since,
         clients,

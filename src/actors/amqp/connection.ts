@@ -89,6 +89,7 @@ class AmqpClientConnection {
       this.log,
       this.settings.maxSenderLinks + this.settings.maxReceiverLinks,
       (condition, description) => this.protocolError(condition, description),
+      `amqp-${cid}`,
     );
     this.guard = new FrameGuard({
       maxFrameSize: this.settings.maxFrameSize,

@@ -25,12 +25,14 @@ export const linkActor = <M extends LinkMachine>(
   machine: M,
   edge: LinkEdge<M>,
   registry: ActorRegistry,
+  id?: string,
 ): Effect.Effect<void, never, Scope.Scope> =>
   Effect.gen(function* () {
     yield* Effect.addFinalizer(() => Effect.sync(() => edge.cleanup()));
     const actor = yield* startMachine(machine, {
       input: { detachGraceMs: 5_000 },
       registry,
+      id,
       on: guarded(edge.commands() as Record<string, (e: never) => void>, edge),
     } as Parameters<typeof startMachine<M>>[1]);
     edge.start(actor);

@@ -43,6 +43,8 @@ export class ConnectionLinks {
      */
     private readonly maxLinksPerSession: number,
     private readonly closeConnection: (condition: string, description: string) => void,
+    /** The connection's actor id: its sessions and links are named under it (`amqp-3/link-1`). */
+    private readonly actorId: string,
   ) {}
 
   /** Receiving links attached now, for the metrics. */
@@ -106,6 +108,7 @@ export class ConnectionLinks {
           this.sessions.delete(session);
           this.ended.add(session);
         },
+        `${this.actorId}/session`,
       );
       this.sessions.set(session, actor);
     }
@@ -141,7 +144,7 @@ export class ConnectionLinks {
     ended: () => void,
   ): void {
     const id = this.nextId++;
-    const actor = linkActor(machine, edge as never, this.registry).pipe(
+    const actor = linkActor(machine, edge as never, this.registry, `${this.actorId}/link-${id}`).pipe(
       Effect.ensuring(
         Effect.sync(() => {
           session.linkEnded(id);

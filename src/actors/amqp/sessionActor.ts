@@ -36,11 +36,14 @@ export class AmqpSessionActor {
     /** Closes the whole connection (a framing error the session found). */
     private readonly closeConnection: (condition: string, description: string) => void,
     onReleased: () => void,
+    /** `<connection actor id>/session`: the live page finds a client's machines by it. */
+    idPrefix: string,
   ) {
     const channel = remoteChannelOf(session);
     const { actor, stop } = startChildMachine(amqpSessionMachine, {
       input: { channel, maxLinks, endGraceMs: END_GRACE_MS },
       registry,
+      id: `${idPrefix}-${channel}`,
       on: {
         end: ({ error }) => {
           this.log.info({ channel, reason: error.description }, "AMQP session ended by the gateway");

@@ -369,6 +369,7 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
       session,
       deps,
       registry: this.deps.registry,
+      id: `${this.actor.id}/session`,
       directory: this.deps.directory,
       cleanStart: request.cleanStart,
       expirySec: request.sessionExpirySec,

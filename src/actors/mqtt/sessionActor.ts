@@ -23,6 +23,8 @@ export interface SessionActorOptions {
   readonly session: ClientSession;
   readonly deps: SessionDeps;
   readonly registry: ActorRegistry;
+  /** `<connection actor id>/session`: the live page finds a client's two machines by it. */
+  readonly id: string;
   readonly directory: SessionDirectory;
   readonly cleanStart: boolean;
   readonly expirySec: number;
@@ -68,6 +70,7 @@ export class SessionActor implements Claimant {
         nothingStored: o.cleanStart && o.deps.store.mayHold?.(account, clientId) === false,
       },
       registry: o.registry,
+      id: o.id,
       // One dispatcher for the machine's commands.
       onEmit: (e) => this.command(e),
     });
