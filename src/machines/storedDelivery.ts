@@ -16,7 +16,8 @@ import { assign, emit, setup } from "xstate";
 export type StoredDeliveryEvent =
   | { type: "OPENED" }
   /** `refused`: no wait can help (`permission`: the gateway user may not read it; configuration). */
-  | { type: "OPEN_FAILED"; reason: string; refused: boolean; permission: boolean }
+  /** `limit`: a JetStream limit (the stream's max_consumers) refused it. */
+  | { type: "OPEN_FAILED"; reason: string; refused: boolean; permission: boolean; limit: boolean }
   /** The consumer it read is gone (deleted, lost with a node): read again from the floor. */
   | { type: "CONSUMER_LOST"; reason: string }
   /** Consumers of earlier incarnations are waiting to be deleted. */
@@ -28,7 +29,7 @@ export type StoredDeliveryEvent =
 export type StoredDeliveryEmitted =
   /** Open (or reopen) the consumer from the session's floor; answer OPENED or OPEN_FAILED. */
   | { type: "open" }
-  | { type: "waiting"; reason: string; attempt: number }
+  | { type: "waiting"; reason: string; attempt: number; limit: boolean }
   | { type: "refused"; reason: string; permission: boolean }
   | { type: "reading" }
   /** Stop reading the consumer that is gone (its pulls), keeping what the client holds. */
@@ -102,6 +103,7 @@ export const storedDeliveryMachine = setup({
                         type: "waiting" as const,
                         reason: event.reason,
                         attempt: context.attempt,
+                        limit: event.limit,
                       })),
                     ],
                   },
@@ -121,7 +123,7 @@ export const storedDeliveryMachine = setup({
                   actions: [
                     assign({ attempt: 1, reason: ({ event }) => event.reason }),
                     emit({ type: "drop_reader" }),
-                    emit(({ event }) => ({ type: "waiting" as const, reason: event.reason, attempt: 1 })),
+                    emit(({ event }) => ({ type: "waiting" as const, reason: event.reason, attempt: 1, limit: false })),
                   ],
                 },
               },

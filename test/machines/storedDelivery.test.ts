@@ -3,7 +3,13 @@ import { backoff, storedDeliveryMachine } from "../../src/machines/storedDeliver
 import { drive } from "./emitted.js";
 
 const input = { backoffMs: 250, maxBackoffMs: 5_000 };
-const failed = (reason = "timeout") => ({ type: "OPEN_FAILED" as const, reason, refused: false, permission: false });
+const failed = (reason = "timeout", limit = false) => ({
+  type: "OPEN_FAILED" as const,
+  reason,
+  refused: false,
+  permission: false,
+  limit,
+});
 
 describe("storedDelivery machine", () => {
   beforeEach(() => void vi.useFakeTimers());
@@ -51,6 +57,18 @@ describe("storedDelivery machine", () => {
     expect(d.types().at(-1)).toBe("open");
   });
 
+  it("a limit's refusal waits like any failure, and says it was a limit", () => {
+    const d = drive(storedDeliveryMachine, input);
+    d.actor.send(failed("stream S has reached its max_consumers", true));
+    expect(d.emitted.at(-1)).toEqual({
+      type: "waiting",
+      reason: "stream S has reached its max_consumers",
+      attempt: 1,
+      limit: true,
+    });
+    expect(d.actor.getSnapshot().hasTag("waiting")).toBe(true);
+  });
+
   it("only a refusal no wait can cure ends it", () => {
     const d = drive(storedDeliveryMachine, input);
     d.actor.send({
@@ -58,6 +76,7 @@ describe("storedDelivery machine", () => {
       reason: "the gateway user may not subscribe to x",
       refused: true,
       permission: true,
+      limit: false,
     });
     expect(d.emitted.at(-1)).toEqual({
       type: "refused",

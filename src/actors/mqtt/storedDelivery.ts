@@ -115,8 +115,6 @@ export class StoredDelivery {
   private outcome: StoredOutcome | undefined;
   /** The permission the gateway user lacks, when that refused the last attempt: the log names it. */
   private missing: ReturnType<typeof missingPermission>;
-  /** The last attempt met a JetStream limit (a SUBSCRIBE's SUBACK says quota exceeded). */
-  private limit = false;
   private readonly settled: Promise<StoredOutcome>;
   private resolveFirst!: (o: StoredOutcome) => void;
   private readonly machine: ReturnType<typeof startChildMachine<typeof storedDeliveryMachine>>;
@@ -183,12 +181,12 @@ export class StoredDelivery {
       case "waiting":
         // The first failure and then about once a minute: a storm of waiting sessions is not a storm of lines.
         if (e.attempt !== 1 && e.attempt % 12 !== 0)
-          return this.decided({ state: "waiting", reason: e.reason, limit: this.limit });
+          return this.decided({ state: "waiting", reason: e.reason, limit: e.limit });
         this.o.log?.warn(
           { stream: this.o.stream, consumer: this.current, err: e.reason, attempt: e.attempt },
           "stored delivery waiting for its stream",
         );
-        return this.decided({ state: "waiting", reason: e.reason, limit: this.limit });
+        return this.decided({ state: "waiting", reason: e.reason, limit: e.limit });
       case "refused":
         this.o.log?.warn(
           { stream: this.o.stream, err: e.reason, ...(this.missing ? { missing_permission: this.missing } : {}) },
@@ -220,7 +218,7 @@ export class StoredDelivery {
   private send(
     e:
       | { type: "OPENED" | "RETIRED" | "RETIRE_FAILED" | "RETIRE" | "STOP" }
-      | { type: "OPEN_FAILED"; reason: string; refused: boolean; permission: boolean }
+      | { type: "OPEN_FAILED"; reason: string; refused: boolean; permission: boolean; limit: boolean }
       | { type: "CONSUMER_LOST"; reason: string },
   ): void {
     if (this.machine.actor.getSnapshot().status === "active") this.machine.actor.send(e);
@@ -300,12 +298,17 @@ export class StoredDelivery {
       const missing = missingPermission(e);
       this.missing = missing;
       const limit = limitReached(e, this.o.stream);
-      this.limit = limit !== undefined;
       const reason = missing
         ? `the gateway user may not ${missing.operation} ${missing.subject}`
         : (limit ?? ((e as Error).message || String(e)));
       const permission = missing !== undefined;
-      this.send({ type: "OPEN_FAILED", reason, permission, refused: permission || e instanceof StoreRefused });
+      this.send({
+        type: "OPEN_FAILED",
+        reason,
+        permission,
+        refused: permission || e instanceof StoreRefused,
+        limit: limit !== undefined,
+      });
     }
   }
 
