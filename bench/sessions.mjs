@@ -42,6 +42,7 @@ const OFFLINE_WAIT_MS = 30_000;
 /** After a drop, before the next step: the servers see the sockets go (no DISCONNECT was sent). */
 const SETTLE_MS = 2000;
 const REFERENCE_MAX_CONSUMERS = 1_000_000;
+const CONSUMERS_SETTLE_MS = 10_000;
 /**
  * The stream each side keeps its sessions' consumers on, and how many each session should
  * have there: the gateway one per filter (its design, docs/decisions/mqtt-store.md); nats-server
@@ -388,13 +389,22 @@ export async function sessionsRun({ n, mix = "half", log, resumeTimeoutMs = 180_
     /** After a phase: consumers, memory and the server's new warnings, on one side. */
     const after = async (name, phase, r) => {
       const s = sides[name];
-      r.consumers = await consumers(s);
+      // A resume makes a session's new consumer before it deletes the old one: counted at
+      // once, a count above the design may be a delete still on its way. Counted again until
+      // it matches (10 s at most), and both counts kept.
       const { stream, perSession } = LAYOUT[name];
-      if (r.consumers.byStream) {
-        r.consumers.stream = stream;
-        r.consumers.owned = r.consumers.byStream[stream] ?? 0;
-        r.consumers.expected = perSession * n;
-        r.consumers.orphans = r.consumers.owned - r.consumers.expected;
+      const expected = perSession * n;
+      const owned = (c) => c.byStream?.[stream] ?? null;
+      const first = await consumers(s);
+      let c = first;
+      for (const until = Date.now() + CONSUMERS_SETTLE_MS; owned(c) !== expected && Date.now() < until; ) {
+        await sleep(1000);
+        c = await consumers(s);
+      }
+      r.consumers = { ...c, stream, expected, ownedAtOnce: owned(first) };
+      if (c.byStream) {
+        r.consumers.owned = owned(c);
+        r.consumers.orphans = r.consumers.owned - expected;
       }
       r.rssMiB = rssMiB(s.pids());
       r.serverLog = s.newLog();

@@ -29,7 +29,8 @@ default (its own nats-server on nats-server's default limits), devices ${s.mix =
 The reference: nats-server's own MQTT, devices MQTT 3.1.1 clean session 0 (it speaks no MQTT 5), **its streams' consumer limit
 raised** (\`jetstream { limits { default_max_consumers: ${num(s.referenceMaxConsumers)} } }\`; nats-server's default of 1,000 per stream
 stops its MQTT at about 333 such sessions). Consumers: those of the stream each side keeps sessions on (the gateway's
-\`MQGW_MSGS\`, 2 per session by its design; nats-server's \`$MQTT_msgs\`, 3 per session in its layout), orphans = counted - expected.
+\`MQGW_MSGS\`, 2 per session by its design; nats-server's \`$MQTT_msgs\`, 3 per session in its layout), counted at once after
+the phase and again each second until it matches (settled: the last count, 10 s at most), orphans = settled - expected.
 Restart: from SIGTERM of the server (the gateway stops its nats-server with it) until the last device is back, every device
 retrying with backoff (250 ms doubling to 5 s); then one live QoS 1 message to \`fleet/all/x\`.
 `,
@@ -76,10 +77,10 @@ retrying with backoff (250 ms doubling to 5 s); then one live QoS 1 message to \
       x ? `${num(x.liveGot)} / ${num((x.liveDuplicates ?? 0) + (x.offlineDuplicates ?? 0))}` : undefined,
     );
     for (const p of PHASES)
-      row([p, "consumers after (expected; orphans)"], (x) =>
+      row([p, "consumers after: at once / settled (expected; orphans, < 0 missing)"], (x) =>
         x?.consumers?.owned === undefined
           ? x?.consumers?.error
-          : `${num(x.consumers.owned)} (${num(x.consumers.expected)}; ${num(x.consumers.orphans)})`,
+          : `${x.consumers.ownedAtOnce === undefined ? "" : `${num(x.consumers.ownedAtOnce)} / `}${num(x.consumers.owned)} (${num(x.consumers.expected)}; ${num(x.consumers.orphans)})`,
       );
     for (const p of ["connect", "restart"]) row([p, "RSS MiB after"], (x) => x?.rssMiB, { ratio: true });
     for (const p of ["connect", "storm", "offline"])
