@@ -248,15 +248,27 @@ async function startGatewayEmbedded() {
 
 // -- measurements ----------------------------------------------------------------------
 
-/** Consumers per stream in the account the MQTT clients are in ($G on the reference, CLIENTS on the gateway). */
-async function consumers(s) {
+/** Consumers and messages per stream in the account the MQTT clients are in ($G on the reference, CLIENTS on the gateway). */
+async function consumers(s, owned) {
   let nc;
   try {
     nc = await connect({ servers: s.natsUrl, timeout: 10_000 });
     const jsm = await jetstreamManager(nc, { timeout: 30_000 });
     const byStream = {};
-    for await (const st of jsm.streams.list()) byStream[st.config.name] = st.state.consumer_count;
-    return { total: Object.values(byStream).reduce((a, b) => a + b, 0), byStream };
+    const messages = {};
+    for await (const st of jsm.streams.list()) {
+      byStream[st.config.name] = st.state.consumer_count;
+      messages[st.config.name] = st.state.messages;
+    }
+    // The few consumers of the other streams (the gateway's session bucket's watchers), by name.
+    const others = {};
+    for (const [name, count] of Object.entries(byStream)) {
+      if (name === owned || count === 0 || count > 20) continue;
+      others[name] = [];
+      for await (const c of jsm.consumers.list(name))
+        others[name].push(`${c.name}${c.config.durable_name ? "" : " (ephemeral)"}`);
+    }
+    return { total: Object.values(byStream).reduce((a, b) => a + b, 0), byStream, messages, others };
   } catch (e) {
     return { total: null, error: e.message };
   } finally {
@@ -395,11 +407,11 @@ export async function sessionsRun({ n, mix = "half", log, resumeTimeoutMs = 180_
       const { stream, perSession } = LAYOUT[name];
       const expected = perSession * n;
       const owned = (c) => c.byStream?.[stream] ?? null;
-      const first = await consumers(s);
+      const first = await consumers(s, stream);
       let c = first;
       for (const until = Date.now() + CONSUMERS_SETTLE_MS; owned(c) !== expected && Date.now() < until; ) {
         await sleep(1000);
-        c = await consumers(s);
+        c = await consumers(s, stream);
       }
       r.consumers = { ...c, stream, expected, ownedAtOnce: owned(first) };
       if (c.byStream) {

@@ -82,6 +82,8 @@ retrying with backoff (250 ms doubling to 5 s); then one live QoS 1 message to \
           ? x?.consumers?.error
           : `${x.consumers.ownedAtOnce === undefined ? "" : `${num(x.consumers.ownedAtOnce)} / `}${num(x.consumers.owned)} (${num(x.consumers.expected)}; ${num(x.consumers.orphans)})`,
       );
+    for (const p of ["offline", "restart"])
+      row([p, "messages kept in the sessions' stream after"], (x) => x?.consumers?.messages?.[x.consumers.stream]);
     for (const p of ["connect", "restart"]) row([p, "RSS MiB after"], (x) => x?.rssMiB, { ratio: true });
     for (const p of ["connect", "storm", "offline"])
       row([p, "server CPU s"], (x) => x?.serverCpuSeconds, { ratio: true, d: 1 });
