@@ -355,7 +355,18 @@ function loadgen(spec) {
 function merge(parts) {
   const out = { ok: 0, present0: 0, present1: 0, refused: {}, subackRefused: {}, errors: {} };
   for (const p of parts) {
-    for (const k of ["ok", "present0", "present1", "back", "notBack", "attempts", "got", "duplicates", "dropped"])
+    for (const k of [
+      "ok",
+      "present0",
+      "present1",
+      "back",
+      "notBack",
+      "attempts",
+      "got",
+      "duplicates",
+      "dropped",
+      "fleetGranted",
+    ])
       if (p[k] !== undefined) out[k] = (out[k] ?? 0) + p[k];
     for (const k of ["refused", "subackRefused", "errors"])
       for (const [c, n] of Object.entries(p[k] ?? {})) out[k][c] = (out[k][c] ?? 0) + n;

@@ -75,6 +75,7 @@ function open(d, { subscribe, localAddress, timeoutMs }) {
         if (!subscribe) done({ ok: true, ...connack });
       } else if (p.cmd === "suback") {
         const bad = p.granted.filter((g) => g >= 0x80);
+        d.fleetGranted = p.granted[1] < 0x80;
         done({ ok: true, ...connack, subackRefused: bad.length ? bad : undefined });
       } else if (p.cmd === "publish") {
         const mark = p.payload.toString();
@@ -143,7 +144,9 @@ async function connectRound({ subscribe, concurrency, timeoutMs }) {
     }
   };
   await Promise.all(Array.from({ length: Math.min(concurrency, devices.length) }, worker));
-  return { ...t, start, lastOk: last, end: now() };
+  // Who holds `fleet/all/#` (granted in its SUBACK): the most an offline message can reach.
+  const fleetGranted = devices.filter((d) => d.fleetGranted).length;
+  return { ...t, fleetGranted, start, lastOk: last, end: now() };
 }
 
 function drop() {

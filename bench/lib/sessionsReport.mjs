@@ -54,6 +54,7 @@ retrying with backoff (250 ms doubling to 5 s); then one live QoS 1 message to \
     const failed = (x) => (x ? n - (x.ok ?? 0) : undefined);
     row(["connect", "seconds (200 in flight)"], (x) => x?.seconds, { ratio: true, d: 1 });
     row(["connect", "not connected and subscribed"], failed);
+    row(["connect", "sessions holding fleet/all/# (granted)"], (x) => x?.fleetGranted);
     row(["connect", "SUBSCRIBE filters refused"], (x) =>
       x ? Object.values(x.subackRefused).reduce((a, b) => a + b, 0) : undefined,
     );
