@@ -68,7 +68,9 @@ retrying with backoff (250 ms doubling to 5 s); then one live QoS 1 message to \
     );
     row(["restart", "seconds from SIGTERM until all back"], (x) => x?.seconds, { ratio: true, d: 1 });
     row(["restart", "of which the server's stop / start"], (x) =>
-      x ? `${num(x.stopSeconds, 1)} / ${num(x.startSeconds, 1)}` : undefined,
+      x
+        ? `${num(x.stopSeconds, 1)}${x.killed ? " (SIGKILL after 120 s)" : ""} / ${num(x.startSeconds, 1)}${x.startError ? ` (failed: ${x.startError.split("\n")[0]})` : ""}`
+        : undefined,
     );
     row(["restart", "back with session present 1 / 0 / never"], (x) =>
       x ? `${num(x.present1)} / ${num(x.present0)} / ${num(x.notBack)}` : undefined,
