@@ -5,7 +5,8 @@
 //
 // Options: --rounds N (2)  --duration MS (5000)  --warmup MS (1000)  --only a,b,c (scenario
 //          names: qos0 fanout m2n n2m qos1 qos1m qos1n lat0 lat1 qos0sat m2nsat n2msat idle fleet
-//          amqp workers; `saturating` stands for the three *sat)
+//          amqp workers sessions; `saturating` stands for the three *sat; sessions runs only when named)
+//          --sessions-n 1000,3000,10000  --sessions-mix half|311|5 (the sessions scenario: bench/sessions.mjs)
 //          --idle 1000,5000,10000 | --idle 0   --no-amqp   --no-opt-in   --out NAME (latest)
 //          --batch N (packets a write in the throughput runs, windowed and saturating: 32; experiments)
 //          --profile SCENARIO[,..] (also idle, fleet0, fleet1; gateway under node --cpu-prof, summaries in
@@ -24,6 +25,7 @@ import { attach, summariseAllocations } from "./lib/inspector.mjs";
 import { cpuMicros, freePort, rssKiB, startGateway, startNatsServer, sum } from "./lib/procs.mjs";
 import { report } from "./lib/report.mjs";
 import { SATURATING, SCENARIOS } from "./lib/scenarios.mjs";
+import { sessionsBench } from "./sessions.mjs";
 
 const here = import.meta.dirname;
 const resultsDir = join(here, "results");
@@ -41,6 +43,8 @@ const { values: opt } = parseArgs({
     out: { type: "string", default: "latest" },
     rate: { type: "string" },
     batch: { type: "string" },
+    "sessions-n": { type: "string", default: "1000,3000,10000" },
+    "sessions-mix": { type: "string", default: "half" },
   },
 });
 const rounds = Number(opt.rounds);
@@ -373,6 +377,7 @@ async function main() {
     fleet: null,
     workers: null,
     amqp: null,
+    sessions: null,
   };
 
   if (idleCounts.length && want("idle")) {
@@ -451,6 +456,16 @@ async function main() {
   const why = (e) => e.message.split("\n")[0].slice(0, 300);
   if (want("fleet")) out.fleet = await fleet().catch((e) => ({ measured: false, reason: why(e) }));
   if (want("workers")) out.workers = await workersScenario().catch((e) => ({ measured: false, reason: why(e) }));
+  // Minutes per N and a restart of each server: only when asked for by name (`--only sessions`).
+  if (only?.has("sessions"))
+    out.sessions = await sessionsBench({
+      ns: opt["sessions-n"]
+        .split(",")
+        .map(Number)
+        .filter((n) => n > 0),
+      mix: opt["sessions-mix"],
+      log,
+    }).catch((e) => ({ measured: false, reason: why(e) }));
 
   out.elapsedSeconds = (Date.now() - started) / 1000;
   const { md, targets } = report(out);

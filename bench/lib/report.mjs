@@ -1,6 +1,7 @@
 // The bench's table and the status of every target of issues 16 and 23, from run.mjs's results.
 // A target row's status is computed from the same-run ratio gateway / reference (or, for
 // memory, from the gateway's own figure): "met", "not met", or "not measured: <why>".
+import { sessionsSection } from "./sessionsReport.mjs";
 
 const fmt = (x, d) =>
   x === null || x === undefined || !Number.isFinite(x)
@@ -324,6 +325,6 @@ Load generators (raw sockets; the fleet's spread over several processes; rhea fo
 | scenario | side | server cores | load-gen cores | load-gen share of CPU | machine busy | QoS 0 lost |
 | --- | --- | ---: | ---: | ---: | ---: | ---: |
 ${lg.join("\n")}
-${satTable}`;
+${satTable}${sessionsSection(out.sessions)}`;
   return { md, targets };
 }
