@@ -53,7 +53,8 @@ describe("model checking systems of machines", () => {
     expect(report.findings.map((x) => x.property)).toEqual(["one live session per client id"]);
   });
 
-  it("a session that reads the store before its claim is granted is caught", () => {
+  // An exhaustive search (about 6 s alone; several times that on CI's two cores shared with other files).
+  it("a session that reads the store before its claim is granted is caught", { timeout: 120_000 }, () => {
     // Broken on purpose: the claim and the read go out together (what the code did before sessions claimed).
     const states = mqttSessionMachine.config.states as Record<
       string,
