@@ -1,6 +1,6 @@
 // README.md, walked as a new user walks it: a fresh clone, then the Run, Connect and
 // Operate sections' commands exactly as written, each checked against what the README
-// says it does. The default ports (1883, 5672, 8080, 4222) are used as written, inside a
+// says it does, and the Run section's `--workers auto`. The default ports (1883, 5672, 8080, 4222) are used as written, inside a
 // network namespace of the test's own, so nothing else on the machine can hold them.
 // What needs the network (npm ci, Node 24 from npm) is done first, outside it: the same
 // steps scripts/setup.sh takes, with the npm cache the test run already has.
@@ -277,5 +277,55 @@ describe("README.md on a fresh clone", () => {
     for (const b of background) expect(`${b.out.stdout}${b.out.stderr}`, b.command).not.toContain("EBADENGINE");
     for (const out of [infoOut, clientsOut, kickOut, ldmOut])
       expect(`${out.stdout}${out.stderr}`).not.toContain("EBADENGINE");
+  });
+
+  it("npm start -- --workers auto: one gateway per core behind the same ports, the page and ctl ldm for all", {
+    timeout: 240_000,
+  }, async () => {
+    // Run it: "`npm start -- --workers auto` ... runs one gateway per core behind the same
+    // ports and one HTTP port, each worker with its own id <id>-<k> ...; `ctl ldm` and `ctl
+    // rebalance` address all the workers at once, `/statecharts` shows every worker's machines."
+    expect(readme).toContain("`npm start -- --workers auto`");
+    const cores = Number((await run("node -e 'console.log(require(\"node:os\").availableParallelism())'")).stdout);
+    const gateway = runInBackground("npm start -- --workers auto");
+    await until(
+      "the workers serving",
+      () => gateway.stderr.split("\n").some((l) => l.includes('"msg":"mq-gateway serving"') && l.includes('"workers"')),
+      180_000,
+    ).catch((e: Error) => {
+      throw new Error(`${e.message}\n${gateway.stdout}\n${gateway.stderr}`);
+    });
+    const ids = (JSON.parse((await run("node bin/mq-gateway.js ctl info --json")).stdout) as Array<{ id: string }>)
+      .map((g) => g.id)
+      .sort();
+    expect(ids).toHaveLength(cores);
+    expect(ids.every((id, k) => id.endsWith(`-${k + 1}`))).toBe(true);
+
+    // The same ports as one gateway: an MQTT round trip on 1883.
+    const sub = runInBackground("mosquitto_sub -h 127.0.0.1 -t 'plant/workers/#' -C 1 -v");
+    await eventually(
+      async () =>
+        (JSON.parse((await run("curl -s 127.0.0.1:8080/clients")).stdout) as { total: number }).total >= 1
+          ? true
+          : undefined,
+      15_000,
+      "the subscriber connected to a worker",
+    );
+    expect((await run("mosquitto_pub -h 127.0.0.1 -t plant/workers/1 -m w -q 1")).code).toBe(0);
+    await until("the subscriber's message", () => sub.stdout === "plant/workers/1 w\n");
+
+    // The page, drawn for every machine.
+    const page = await run("curl -s -o /dev/null -w '%{http_code}' 127.0.0.1:8080/statecharts");
+    expect(page.stdout).toBe("200");
+
+    // ctl ldm: every worker lame-ducks, and the whole gateway stops, exit 0.
+    const ldm = await run("node bin/mq-gateway.js ctl ldm");
+    expect(ldm.code, ldm.stderr).toBe(0);
+    expect(ldm.stdout.trim().split("\n")).toHaveLength(cores);
+    expect(ldm.stdout).toMatch(/lame duck mode started/);
+    const npmStart = background.find((b) => b.command === "npm start -- --workers auto")!;
+    await until("npm start --workers to end", () => npmStart.out.code !== undefined, 60_000);
+    expect(npmStart.out.code).toBe(0);
+    expect(`${gateway.stdout}${gateway.stderr}`).not.toContain("EBADENGINE");
   });
 });

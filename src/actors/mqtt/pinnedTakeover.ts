@@ -1,4 +1,4 @@
-import type { ConsumerConfig, ConsumerInfo, JetStreamManager } from "@nats-io/jetstream";
+import type { ConsumerConfig, JetStreamManager } from "@nats-io/jetstream";
 
 /**
  * A session's consumer kept across its connections (docs/decisions/consumer-takeover.md).
@@ -25,11 +25,6 @@ export function takesOverInPlace(serverVersion: string | undefined): boolean {
   if (!m) return false;
   const [major, minor] = [Number(m[1]), Number(m[2])];
   return major > 2 || (major === 2 && minor >= 14);
-}
-
-/** A consumer made pinned (older gateways made them plain: those are replaced the old way). */
-export function isPinned(info: ConsumerInfo): boolean {
-  return info.config.priority_policy === "pinned_client" && (info.config.priority_groups ?? []).includes(PIN_GROUP);
 }
 
 /** Fences older readers and rewinds to the ack floor; the new reader pulls once this is done. */

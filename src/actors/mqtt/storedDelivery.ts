@@ -17,7 +17,7 @@ import { missingPermission } from "../client/missingPermission.js";
 import { startChildMachine } from "../machineActor.js";
 import type { MessageStore } from "../messageStore.js";
 import type { ActorRegistry } from "../registry.js";
-import { isPinned, PIN_GROUP, PINNED, takeOver, takesOverInPlace } from "./pinnedTakeover.js";
+import { PIN_GROUP, PINNED, takeOver, takesOverInPlace } from "./pinnedTakeover.js";
 import { type PullBudget, PullWindow } from "./pullWindow.js";
 import { SESSIONS_BUCKET_KEY, type StoredSubscription } from "./sessionStore.js";
 
@@ -235,6 +235,14 @@ export class StoredDelivery {
       if (this.o.store && (await this.o.store.ensure(this.o.account)) === undefined)
         throw new StoreRefused("no MQTT store in this account");
       const { jsm, lease } = await this.o.services.jetstream(this.o.account);
+      const inPlace = takesOverInPlace(lease.nc.info?.version);
+      if (
+        !this.making &&
+        this.takeover?.ask &&
+        inPlace &&
+        (await this.takeOverInPlace(jsm, lease.nc, this.takeover.name))
+      )
+        return;
       if (!this.making) {
         // Only "not found" means no previous consumer: a timeout says nothing, and guessing
         // would start at the stream's end and skip what the session has not read.
@@ -248,9 +256,6 @@ export class StoredDelivery {
         // missing (a gateway that died wrote none): the higher of the two.
         const floor = Math.max(previous?.ack_floor.stream_seq ?? 0, this.acknowledged().floor);
         if (floor > this.highestAcked && this.pending.size === 0) this.highestAcked = floor;
-        const inPlace = takesOverInPlace(lease.nc.info?.version);
-        if (previous && this.takeover && inPlace && isPinned(previous))
-          return await this.takeOverInPlace(jsm, lease.nc, this.takeover.name);
         // A lost consumer (not asked about) is replaced too.
         const found = previous !== null && this.takeover !== undefined;
         const base = {
@@ -327,15 +332,26 @@ export class StoredDelivery {
     );
   }
 
-  /** A resume of a pinned consumer (pinnedTakeover.ts): fenced and rewound, then read. */
-  private async takeOverInPlace(jsm: JetStreamManager, nc: NatsConnection, consumer: string): Promise<void> {
-    await takeOver(jsm, this.o.stream, consumer);
-    if (this.ended) return;
+  /**
+   * A resume of a pinned consumer (pinnedTakeover.ts): fenced and rewound, then read. False
+   * when JetStream says it cannot be (the consumer is gone, or an older gateway made it
+   * unpinned): it is replaced the old way. No INFO first: the reset starts at the server's
+   * ack floor, and the record's (which may be higher) is skipped as before.
+   */
+  private async takeOverInPlace(jsm: JetStreamManager, nc: NatsConnection, consumer: string): Promise<boolean> {
+    try {
+      await takeOver(jsm, this.o.stream, consumer);
+    } catch (e) {
+      if (e instanceof JetStreamApiError) return false;
+      throw e;
+    }
+    if (this.ended) return true;
     this.nc = nc;
     this.takeover = undefined;
     this.window = this.reader(nc, consumer, true);
     this.send({ type: "OPENED" });
     this.window.start();
+    return true;
   }
 
   /** The consumer read is gone: the next attempt makes another from the floor, and deletes this one. */
