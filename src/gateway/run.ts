@@ -346,8 +346,13 @@ const gateway = (
           ),
         close_clients: () => {
           for (const c of clients.all()) c.shutdown();
-          // Give each client's actor a moment to say goodbye, then stop regardless.
-          void waitUntil(() => clients.size() === 0, 3_000).then(() => gw!.send({ type: "STOPPED" }));
+          // Give each client's actor a moment to say goodbye and each MQTT session to save its
+          // record (the directory holds a session until it is saved), then stop regardless: a
+          // save still under way when NATS closes leaves its record marked connected, settled
+          // later as after a crash (all 300 of stopSaves.test.ts before this waited).
+          void waitUntil(() => clients.size() === 0 && directory.size() === 0, STOP_SAVES_MS).then(() =>
+            gw!.send({ type: "STOPPED" }),
+          );
         },
         shutdown: ({ exitCode: code }) => Deferred.doneUnsafe(exitCode, Effect.succeed(code)),
       },
@@ -418,6 +423,9 @@ const gateway = (
     gw.send({ type: "STARTED" });
     return yield* Deferred.await(exitCode);
   });
+
+/** How long a stop waits for the clients to go and the sessions to be saved. */
+const STOP_SAVES_MS = 10_000;
 
 function subscriptionCounts(clients: ClientRegistry): Record<string, number> {
   const out = { mqtt: 0, amqp: 0 };
