@@ -240,9 +240,10 @@ function ownStreamApi(stream: string): string[] {
 
 /**
  * A binding's stream: its subjects read at start (STREAM.INFO); a durable consumer per MQTT
- * session, filter and resuming connection, made, looked at and deleted (the previous one on
- * each resume, all with the session); pulled (MSG.NEXT) and acknowledged; paused for rebalance. JetStream
- * permissions cannot name a consumer prefix, so these cover every consumer of the stream.
+ * session and filter, made, looked at, taken over by each resume (UNPIN and RESET:
+ * docs/decisions/consumer-takeover.md) and deleted with the session; pulled (MSG.NEXT) and
+ * acknowledged; paused for rebalance. JetStream permissions cannot name a consumer prefix,
+ * so these cover every consumer of the stream.
  */
 function storedDeliveryApi(stream: string): string[] {
   return [
@@ -252,6 +253,8 @@ function storedDeliveryApi(stream: string): string[] {
     `$JS.API.CONSUMER.INFO.${stream}.*`,
     `$JS.API.CONSUMER.DELETE.${stream}.*`,
     `$JS.API.CONSUMER.MSG.NEXT.${stream}.*`,
+    `$JS.API.CONSUMER.UNPIN.${stream}.*`,
+    `$JS.API.CONSUMER.RESET.${stream}.*`,
     `$JS.API.CONSUMER.PAUSE.${stream}.*`,
     `$JS.ACK.${stream}.>`,
   ];

@@ -215,8 +215,13 @@ export class JetStreamPull {
       return this.pulls.has(pull) ? this.status(pull, m.headers?.code ?? 0, m.headers?.description ?? "") : undefined;
     // Sent before the server heard that the pull ended (its inbox is draining), or after the
     // reader stopped: back to the stream at once, for the next pull, not after the ack wait.
-    if (!this.pulls.has(pull) || this.machine.actor.getSnapshot().status !== "active")
-      return settle(this.o.nc, m.reply, NAK);
+    if (!this.pulls.has(pull) || this.machine.actor.getSnapshot().status !== "active") {
+      settle(this.o.nc, m.reply, NAK);
+      // An ending pull the server pinned (it waited without an id, and its end had not reached
+      // the server): the pin would keep what is handed back from every reader that lives.
+      if (this.o.group && m.headers?.get("Nats-Pin-Id")) this.unpin(this.o.group);
+      return;
+    }
     if (this.o.group) this.pinId = m.headers?.get("Nats-Pin-Id") || this.pinId;
     pull.remaining--;
     this.requested--;
@@ -247,6 +252,16 @@ export class JetStreamPull {
       return this.send({ type: "NO_RESPONDERS" });
     }
     this.end(pull, "cut short");
+  }
+
+  private unpin(group: string): void {
+    this.o.nc
+      .request(`$JS.API.CONSUMER.UNPIN.${this.o.stream}.${this.o.consumer}`, JSON.stringify({ group }), {
+        timeout: 2_000,
+      })
+      .catch(() => {
+        // Not answered: the pin lapses after the consumer's priority_timeout.
+      });
   }
 
   private async checkConsumer(): Promise<void> {

@@ -1,4 +1,6 @@
 import type { ConsumerConfig, JetStreamManager } from "@nats-io/jetstream";
+import type { Logger } from "../../log.js";
+import { missingPermission } from "../client/missingPermission.js";
 
 /**
  * A session's consumer kept across its connections (docs/decisions/consumer-takeover.md).
@@ -13,10 +15,17 @@ import type { ConsumerConfig, JetStreamManager } from "@nats-io/jetstream";
  */
 export const PIN_GROUP = "mqgw";
 
-/** What makes a new consumer one that a resume can take over in place. */
-export const PINNED: Pick<ConsumerConfig, "priority_groups" | "priority_policy"> = {
+/**
+ * What makes a new consumer one that a resume can take over in place. A pin whose reader
+ * has not pulled for `priority_timeout` is released: a reader that lives pulls every few
+ * seconds (and one that only waited is pinned again at its next pull), while a pull that
+ * captured the pin and then went (its connection closed during a server stall) would
+ * otherwise hold it for nats-server's default of two minutes.
+ */
+export const PINNED: Pick<ConsumerConfig, "priority_groups" | "priority_policy" | "priority_timeout"> = {
   priority_groups: [PIN_GROUP],
   priority_policy: "pinned_client",
+  priority_timeout: 30_000_000_000,
 };
 
 /** pinned_client came with nats-server 2.11, consumer reset with 2.14: both are needed. */
@@ -31,4 +40,17 @@ export function takesOverInPlace(serverVersion: string | undefined): boolean {
 export async function takeOver(jsm: JetStreamManager, stream: string, consumer: string): Promise<void> {
   await jsm.consumers.unpin(stream, consumer, PIN_GROUP);
   await jsm.consumers.reset(stream, consumer);
+}
+
+const refusedStreams = new Set<string>();
+
+/** Said once per stream: the gateway user may not UNPIN or RESET there, so resumes make a new consumer. */
+export function inPlaceRefused(log: Logger | undefined, stream: string, e: unknown): void {
+  if (refusedStreams.has(stream)) return;
+  refusedStreams.add(stream);
+  const missing = missingPermission(e);
+  log?.warn(
+    { stream, missing_permission: missing },
+    "the gateway user may not take consumers over in place (UNPIN, RESET): each resume makes a new consumer and deletes the old; mq-gateway generate's permissions allow it",
+  );
 }

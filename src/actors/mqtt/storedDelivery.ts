@@ -17,7 +17,7 @@ import { missingPermission } from "../client/missingPermission.js";
 import { startChildMachine } from "../machineActor.js";
 import type { MessageStore } from "../messageStore.js";
 import type { ActorRegistry } from "../registry.js";
-import { PIN_GROUP, PINNED, takeOver, takesOverInPlace } from "./pinnedTakeover.js";
+import { inPlaceRefused, PIN_GROUP, PINNED, takeOver, takesOverInPlace } from "./pinnedTakeover.js";
 import { type PullBudget, PullWindow } from "./pullWindow.js";
 import { SESSIONS_BUCKET_KEY, type StoredSubscription } from "./sessionStore.js";
 
@@ -333,16 +333,17 @@ export class StoredDelivery {
   }
 
   /**
-   * A resume of a pinned consumer (pinnedTakeover.ts): fenced and rewound, then read. False
-   * when JetStream says it cannot be (the consumer is gone, or an older gateway made it
-   * unpinned): it is replaced the old way. No INFO first: the reset starts at the server's
-   * ack floor, and the record's (which may be higher) is skipped as before.
+   * A resume of a pinned consumer (pinnedTakeover.ts): fenced, rewound, read. False when it
+   * cannot be (gone, made unpinned by an older gateway, refused): replaced the old way. No
+   * INFO: the reset starts at the server's ack floor; the record's, if higher, is skipped.
    */
   private async takeOverInPlace(jsm: JetStreamManager, nc: NatsConnection, consumer: string): Promise<boolean> {
     try {
       await takeOver(jsm, this.o.stream, consumer);
     } catch (e) {
-      if (e instanceof JetStreamApiError) return false;
+      // A gateway user whose permissions predate UNPIN and RESET: the old way, said once.
+      if (missingPermission(e)) inPlaceRefused(this.o.log, this.o.stream, e);
+      if (e instanceof JetStreamApiError || missingPermission(e)) return false;
       throw e;
     }
     if (this.ended) return true;
