@@ -1,4 +1,4 @@
-import type { ConsumerConfig, JetStreamManager } from "@nats-io/jetstream";
+import { type ConsumerConfig, JetStreamApiError, type JetStreamManager } from "@nats-io/jetstream";
 import type { Logger } from "../../log.js";
 import { missingPermission } from "../client/missingPermission.js";
 
@@ -34,6 +34,16 @@ export function takesOverInPlace(serverVersion: string | undefined): boolean {
   if (!m) return false;
   const [major, minor] = [Number(m[1]), Number(m[2])];
   return major > 2 || (major === 2 && minor >= 14);
+}
+
+/**
+ * JetStream's answer that the consumer cannot be taken over in place: it is gone (10014), or
+ * it has no such priority group (10160: an older gateway made it unpinned). Any other answer
+ * (a cluster without a leader now, a timeout) is waited out like every failed attempt: taking
+ * the old way then would make a second consumer where the first may only be unreachable.
+ */
+export function notInPlace(e: unknown): boolean {
+  return e instanceof JetStreamApiError && (e.code === 10014 || e.code === 10160);
 }
 
 /** Fences older readers and rewinds to the ack floor; the new reader pulls once this is done. */

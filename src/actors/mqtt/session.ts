@@ -6,6 +6,7 @@ import { type MessageStore, MSGS_PREFIX } from "../messageStore.js";
 import { flushAndSettle } from "../natsBridge.js";
 import { newUniqueId } from "../publishId.js";
 import type { ActorRegistry } from "../registry.js";
+import { removeSessionConsumer } from "./consumerRemoval.js";
 import { Deliveries } from "./deliveries.js";
 import { InboundState } from "./inboundState.js";
 import type { ClientLink } from "./link.js";
@@ -173,7 +174,7 @@ export class ClientSession {
       loaded.session.subscriptions
         .filter((s) => s.stream)
         .map((s) =>
-          StoredDelivery.remove(
+          removeSessionConsumer(
             this.deps.services,
             account,
             s.stream!,
@@ -336,7 +337,7 @@ export class ClientSession {
     await Promise.all(
       [...this.entries.values()]
         .filter((e) => e.source && e.consumer)
-        .map((e) => StoredDelivery.remove(this.deps.services, account, e.source!.stream, e.consumer!)),
+        .map((e) => removeSessionConsumer(this.deps.services, account, e.source!.stream, e.consumer!)),
     );
   }
 
@@ -473,7 +474,7 @@ export class ClientSession {
     e.stored?.stop();
     this.entries.delete(filter);
     if (removeConsumer && e.source && e.consumer)
-      void StoredDelivery.remove(this.deps.services, this.link.account, e.source.stream, e.consumer);
+      void removeSessionConsumer(this.deps.services, this.link.account, e.source.stream, e.consumer);
     return true;
   }
 }

@@ -17,7 +17,7 @@ import { missingPermission } from "../client/missingPermission.js";
 import { startChildMachine } from "../machineActor.js";
 import type { MessageStore } from "../messageStore.js";
 import type { ActorRegistry } from "../registry.js";
-import { inPlaceRefused, PIN_GROUP, PINNED, takeOver, takesOverInPlace } from "./pinnedTakeover.js";
+import { inPlaceRefused, notInPlace, PIN_GROUP, PINNED, takeOver, takesOverInPlace } from "./pinnedTakeover.js";
 import { type PullBudget, PullWindow } from "./pullWindow.js";
 import { SESSIONS_BUCKET_KEY, type StoredSubscription } from "./sessionStore.js";
 
@@ -343,7 +343,7 @@ export class StoredDelivery {
     } catch (e) {
       // A gateway user whose permissions predate UNPIN and RESET: the old way, said once.
       if (missingPermission(e)) inPlaceRefused(this.o.log, this.o.stream, e);
-      if (e instanceof JetStreamApiError || missingPermission(e)) return false;
+      if (notInPlace(e) || missingPermission(e)) return false;
       throw e;
     }
     if (this.ended) return true;
@@ -437,10 +437,5 @@ export class StoredDelivery {
 
   private settle(reply: string, body: Uint8Array): void {
     if (this.nc) settle(this.nc, reply, body);
-  }
-
-  static async remove(services: AccountServices, account: string, stream: string, name: string): Promise<void> {
-    const { jsm } = await services.jetstream(account);
-    await jsm.consumers.delete(stream, name).catch(() => false);
   }
 }
