@@ -10,8 +10,10 @@ import { assign, emit, setup } from "xstate";
  * acknowledged to a publisher is skipped. Only a refusal that waiting cannot cure (the
  * gateway user may not read it, no MQTT store configured) ends it.
  *
- * Each (re)open makes a consumer of its own; the ones it replaces are deleted, and that
- * is retried the same way, so none is left behind while the subscription lives.
+ * A resume takes the session's consumer over in place where the server allows it; a reopen
+ * after a consumer was lost (or a resume on an older server) makes one of its own, and the
+ * ones it replaces are deleted, retried the same way, so none is left behind while the
+ * subscription lives.
  */
 export type StoredDeliveryEvent =
   | { type: "OPENED" }

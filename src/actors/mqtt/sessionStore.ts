@@ -15,7 +15,7 @@ export interface StoredSubscription {
   readonly subscriptionId: number | undefined;
   /** The stream its QoS 1/2 messages are read from (a bound stream, or the MQTT store). */
   readonly stream?: string | undefined;
-  /** The durable consumer on that stream; each connection that resumes the session reads a new one (storedDelivery.ts). */
+  /** The durable consumer on that stream, taken over by each connection that resumes the session (storedDelivery.ts). */
   readonly consumer?: string | undefined;
 }
 
