@@ -234,9 +234,10 @@ export class JetStreamPull {
     if (code === 100 || code === 0) return;
     if (code === 408 || code === 404) return this.end(pull, "expired");
     // 423: the pin went to another reader (a takeover unpinned this one), or lapsed. Asked
-    // again without an id after the pause: a reader that took over pulls before it unpins,
-    // so it holds the pin and this pull waits unserved until the session's old connection
-    // is closed; a pin that only lapsed is given to this reader again.
+    // again without an id after the pause: a reader that took over pulled within
+    // milliseconds of its UNPIN and RESET, so it holds the pin and this pull waits unserved
+    // until the session's old connection is closed; a pin that only lapsed is given to
+    // this reader again.
     if (code === 423) {
       this.pinId = undefined;
       return this.end(pull, "cut short");
