@@ -1,6 +1,7 @@
 import elkBundled from "elkjs/lib/elk.bundled.js";
 import type { ELK, ELKConstructorArguments, ElkExtendedEdge, ElkLabel, ElkNode } from "elkjs/lib/elk-api.js";
 import type { AnyStateMachine, AnyStateNode } from "xstate";
+import { transitionLabel } from "./transitionLabel.js";
 
 /**
  * A machine laid out by ELK's layered algorithm: every state a box at its place (compound
@@ -252,19 +253,4 @@ function collectTransitions(
         labels: [transitionLabel("always", t.guard)],
       });
   for (const child of Object.values(node.states) as AnyStateNode[]) collectTransitions(child, out);
-}
-
-/** `CONNECT`, `after willDelay` (xstate names delays `xstate.after.<delay>.<state id>`), `DISCONNECT [asksForWill]`. */
-export function transitionLabel(event: string, guard: unknown): string {
-  const after = /^xstate\.after\.([^.]+)\./.exec(event);
-  const name = after ? `after ${after[1]}` : event;
-  const g =
-    typeof guard === "string"
-      ? guard
-      : guard && typeof guard === "object" && "type" in guard
-        ? String((guard as { type: string }).type)
-        : guard
-          ? "guarded"
-          : "";
-  return g ? `${name} [${g}]` : name;
 }

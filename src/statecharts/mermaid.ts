@@ -1,4 +1,5 @@
 import type { AnyStateMachine, AnyStateNode } from "xstate";
+import { transitionLabel } from "./transitionLabel.js";
 
 /**
  * A machine's own definition as a Mermaid state diagram: states, initial states, final
@@ -49,28 +50,13 @@ function renderTransitions(node: AnyStateNode, lines: string[]): void {
   for (const [event, defs] of node.transitions) {
     for (const t of defs) {
       for (const target of t.target ?? []) {
-        lines.push(`  ${nodeId(node)} --> ${nodeId(target)}: ${label(event, t.guard)}`);
+        lines.push(`  ${nodeId(node)} --> ${nodeId(target)}: ${transitionLabel(event, t.guard)}`);
       }
     }
   }
   for (const t of node.always ?? []) {
     for (const target of t.target ?? [])
-      lines.push(`  ${nodeId(node)} --> ${nodeId(target)}: ${label("always", t.guard)}`);
+      lines.push(`  ${nodeId(node)} --> ${nodeId(target)}: ${transitionLabel("always", t.guard)}`);
   }
   for (const child of Object.values(node.states) as AnyStateNode[]) renderTransitions(child, lines);
-}
-
-function label(event: string, guard: unknown): string {
-  // Delayed transitions are named by xstate as "xstate.after.<delay>.<state id>".
-  const after = /^xstate\.after\.([^.]+)\./.exec(event);
-  const name = after ? `after ${after[1]}` : event;
-  const g =
-    typeof guard === "string"
-      ? guard
-      : guard && typeof guard === "object" && "type" in guard
-        ? String((guard as { type: string }).type)
-        : guard
-          ? "guarded"
-          : "";
-  return g ? `${name} [${g}]` : name;
 }
