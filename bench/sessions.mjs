@@ -43,6 +43,8 @@ const OFFLINE_WAIT_MS = 30_000;
 const SETTLE_MS = 2000;
 const REFERENCE_MAX_CONSUMERS = 1_000_000;
 const CONSUMERS_SETTLE_MS = 10_000;
+/** Node flags for the gateway (e.g. `--cpu-prof --cpu-prof-dir=/tmp/p`), as `npm run bench` takes them. */
+const gatewayNodeArgs = (process.env.BENCH_GATEWAY_NODE_ARGS ?? "").split(" ").filter(Boolean);
 /**
  * The stream each side keeps its sessions' consumers on, and how many each session should
  * have there: the gateway one per filter (its design, docs/decisions/mqtt-store.md); nats-server
@@ -234,6 +236,7 @@ async function startGatewayEmbedded() {
     readyPort: natsPort,
     command: () => [
       process.execPath,
+      ...gatewayNodeArgs,
       join(root, "bin/mq-gateway.js"),
       "run",
       "--config",

@@ -1,9 +1,15 @@
 // The nats.js patch of src/vendor/natsjs.ts (issue 16): protocol lines made bytes with
-// Buffer.from instead of TextEncoder must queue the very bytes nats.js queued before.
+// Buffer.from instead of TextEncoder must queue the very bytes nats.js queued before; and a
+// request answered makes no Error nats.js throws away, while unanswered ones reject as before.
+
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
 import { DataBuffer, ProtocolHandler } from "@nats-io/nats-core/internal";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
 import fc from "fast-check";
-import { describe, expect, it } from "vitest";
-import { installPublishPatch, upstream } from "../src/vendor/natsjs.js";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { installNatsPatches, upstream } from "../src/vendor/natsjs.js";
+import { type NatsServerHandle, startNatsServer } from "./helpers/natsServer.js";
 
 type Send = (this: unknown, cmd: string | Uint8Array, ...payloads: Uint8Array[]) => void;
 
@@ -16,16 +22,72 @@ function queued(send: Send, cmd: string, payloads: Uint8Array[]): Uint8Array {
 
 describe("nats.js protocol lines as Buffer.from bytes", () => {
   it("queues the bytes nats.js's own sendCommand queues, for any line (lone surrogates included)", () => {
-    installPublishPatch();
+    installNatsPatches();
     const patched = (ProtocolHandler.prototype as unknown as { sendCommand: Send }).sendCommand;
     const original = upstream["@nats-io/nats-core ProtocolHandler.sendCommand"] as Send;
     expect(patched).not.toBe(original);
     fc.assert(
       // Code units, not code points: lone surrogates come too (both encoders write U+FFFD).
-      fc.property(fc.string({ unit: fc.integer({ min: 0, max: 0xffff }).map((c) => String.fromCharCode(c)) }), fc.array(fc.uint8Array({ maxLength: 8 }), { maxLength: 3 }), (subject, payloads) => {
-        const line = `HPUB ${subject} 12 34\r\n`;
-        expect(Buffer.from(queued(patched, line, payloads))).toEqual(Buffer.from(queued(original, line, payloads)));
-      }),
+      fc.property(
+        fc.string({ unit: fc.integer({ min: 0, max: 0xffff }).map((c) => String.fromCharCode(c)) }),
+        fc.array(fc.uint8Array({ maxLength: 8 }), { maxLength: 3 }),
+        (subject, payloads) => {
+          const line = `HPUB ${subject} 12 34\r\n`;
+          expect(Buffer.from(queued(patched, line, payloads))).toEqual(Buffer.from(queued(original, line, payloads)));
+        },
+      ),
     );
+  });
+});
+
+describe("nats.js requests settled without a thrown-away error", () => {
+  let server: NatsServerHandle;
+  let nc: NatsConnection;
+  beforeAll(async () => {
+    installNatsPatches();
+    server = await startNatsServer();
+    nc = await connect({ servers: server.url, noAsyncTraces: true }); // as the gateway connects
+    nc.subscribe("echo", { callback: (_e, m) => m.respond(m.data) });
+    await nc.flush();
+  });
+  afterAll(async () => {
+    await nc?.close();
+    await server?.stop();
+  });
+
+  /** nats.js's RequestErrors made while `fn` runs (its request.js reads the class off errors.js's exports at each use). */
+  async function requestErrorsMadeBy(fn: () => Promise<unknown>): Promise<number> {
+    const errorsModule = createRequire(import.meta.url)(
+      join(dirname(createRequire(import.meta.url).resolve("@nats-io/nats-core")), "errors.js"),
+    ) as { RequestError: new (...a: never[]) => Error };
+    const Original = errorsModule.RequestError;
+    let made = 0;
+    errorsModule.RequestError = class extends Original {
+      constructor(...a: never[]) {
+        super(...a);
+        made++;
+      }
+    };
+    try {
+      await fn();
+    } finally {
+      errorsModule.RequestError = Original;
+    }
+    return made;
+  }
+
+  it("answers as before and makes no Error for an answered request", async () => {
+    const made = await requestErrorsMadeBy(async () => {
+      for (let i = 0; i < 50; i++)
+        expect(new TextDecoder().decode((await nc.request("echo", `m${i}`)).data)).toBe(`m${i}`);
+    });
+    expect(made).toBe(0);
+  });
+
+  it("still rejects a request nobody answers, and one that times out", async () => {
+    await expect(nc.request("nobody.here", "x")).rejects.toThrow(/no responders/i);
+    nc.subscribe("silent", { callback: () => {} });
+    await nc.flush();
+    await expect(nc.request("silent", "x", { timeout: 50 })).rejects.toThrow(/timeout/i);
   });
 });

@@ -14,7 +14,7 @@ import type { Logger } from "../log.js";
 import { natsConnectionMachine } from "../machines/natsConnection.js";
 import { clientInboxPrefix, gatewayInboxPrefix } from "../protocol/deliveryGuard.js";
 import type { LoginCredentials } from "../protocol/natsLogin.js";
-import { inboxPrefixOf, installPublishPatch } from "../vendor/natsjs.js";
+import { inboxPrefixOf, installNatsPatches } from "../vendor/natsjs.js";
 import type { MachineActor } from "./machineActor.js";
 import { startMachine } from "./machineActor.js";
 import type { ActorRegistry } from "./registry.js";
@@ -262,7 +262,7 @@ export class NatsBridge {
         },
       });
       entry.actor = actor;
-      installPublishPatch();
+      installNatsPatches();
       const nc = yield* Effect.tryPromise({
         try: () =>
           connect({
