@@ -2,6 +2,7 @@ import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManage
 import { type KV, Kvm } from "@nats-io/kv";
 import type { GatewayConfig } from "../config/schema.js";
 import type { Logger } from "../log.js";
+import { JetStreamApiPacer, pacedRequests } from "./client/jetStreamPacing.js";
 import { bridgeCredentials } from "./gatewayCredentials.js";
 import type { NatsBridge, NatsLease } from "./natsBridge.js";
 import { isStreamMissing } from "./streamMissing.js";
@@ -23,6 +24,8 @@ export class AccountServices {
   private readonly handles = new Map<string, Promise<AccountJetStream>>();
   private readonly buckets = new Map<string, Promise<KV>>();
   private readonly streams = new Map<string, Promise<void>>();
+  /** Each account's JetStream API and KV requests, paced (client/jetStreamPacing.ts). */
+  private readonly pacers = new Map<string, JetStreamApiPacer>();
   /** Accounts whose sessions bucket takes a TTL per record (nats-server 2.11+ `allow_msg_ttl`). */
   private readonly ttlBuckets = new Set<string>();
 
@@ -193,11 +196,25 @@ export class AccountServices {
       }
       lease = this.core;
     }
+    // One pacer per account, kept when its handles are opened again (a gateway user back).
+    let pacer = this.pacers.get(account);
+    if (!pacer) {
+      pacer = new JetStreamApiPacer();
+      this.pacers.set(account, pacer);
+    }
+    const paced = pacedRequests(lease.nc, pacer);
     return {
       lease,
-      js: jetstream(lease.nc, { timeout: 5_000 }),
-      jsm: await jetstreamManager(lease.nc, { timeout: 5_000 }),
+      js: jetstream(paced, { timeout: 5_000 }),
+      jsm: await jetstreamManager(paced, { timeout: 5_000 }),
     };
+  }
+
+  /** JetStream API and KV requests waiting for their turn, in every account (mqgw_jetstream_api_waiting). */
+  apiWaiting(): number {
+    let n = 0;
+    for (const p of this.pacers.values()) n += p.queued;
+    return n;
   }
 }
 

@@ -152,6 +152,13 @@ export class Metrics {
         ["protocol"],
         (set) => set({ protocol: "mqtt" }, sources.storedWaiting!()),
       );
+    if (sources.jetStreamApiWaiting)
+      readAtScrape(
+        "mqgw_jetstream_api_waiting",
+        "The gateway's JetStream API and KV requests waiting for a turn (at most 256 in flight per account); a storm of resumes queues here, not in nats-server",
+        [],
+        (set) => set({}, sources.jetStreamApiWaiting!()),
+      );
     if (sources.bytes) {
       // Node counts every socket's bytes itself; read at scrape, nothing is added per message.
       const bytes = sources.bytes;
@@ -274,6 +281,7 @@ export interface BuildInfo {
 export interface ScrapeSources {
   readonly subscriptions?: () => Record<string, number>;
   readonly storedWaiting?: () => number;
+  readonly jetStreamApiWaiting?: () => number;
   readonly bytes?: () => Record<string, { read: number; written: number }>;
 }
 

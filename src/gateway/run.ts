@@ -1,8 +1,8 @@
 import { Cause, Deferred, Effect, Exit, Scope } from "effect";
 import { AccountServices } from "../actors/accountServices.js";
 import { AccountResolver } from "../actors/accounts.js";
-import { lameDuckActor } from "../actors/admin/lameDuck.js";
 import { Bans } from "../actors/admin/bans.js";
+import { lameDuckActor } from "../actors/admin/lameDuck.js";
 import { startAdmin } from "../actors/admin/start.js";
 import { amqpDoor, amqpSettingsFor } from "../actors/amqp/door.js";
 import { Bindings } from "../actors/bindings.js";
@@ -67,6 +67,7 @@ const gateway = (
       {
         subscriptions: () => subscriptionCounts(clients),
         storedWaiting: () => storedWaitingCount(clients),
+        jetStreamApiWaiting: () => services.apiWaiting(),
         bytes: () => gate.bytes(),
       },
     );

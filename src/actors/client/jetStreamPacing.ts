@@ -1,0 +1,118 @@
+import { type NatsConnection, type RequestOptions, TimeoutError } from "@nats-io/transport-node";
+
+/**
+ * JetStream API and KV requests the gateway makes in one account, at most `limit` in
+ * flight; the rest wait here in order (issue 24). In a reconnect storm every session
+ * asks for its record, its consumers' takeover and its record's write at once: thousands
+ * of requests sent together queue inside nats-server (whose JetStream API queue drops past
+ * 10,000) and time out there, each then asked again. Waiting here costs the server
+ * nothing, and a request that could not be sent within its own timeout is answered with
+ * nats.js's TimeoutError without ever reaching the server: every caller already treats a
+ * timeout as "ask again later" (client/storedWrite.ts `answersLater`), never as a refusal.
+ */
+export class JetStreamApiPacer {
+  private inFlight = 0;
+  private readonly waiting: Waiting[] = [];
+  /** Where `waiting` starts (entries before it were sent or timed out): a queue without shifting. */
+  private head = 0;
+
+  constructor(
+    readonly limit = API_IN_FLIGHT,
+    /** Past this many waiting, a request is answered at once as timed out. */
+    readonly maxWaiting = API_MAX_WAITING,
+  ) {}
+
+  /** Requests waiting for a slot now. */
+  get queued(): number {
+    return this.waiting.length - this.head;
+  }
+
+  /** `send` once a slot is free, within `timeoutMs` of now; else a TimeoutError. */
+  run<T>(timeoutMs: number, send: () => Promise<T>): Promise<T> {
+    if (this.inFlight < this.limit && this.queued === 0) return this.start(send);
+    if (this.queued >= this.maxWaiting) return Promise.reject(this.timeout(`${this.queued} already waiting`));
+    return new Promise<T>((resolve, reject) => {
+      const entry: Waiting = {
+        send: () => this.start(send).then(resolve, reject),
+        timer: setTimeout(() => {
+          entry.turn = "gone";
+          reject(this.timeout(`not sent within ${timeoutMs} ms`));
+        }, timeoutMs),
+        turn: "waiting",
+      };
+      this.waiting.push(entry);
+    });
+  }
+
+  private start<T>(send: () => Promise<T>): Promise<T> {
+    this.inFlight++;
+    let answer: Promise<T>;
+    try {
+      answer = send();
+    } catch (e) {
+      answer = Promise.reject(e);
+    }
+    return answer.finally(() => {
+      this.inFlight--;
+      this.next();
+    });
+  }
+
+  private next(): void {
+    while (this.inFlight < this.limit && this.head < this.waiting.length) {
+      const entry = this.waiting[this.head]!;
+      this.waiting[this.head++] = DONE;
+      if (entry.turn === "gone") continue;
+      entry.turn = "gone";
+      clearTimeout(entry.timer);
+      entry.send();
+    }
+    // Drop the sent prefix now and then, so a long storm does not keep it.
+    if (this.head > 1024 && this.head * 2 > this.waiting.length) {
+      this.waiting.splice(0, this.head);
+      this.head = 0;
+    }
+  }
+
+  private timeout(why: string): Error {
+    return new TimeoutError({
+      cause: new Error(`JetStream API request paced by the gateway: ${why} (${this.limit} in flight)`),
+    });
+  }
+}
+
+interface Waiting {
+  send(): void;
+  timer: ReturnType<typeof setTimeout> | undefined;
+  /** "gone": sent, or answered as timed out; skipped when its turn comes. */
+  turn: "waiting" | "gone";
+}
+
+const DONE: Waiting = { send: () => {}, timer: undefined, turn: "gone" };
+
+/**
+ * Requests in flight per account and gateway: enough to keep nats-server's JetStream busy
+ * (each takes about a millisecond there), few enough that several gateways and accounts
+ * together stay well below its 10,000-request API queue.
+ */
+export const API_IN_FLIGHT = 256;
+export const API_MAX_WAITING = 100_000;
+
+/**
+ * `nc` with its `request` paced by `pacer`; everything else is `nc`'s own. What the
+ * JetStream and KV clients of an account are made with (accountServices.ts).
+ */
+export function pacedRequests(nc: NatsConnection, pacer: JetStreamApiPacer): NatsConnection {
+  const request = (subject: string, payload?: Parameters<NatsConnection["request"]>[1], opts?: RequestOptions) =>
+    pacer.run(opts?.timeout ?? DEFAULT_REQUEST_MS, () => nc.request(subject, payload, opts));
+  return new Proxy(nc, {
+    get(target, property) {
+      if (property === "request") return request;
+      const value = Reflect.get(target, property, target);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+}
+
+/** nats.js's own default request timeout. */
+const DEFAULT_REQUEST_MS = 1_000;
