@@ -61,6 +61,7 @@ export function answerLiveness(options: LivenessOptions): { unsubscribe(): void 
       const account = accountOf(t.account);
       const held = clients.byClient(account, t.client_id).filter((c) => c.protocol === "mqtt");
       for (const c of held) c.takeOver(resumedBy(t.clean_start));
+      directory.parked.drop(account, t.client_id);
       log.info({ client_id: t.client_id, account, connections: held.length }, "session asked for by another gateway");
       const answer = () => m.respond(JSON.stringify({ id, alive: true, taken_over: held.length }));
       let timer: ReturnType<typeof setTimeout> | undefined;
@@ -85,6 +86,8 @@ export function answerLiveness(options: LivenessOptions): { unsubscribe(): void 
       const batch = claimsOf(message);
       const account = accountOf(batch.account);
       for (const claim of batch.claims) {
+        // Parked here: the client is the other gateway's to resume now (it takes the consumers over).
+        directory.parked.drop(account, claim.client_id);
         for (const c of clients.byClient(account, claim.client_id)) {
           if (c.protocol === "mqtt" && c.since.getTime() <= claim.at) {
             log.info(

@@ -215,6 +215,7 @@ const gateway = (
         store: sessionStore,
         gatewayId: config.id,
         registry,
+        parked: directory.parked,
       },
       metrics,
       log,
@@ -351,9 +352,10 @@ const gateway = (
           // record (the directory holds a session until it is saved), then stop regardless: a
           // save still under way when NATS closes leaves its record marked connected, settled
           // later as after a crash (all 300 of stopSaves.test.ts before this waited).
-          void waitUntil(() => clients.size() === 0 && directory.size() === 0, STOP_SAVES_MS).then(() =>
-            gw!.send({ type: "STOPPED" }),
-          );
+          void waitUntil(() => clients.size() === 0 && directory.size() === 0, STOP_SAVES_MS).then(() => {
+            directory.parked.stopAll();
+            gw!.send({ type: "STOPPED" });
+          });
         },
         shutdown: ({ exitCode: code }) => Deferred.doneUnsafe(exitCode, Effect.succeed(code)),
       },

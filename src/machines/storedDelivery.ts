@@ -14,6 +14,14 @@ import { assign, emit, setup } from "xstate";
  * after a consumer was lost (or a resume on an older server) makes one of its own, and the
  * ones it replaces are deleted, retried the same way, so none is left behind while the
  * subscription lives.
+ *
+ * When its connection ends with nothing unacknowledged, a reading subscription the server
+ * pinned, of a session that lives on, is parked: it asks for nothing more, holds what its
+ * pulls under way still bring, and keeps the consumer's pin, for `parkMs` (less than the
+ * pin's priority timeout).
+ * A resume here within that time adopts it and reads on with no JetStream request
+ * (docs/decisions/session-parking.md); otherwise it stops as any other, and the resume takes
+ * the consumer over (UNPIN, RESET).
  */
 export type StoredDeliveryEvent =
   | { type: "OPENED" }
@@ -26,6 +34,10 @@ export type StoredDeliveryEvent =
   | { type: "RETIRE" }
   | { type: "RETIRED" }
   | { type: "RETIRE_FAILED" }
+  /** The connection ended with nothing unacknowledged; the session lives on. */
+  | { type: "PARK" }
+  /** A resume here took it over: it reads for the new connection. */
+  | { type: "ADOPT" }
   | { type: "STOP" };
 
 export type StoredDeliveryEmitted =
@@ -44,6 +56,8 @@ export interface StoredDeliveryInput {
   /** The first wait after a failure; each further one doubles, up to `maxBackoffMs`. */
   readonly backoffMs: number;
   readonly maxBackoffMs: number;
+  /** How long a parked subscription waits for a resume before it stops. */
+  readonly parkMs?: number;
   /** 0 <= random() < 1: each wait is between half and all of its step (jitter). */
   readonly random?: () => number;
 }
@@ -70,6 +84,7 @@ export const storedDeliveryMachine = setup({
   delays: {
     retry: ({ context }) => backoff(context, context.attempt),
     retryRetire: ({ context }) => backoff(context, context.retireAttempt),
+    parkGrace: ({ context }) => context.parkMs ?? 0,
   },
 }).createMachine({
   id: "storedDelivery",
@@ -120,6 +135,7 @@ export const storedDeliveryMachine = setup({
             reading: {
               entry: emit({ type: "reading" }),
               on: {
+                PARK: { target: "parked" },
                 CONSUMER_LOST: {
                   target: "waiting",
                   actions: [
@@ -129,6 +145,16 @@ export const storedDeliveryMachine = setup({
                   ],
                 },
               },
+            },
+            // No connection reads it: a resume here adopts it within parkGrace, or it stops.
+            parked: {
+              tags: ["parked"],
+              on: {
+                ADOPT: { target: "reading" },
+                // Gone, or taken over elsewhere: the next resume takes the consumer over.
+                CONSUMER_LOST: { target: "#storedDelivery.stopped" },
+              },
+              after: { parkGrace: { target: "#storedDelivery.stopped" } },
             },
             // The subscription goes on live only (a resume) or is refused (a SUBSCRIBE).
             refused: { type: "final" },

@@ -101,4 +101,39 @@ describe("storedDelivery machine", () => {
     vi.advanceTimersByTime(60_000);
     expect(d.types().at(-1)).toBe("stop");
   });
+
+  it("a parked subscription is adopted within its time, or stops when the time runs out or its consumer goes", () => {
+    const parked = { ...input, parkMs: 20_000 };
+    const adopted = drive(storedDeliveryMachine, parked);
+    adopted.actor.send({ type: "OPENED" });
+    adopted.actor.send({ type: "PARK" });
+    expect(adopted.actor.getSnapshot().hasTag("parked")).toBe(true);
+    vi.advanceTimersByTime(19_999);
+    adopted.actor.send({ type: "ADOPT" });
+    expect(adopted.actor.getSnapshot().matches({ active: { read: "reading" } })).toBe(true);
+    vi.advanceTimersByTime(60_000);
+    expect(adopted.types()).not.toContain("stop");
+
+    const left = drive(storedDeliveryMachine, parked);
+    left.actor.send({ type: "OPENED" });
+    left.actor.send({ type: "PARK" });
+    vi.advanceTimersByTime(20_000);
+    expect(left.types().at(-1)).toBe("stop");
+    expect(left.actor.getSnapshot().status).toBe("done");
+
+    const lost = drive(storedDeliveryMachine, parked);
+    lost.actor.send({ type: "OPENED" });
+    lost.actor.send({ type: "PARK" });
+    lost.actor.send({ type: "CONSUMER_LOST", reason: "409 consumer deleted" });
+    expect(lost.types().at(-1)).toBe("stop");
+  });
+
+  it("only a reading subscription parks", () => {
+    const d = drive(storedDeliveryMachine, { ...input, parkMs: 20_000 });
+    d.actor.send({ type: "PARK" });
+    expect(d.actor.getSnapshot().hasTag("parked")).toBe(false);
+    d.actor.send(failed());
+    d.actor.send({ type: "PARK" });
+    expect(d.actor.getSnapshot().hasTag("waiting")).toBe(true);
+  });
 });

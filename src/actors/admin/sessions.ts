@@ -1,8 +1,8 @@
 import { KvWatchInclude } from "@nats-io/kv";
 import type { AccountServices } from "../accountServices.js";
 import { sessionKey } from "../mqtt/kvSessionStore.js";
+import { recordedConsumer } from "../mqtt/sessionConsumers.js";
 import type { SessionStore, StoredSession } from "../mqtt/sessionStore.js";
-import { StoredDelivery } from "../mqtt/storedDelivery.js";
 
 /** At most this many sessions in one `sessions` reply, and no more than fit in one NATS message. */
 export const SESSIONS_MAX = 10_000;
@@ -127,7 +127,7 @@ export async function sessionShowReply(
     session.subscriptions.map(async (s, i) => {
       const shown = entry.subscriptions[i]!;
       if (!s.stream) return shown;
-      const consumer = StoredDelivery.recordedConsumer(s, account, clientId, session.epoch);
+      const consumer = recordedConsumer(s, account, clientId, session.epoch);
       const info = await jsm.consumers.info(s.stream, consumer).catch(() => undefined);
       return info
         ? { ...shown, consumer, pending: info.num_pending, ack_pending: info.num_ack_pending }
@@ -153,7 +153,7 @@ export async function deleteSession(
         .filter((s) => s.stream)
         .map((s) =>
           jsm.consumers
-            .delete(s.stream!, StoredDelivery.recordedConsumer(s, account, clientId, found.session.epoch))
+            .delete(s.stream!, recordedConsumer(s, account, clientId, found.session.epoch))
             .catch(() => false),
         ),
     );

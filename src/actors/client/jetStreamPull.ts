@@ -101,6 +101,11 @@ export class JetStreamPull {
     });
   }
 
+  /** The server pinned this reader (a pinned_client consumer): its pulls carry the pin id. */
+  get pinned(): boolean {
+    return this.pinId !== undefined;
+  }
+
   /** Messages asked for and not yet delivered. */
   get asked(): number {
     return this.requested;

@@ -1,6 +1,6 @@
 import type { JetStreamManager } from "@nats-io/jetstream";
+import { recordedConsumer } from "./sessionConsumers.js";
 import { SESSIONS_BUCKET_KEY, type StoredSession } from "./sessionStore.js";
-import { StoredDelivery } from "./storedDelivery.js";
 
 /**
  * What storedDelivery.ts names a session's consumers: `mqgw-` and 24 hex digits, then, for a
@@ -24,7 +24,7 @@ export function namedConsumers(
     for (const sub of s.subscriptions ?? []) {
       if (!sub.stream) continue;
       if (!sub.consumer && s.epoch !== undefined) return undefined;
-      named.add(StoredDelivery.recordedConsumer(sub, account, clientId, s.epoch));
+      named.add(recordedConsumer(sub, account, clientId, s.epoch));
     }
   return named;
 }

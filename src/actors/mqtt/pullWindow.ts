@@ -29,7 +29,7 @@ export class PullWindow implements PullReader {
     private readonly onMessage: (m: Msg) => void,
     /** The consumer is gone (deleted, lost with a node): the stored delivery makes another from its floor. */
     private readonly onGone: (reason: string) => void,
-    private readonly budget?: PullBudget | undefined,
+    private budget?: PullBudget | undefined,
     /** A pinned consumer's priority group (pinnedTakeover.ts). */
     group?: string | undefined,
   ) {
@@ -46,6 +46,11 @@ export class PullWindow implements PullReader {
     });
   }
 
+  /** The server pinned this reader: every pull of it names the pin. */
+  get pinned(): boolean {
+    return this.pull.pinned;
+  }
+
   gone(reason: string): void {
     this.onGone(reason);
   }
@@ -58,6 +63,24 @@ export class PullWindow implements PullReader {
   stop(): void {
     this.stopWaking?.();
     this.pull.stop();
+  }
+
+  /**
+   * Parked: nothing more is asked for; the pulls under way stay, so what they bring comes
+   * here (not to an inbox nobody reads, which a `#` subscriber would keep alive), and
+   * their pin id keeps the consumer this reader's.
+   */
+  pause(): void {
+    this.stopWaking?.();
+    this.stopWaking = undefined;
+    this.budget = NOTHING;
+  }
+
+  /** Adopted by a connection: asks again, within its bytes, with the pin it kept. */
+  readOn(budget: PullBudget | undefined): void {
+    this.budget = budget;
+    if (budget) this.stopWaking = budget.onDrain(() => this.ask());
+    this.ask();
   }
 
   message(m: Msg): void {
@@ -83,6 +106,9 @@ export class PullWindow implements PullReader {
     if (n > 0 && (this.pull.asked === 0 || n - this.pull.asked >= Math.ceil(n / 2))) this.pull.want(n);
   }
 }
+
+/** A parked subscription's budget: room for nothing, so nothing more is asked for. */
+const NOTHING: PullBudget = { limit: 1, room: () => 0, onDrain: () => () => {} };
 
 /** The bytes held for the client (clientBytes.ts) as a pull sees them. */
 export interface PullBudget {

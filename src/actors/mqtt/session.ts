@@ -2,7 +2,7 @@ import type { ISubscribePacket, IUnsubscribePacket, Packet } from "mqtt-packet";
 import { Reason, SubackFailureV4 } from "../../protocol/mqttReasons.js";
 import type { AccountServices } from "../accountServices.js";
 import type { Bindings } from "../bindings.js";
-import { type MessageStore, MSGS_PREFIX } from "../messageStore.js";
+import type { MessageStore } from "../messageStore.js";
 import { flushAndSettle } from "../natsBridge.js";
 import { newUniqueId } from "../publishId.js";
 import type { ActorRegistry } from "../registry.js";
@@ -11,13 +11,15 @@ import { Deliveries } from "./deliveries.js";
 import { InboundState } from "./inboundState.js";
 import type { ClientLink } from "./link.js";
 import type { OutboundFlow } from "./outbound.js";
+import type { ParkedDeliveries } from "./parkedDeliveries.js";
 import { tooManyLevels } from "./publishMapping.js";
 import { RESUME_WAIT_MS, within } from "./resumeWait.js";
 import type { RetainedMessages } from "./retained.js";
+import { recordedConsumer, sessionConsumerName } from "./sessionConsumers.js";
 import type { LoadedSession, OutboundRecord, SessionStore, StoredSession, StoredSubscription } from "./sessionStore.js";
 import { SessionWriter } from "./sessionWriter.js";
-import { StoredDelivery } from "./storedDelivery.js";
-import { consumerDelivers, type StoredSource, storedSourceOf } from "./storedSource.js";
+import { consumerDelivers, storedSourceOf } from "./storedSource.js";
+import { type SessionEntry, StoredSubscriptions } from "./storedSubscriptions.js";
 import {
   type ActiveSubscription,
   closeSubscription,
@@ -25,14 +27,6 @@ import {
   openSubscription,
   planSubscription,
 } from "./subscriptions.js";
-
-interface Entry {
-  readonly sub: ActiveSubscription;
-  /** Where its QoS 1/2 messages are read from, and by which consumer; undefined: live only. */
-  readonly source: StoredSource | undefined;
-  consumer: string | undefined;
-  stored?: StoredDelivery;
-}
 
 export interface SessionDeps {
   readonly services: AccountServices;
@@ -44,6 +38,8 @@ export interface SessionDeps {
   readonly gatewayId: string;
   /** Where the stored deliveries' machines are counted (mqgw_actors); none in unit tests. */
   readonly registry?: ActorRegistry | undefined;
+  /** Stored subscriptions of detached sessions, kept for a resume here (parkedDeliveries.ts); none: nothing is parked. */
+  readonly parked?: ParkedDeliveries | undefined;
 }
 
 /**
@@ -54,7 +50,7 @@ export interface SessionDeps {
  * resumes. The mqttSession machine decides when each of these happens.
  */
 export class ClientSession {
-  readonly entries = new Map<string, Entry>();
+  readonly entries = new Map<string, SessionEntry>();
 
   /** Its subscriptions (filters) now, for the metrics. */
   subscriptionCount(): number {
@@ -65,6 +61,7 @@ export class ClientSession {
   /** The client's own QoS 1/2 publishes (inboundState.ts); saved with the record. */
   readonly inbound: InboundState;
   private readonly writer: SessionWriter;
+  private readonly stored: StoredSubscriptions;
   /** Names this session's consumers; drawn when it starts fresh, kept when resumed. */
   private epoch: string | undefined;
   /** What the connection had in flight when it ended (stopDelivery), for the detached record. */
@@ -96,11 +93,20 @@ export class ClientSession {
     this.deliveries = new Deliveries(link, deps.retained, receiveMaximum);
     this.writer = new SessionWriter(deps.store, link.account, link.clientId, onMovedOn);
     this.inbound = new InboundState(() => (this.kept ? this.saveConnected() : Promise.resolve(true)), this.kept);
+    this.stored = new StoredSubscriptions(link, deps, this.deliveries, expirySec, {
+      entries: this.entries,
+      epoch: () => this.epoch,
+      // The record names the consumer read; before CONNACK, takeRecord writes it.
+      consumerChanged: () => {
+        if (this.kept && this.recordTaken) void this.saveConnected();
+      },
+    });
   }
 
   /** A session with nothing to resume: its consumers get names of their own. */
   startFresh(): void {
     this.epoch = newUniqueId();
+    this.deps.parked?.drop(this.link.account, this.link.clientId);
   }
 
   /** QoS 1/2 deliveries in flight to the client (its PUBACK, PUBREC, PUBCOMP complete them). */
@@ -119,22 +125,27 @@ export class ClientSession {
    */
   async resume(loaded: LoadedSession): Promise<void> {
     const { session: stored, revision } = loaded;
+    // Parked here by the connection that wrote this very record: read on, no takeover.
+    const parked = this.deps.parked?.take(this.link.account, this.link.clientId);
+    const adoptable = parked?.revision === revision && parked.epoch === stored.epoch ? parked.byFilter : undefined;
+    // Parked for another record (another connection wrote since): the takeover below fences them anyway.
+    if (parked && !adoptable) for (const left of parked.byFilter.values()) left.stop();
     this.resumedEpoch = stored.epoch;
     this.epoch = stored.epoch;
     this.writer.revision = revision;
     this.inbound.restore(stored.inbound);
     this.deliveries.restore(stored.outbound);
     const acked = new Map((stored.outbound?.acked ?? []).map((a) => [a.filter, a]));
-    const opened: Entry[] = [];
+    const opened: SessionEntry[] = [];
     // Their recorded consumer reads the stream they read now: taken over from its floor.
-    const resumed = new Set<Entry>();
+    const resumed = new Set<SessionEntry>();
     for (const s of stored.subscriptions) {
       const plan = planSubscription(s.subscription, s.subscriptionId, this.link.settings.maxSubjectBytes);
       if (!plan.ok) continue;
       const recorded = s.stream
         ? {
             stream: s.stream,
-            consumer: StoredDelivery.recordedConsumer(s, this.link.account, this.link.clientId, stored.epoch),
+            consumer: recordedConsumer(s, this.link.account, this.link.clientId, stored.epoch),
           }
         : undefined;
       const entry = this.open(plan.value, false, recorded);
@@ -149,27 +160,28 @@ export class ClientSession {
       const [main, ...parents] = e.sub.subjects;
       for (const p of parents) if (this.link.denied.subscribe.delete(p)) dropSubject(e.sub, p);
       if (main !== undefined && this.link.denied.subscribe.delete(main)) this.close(e.sub.filter, true);
+      else if (resumed.has(e) && this.stored.adopt(e, adoptable)) continue;
       else {
         // Waited for, within RESUME_WAIT_MS; a waiting one reads from the floor later.
-        const started = this.startStored(
-          e,
-          resumed.has(e) ? (acked.get(e.sub.filter) ?? { floor: 0, above: [] }) : undefined,
-          true,
-        ).then((refused) => {
-          if (refused === undefined || this.entries.get(e.sub.filter) !== e) return;
-          // No SUBACK to tell on resume: it goes on live, QoS 1/2 copies included.
-          this.close(e.sub.filter, false);
-          this.open(e.sub, true);
-        });
+        const started = this.stored
+          .start(e, resumed.has(e) ? (acked.get(e.sub.filter) ?? { floor: 0, above: [] }) : undefined, true)
+          .then((refused) => {
+            if (refused === undefined || this.entries.get(e.sub.filter) !== e) return;
+            // No SUBACK to tell on resume: it goes on live, QoS 1/2 copies included.
+            this.close(e.sub.filter, false);
+            this.open(e.sub, true);
+          });
         first.push(started);
       }
     }
+    for (const left of adoptable?.values() ?? []) left.stop();
     await within(Promise.all(first), RESUME_WAIT_MS);
   }
 
   /** A clean start or an expired session: what the stored one left goes, consumers first. */
   async discard(loaded: LoadedSession): Promise<void> {
     const { account, clientId } = this.link;
+    this.deps.parked?.drop(account, clientId);
     await Promise.all(
       loaded.session.subscriptions
         .filter((s) => s.stream)
@@ -178,7 +190,7 @@ export class ClientSession {
             this.deps.services,
             account,
             s.stream!,
-            StoredDelivery.recordedConsumer(s, account, clientId, loaded.session.epoch),
+            recordedConsumer(s, account, clientId, loaded.session.epoch),
           ),
         ),
     );
@@ -189,7 +201,7 @@ export class ClientSession {
     const { link } = this;
     const subId = p.properties?.subscriptionIdentifier as number | undefined;
     const granted: number[] = [];
-    const fresh: Array<{ entry: Entry; isNew: boolean; index: number }> = [];
+    const fresh: Array<{ entry: SessionEntry; isNew: boolean; index: number }> = [];
     for (const [index, s] of p.subscriptions.entries()) {
       const plan = tooManyLevels(s.topic, link.settings.maxTopicLevels)
         ? ({ ok: false, error: { reasonCode: Reason.topicFilterInvalid, reason: "too many levels" } } as const)
@@ -225,7 +237,7 @@ export class ClientSession {
     const unstored: string[] = [];
     for (const f of fresh) {
       if (granted[f.index] !== p.subscriptions[f.index]?.qos) continue;
-      const failed = await this.startStored(f.entry, undefined, false);
+      const failed = await this.stored.start(f.entry, undefined, false);
       if (failed === undefined) continue;
       // QoS 1/2 on a stored subject is the stream's to deliver: without it, not granted (SUBACK says why).
       this.close(f.entry.sub.filter, false);
@@ -293,7 +305,7 @@ export class ClientSession {
       closeSubscription(e.sub);
       if (e.sub.options.noLocal) this.link.noLocal.count--;
       if (e.stored) acked.push({ filter: e.sub.filter, ...e.stored.acknowledged() });
-      e.stored?.stop();
+      this.stored.stopReading(e, this.kept);
     }
     this.leftInFlight = { ...this.outbound.snapshot(), ...(acked.length ? { acked } : {}) };
   }
@@ -322,7 +334,13 @@ export class ClientSession {
 
   /** The connection ended and the session outlives it for `expirySec`; the store drops it then. */
   saveDetached(expirySec: number): Promise<boolean> {
-    return this.writer.write(() => ({ session: this.record(false, expirySec), ttlSec: expirySec }));
+    const saved = this.writer.write(() => ({ session: this.record(false, expirySec), ttlSec: expirySec }));
+    // Parked subscriptions wait for a resume of the record just written; else they stop.
+    saved.then(
+      (ok) => this.stored.handOver(ok ? this.writer.revision : undefined),
+      () => this.stored.handOver(undefined),
+    );
+    return saved;
   }
 
   /** The session's machine ended (saved, removed, refused, stopped waiting): nothing more is written. */
@@ -332,6 +350,7 @@ export class ClientSession {
 
   /** The session ends with its connection: its record, then its consumers, unless a newer connection took it. */
   async removeStored(): Promise<void> {
+    this.stored.handOver(undefined);
     if (!(await this.writer.remove())) return;
     const { account } = this.link;
     await Promise.all(
@@ -372,7 +391,7 @@ export class ClientSession {
     plan: Omit<ActiveSubscription, "nats">,
     liveOnly = false,
     recorded?: { stream: string; consumer: string },
-  ): Entry {
+  ): SessionEntry {
     const { link } = this;
     const source =
       liveOnly || !this.persistent
@@ -393,77 +412,15 @@ export class ClientSession {
       ? undefined
       : recorded?.stream === stream
         ? recorded.consumer
-        : StoredDelivery.consumerName(link.account, link.clientId, plan.filter, this.epoch);
-    const entry: Entry = { sub, source, consumer };
+        : sessionConsumerName(link.account, link.clientId, plan.filter, this.epoch);
+    const entry: SessionEntry = { sub, source, consumer };
     this.entries.set(plan.filter, entry);
     return entry;
   }
 
-  /**
-   * The durable consumer of a QoS 1/2 subscription on stored subjects, read with the
-   * gateway's user, so only after NATS granted the client's subscription. `resume`: it hands
-   * back from the session's floor. A store that does not answer is waited for when `waits`
-   * (a resume); a SUBSCRIBE is refused in its SUBACK (docs/decisions/mqtt-store.md).
-   * Resolves to why it could not start (and whether the gateway user lacks a permission).
-   */
-  private async startStored(
-    entry: Entry,
-    resume: { floor: number; above: readonly number[] } | undefined,
-    waits: boolean,
-  ): Promise<{ reason: string; permission: boolean; limit: boolean } | undefined> {
-    const { link } = this;
-    const { sub, source, consumer } = entry;
-    if (!source || !consumer || this.entries.get(sub.filter) !== entry) return undefined;
-    const { stream } = source;
-    const prefix = source.kind === "store" ? MSGS_PREFIX : "";
-    const stored = StoredDelivery.start({
-      services: this.deps.services,
-      account: link.account,
-      stream,
-      name: consumer,
-      renamed: () => StoredDelivery.consumerName(link.account, link.clientId, sub.filter, this.epoch),
-      subjects: sub.subjects.map((s) => prefix + s),
-      maxAckPending: Math.min(link.settings.receiveMaximum, 65535),
-      inactiveMs: this.expirySec * 1000,
-      onMessage: (m, seq, d) => this.deliveries.deliverStored(sub, prefix, m, seq, d),
-      resume,
-      store: source.kind === "store" ? this.deps.messages : undefined,
-      // The record names the consumer read; before CONNACK, takeRecord writes it.
-      onConsumer: (name) => {
-        if (this.entries.get(sub.filter) !== entry) return;
-        entry.consumer = name;
-        if (this.kept && this.recordTaken) void this.saveConnected();
-      },
-      log: link.log.child({ filter: sub.filter }),
-      registry: this.deps.registry,
-      budget: link.bytes,
-    });
-    entry.stored = stored;
-    const outcome = await stored.first();
-    // Closed meanwhile (UNSUBSCRIBE, the same filter subscribed again, the connection ending).
-    if (this.entries.get(sub.filter) !== entry || sub.nats.length === 0) {
-      stored.stop();
-      return undefined;
-    }
-    entry.consumer = stored.name;
-    if (outcome.state === "reading" || (outcome.state === "waiting" && waits)) return undefined;
-    stored.stop();
-    entry.stored = undefined;
-    link.metrics.jetstreamError("mqtt", "consumer");
-    if (outcome.state === "waiting")
-      link.log.warn({ filter: sub.filter, stream, err: outcome.reason }, "stored delivery unavailable");
-    return {
-      reason: outcome.reason,
-      permission: outcome.state === "refused" && outcome.permission,
-      limit: outcome.state === "waiting" && outcome.limit,
-    };
-  }
-
   /** Waiting for their store (/clients). */
   storedWaitingCount(): number {
-    let n = 0;
-    for (const e of this.entries.values()) if (e.stored?.waiting) n++;
-    return n;
+    return this.stored.waitingCount();
   }
 
   private close(filter: string, removeConsumer: boolean): boolean {

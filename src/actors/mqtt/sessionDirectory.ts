@@ -1,3 +1,5 @@
+import { ParkedDeliveries } from "./parkedDeliveries.js";
+
 /**
  * The MQTT sessions open on this gateway, by account and client id, so that two sessions
  * of one client id never act at once: a new session claims the id and is told CLAIMED only
@@ -19,6 +21,8 @@ interface Entry {
 
 export class SessionDirectory {
   private readonly latest = new Map<string, Entry>();
+  /** Stored subscriptions of sessions whose connection ended here, kept for a resume here. */
+  readonly parked = new ParkedDeliveries();
 
   /**
    * Claims the client id for `claimant`; it hears `claimed()` when the session before it

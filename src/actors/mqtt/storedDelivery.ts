@@ -1,25 +1,15 @@
-import { createHash, randomBytes } from "node:crypto";
-import {
-  AckPolicy,
-  type ConsumerConfig,
-  DeliverPolicy,
-  JetStreamApiError,
-  type JetStreamManager,
-} from "@nats-io/jetstream";
+import { type ConsumerConfig, DeliverPolicy, JetStreamApiError, type JetStreamManager } from "@nats-io/jetstream";
 import type { Msg, NatsConnection } from "@nats-io/transport-node";
-import type { Logger } from "../../log.js";
 import { type StoredDeliveryEmitted, storedDeliveryMachine } from "../../machines/storedDelivery.js";
 import { parseJsAckReply } from "../../protocol/jsAckReply.js";
-import type { AccountServices } from "../accountServices.js";
 import { limitReached } from "../client/jetStreamLimits.js";
 import { ACK, settle } from "../client/jetStreamPull.js";
 import { missingPermission } from "../client/missingPermission.js";
 import { startChildMachine } from "../machineActor.js";
-import type { MessageStore } from "../messageStore.js";
-import type { ActorRegistry } from "../registry.js";
-import { inPlaceRefused, notInPlace, PIN_GROUP, PINNED, takeOver, takesOverInPlace } from "./pinnedTakeover.js";
-import { type PullBudget, PullWindow } from "./pullWindow.js";
-import { SESSIONS_BUCKET_KEY, type StoredSubscription } from "./sessionStore.js";
+import { inPlaceRefused, notInPlace, PIN_GROUP, takeOver, takesOverInPlace } from "./pinnedTakeover.js";
+import { PullWindow } from "./pullWindow.js";
+import { sessionConsumerConfig } from "./sessionConsumers.js";
+import type { OpenOptions, Recipient, StoredOutcome } from "./storedDeliveryOptions.js";
 
 /**
  * A QoS 1/2 subscription of a persistent session on stored subjects reads a durable
@@ -44,41 +34,11 @@ import { SESSIONS_BUCKET_KEY, type StoredSubscription } from "./sessionStore.js"
  */
 // Pull requests of a few seconds: an idle consumer asks again this often.
 const PULL_EXPIRES_MS = 3_000;
-
-export interface OpenOptions {
-  readonly services: AccountServices;
-  readonly account: string;
-  readonly stream: string;
-  /** The consumer to create (a fresh subscription), or to take over from (a resume). */
-  readonly name: string;
-  /** A new name for each consumer a resume or a reopen creates. */
-  readonly renamed: () => string;
-  readonly subjects: readonly string[];
-  readonly maxAckPending: number;
-  /** The session's expiry: the server removes the consumer when nobody read it that long. */
-  readonly inactiveMs: number;
-  /** A message to deliver, with its stream sequence. */
-  readonly onMessage: (m: Msg, seq: number, delivery: StoredDelivery) => void;
-  /**
-   * The session is resumed: read on from what was acknowledged in order (`floor`, as the
-   * record has it; 0 when unknown), skipping what was acknowledged above it.
-   */
-  readonly resume?: { readonly floor: number; readonly above: readonly number[] } | undefined;
-  /** Reading the MQTT store: made on first use, by a subscriber as well as a publisher. */
-  readonly store?: MessageStore | undefined;
-  /** The consumer the subscription reads changed (the session's record names it). */
-  readonly onConsumer?: (name: string) => void;
-  readonly log?: Logger | undefined;
-  readonly registry?: ActorRegistry | undefined;
-  /** The client's bytes: the pull pauses while they are at their bound (pullWindow.ts). */
-  readonly budget?: PullBudget | undefined;
-}
-
-/** What the first attempt came to: reading, waiting for the store, or refused for good. */
-export type StoredOutcome =
-  | { readonly state: "reading" }
-  | { readonly state: "waiting"; readonly reason: string; readonly limit: boolean }
-  | { readonly state: "refused"; readonly reason: string; readonly permission: boolean };
+/**
+ * How long a parked subscription waits for a resume here: its consumer's pin lasts 30 s
+ * after the last pull (pinnedTakeover.ts), which was at most PULL_EXPIRES_MS before parking.
+ */
+export const PARK_MS = 20_000;
 
 /** A failure waiting cannot cure: the subscription is refused, or goes on live only. */
 export class StoreRefused extends Error {}
@@ -118,37 +78,28 @@ export class StoredDelivery {
   private readonly settled: Promise<StoredOutcome>;
   private resolveFirst!: (o: StoredOutcome) => void;
   private readonly machine: ReturnType<typeof startChildMachine<typeof storedDeliveryMachine>>;
+  private to: Recipient;
+  /** Parked (no connection reads it): what its pulls under way brought meanwhile, in order. */
+  private held: Msg[] | undefined;
+  /** Told when it stops, parked or not: the parked deliveries forget it (parkedDeliveries.ts). */
+  private onStopped: (() => void) | undefined;
 
   private constructor(private readonly o: OpenOptions) {
+    this.to = o;
     this.current = o.name;
     this.highestAcked = o.resume?.floor ?? 0;
     this.skip = new Set(o.resume?.above ?? []);
     this.takeover = o.resume ? { name: o.name, ask: true } : undefined;
     this.settled = new Promise((resolve) => (this.resolveFirst = resolve));
     this.machine = startChildMachine(storedDeliveryMachine, {
-      input: { backoffMs: RETRY_BACKOFF_MS, maxBackoffMs: RETRY_BACKOFF_MAX_MS },
+      input: {
+        backoffMs: RETRY_BACKOFF_MS,
+        maxBackoffMs: RETRY_BACKOFF_MAX_MS,
+        parkMs: Math.min(PARK_MS, o.inactiveMs),
+      },
       registry: o.registry,
       onEmit: (e) => this.command(e),
     });
-  }
-
-  /**
-   * The consumers of one filter of one session are named from (account, client id, filter,
-   * epoch) and a suffix per connection that made one; the epoch makes every fresh
-   * session's names its own (a session saved before epochs existed has none).
-   */
-  static consumerName(account: string, clientId: string, filter: string, epoch: string | undefined): string {
-    const key =
-      epoch === undefined
-        ? `${account}\u0000${clientId}\u0000${filter}`
-        : `${account}\u0000${clientId}\u0000${filter}\u0000${epoch}`;
-    const base = `mqgw-${createHash("sha256").update(key).digest("hex").slice(0, 24)}`;
-    return epoch === undefined ? base : `${base}-${randomBytes(4).toString("hex")}`;
-  }
-
-  /** A stored subscription's consumer: named in its record, or, in a record from before epochs, by filter alone. */
-  static recordedConsumer(s: StoredSubscription, account: string, clientId: string, epoch: string | undefined): string {
-    return s.consumer ?? StoredDelivery.consumerName(account, clientId, s.subscription.topic, epoch);
   }
 
   /** Starts reading; the first attempt's outcome is `first()`, later ones follow by themselves. */
@@ -182,13 +133,13 @@ export class StoredDelivery {
         // The first failure and then about once a minute: a storm of waiting sessions is not a storm of lines.
         if (e.attempt !== 1 && e.attempt % 12 !== 0)
           return this.decided({ state: "waiting", reason: e.reason, limit: e.limit });
-        this.o.log?.warn(
+        this.to.log?.warn(
           { stream: this.o.stream, consumer: this.current, err: e.reason, attempt: e.attempt },
           "stored delivery waiting for its stream",
         );
         return this.decided({ state: "waiting", reason: e.reason, limit: e.limit });
       case "refused":
-        this.o.log?.warn(
+        this.to.log?.warn(
           { stream: this.o.stream, err: e.reason, ...(this.missing ? { missing_permission: this.missing } : {}) },
           `stored delivery unavailable: ${e.reason}`,
         );
@@ -202,6 +153,10 @@ export class StoredDelivery {
       case "stop":
         this.window?.stop();
         this.window = undefined;
+        // Left to the next reader's RESET (a takeover), as on any stop.
+        this.held = undefined;
+        this.pending.clear();
+        this.onStopped?.();
         // A last try for what is still to delete; a consumer that stays is removed by the
         // server after its inactive_threshold (the session's expiry).
         if (this.retiring.size > 0) void this.retire();
@@ -217,7 +172,7 @@ export class StoredDelivery {
 
   private send(
     e:
-      | { type: "OPENED" | "RETIRED" | "RETIRE_FAILED" | "RETIRE" | "STOP" }
+      | { type: "OPENED" | "RETIRED" | "RETIRE_FAILED" | "RETIRE" | "STOP" | "PARK" | "ADOPT" }
       | { type: "OPEN_FAILED"; reason: string; refused: boolean; permission: boolean; limit: boolean }
       | { type: "CONSUMER_LOST"; reason: string },
   ): void {
@@ -258,16 +213,13 @@ export class StoredDelivery {
         if (floor > this.highestAcked && this.pending.size === 0) this.highestAcked = floor;
         // A lost consumer (not asked about) is replaced too.
         const found = previous !== null && this.takeover !== undefined;
-        const base = {
-          ack_policy: AckPolicy.Explicit,
-          filter_subjects: [...this.o.subjects],
-          max_ack_pending: this.o.maxAckPending,
-          ack_wait: 30_000_000_000,
-          inactive_threshold: Math.max(60_000, this.o.inactiveMs) * 1_000_000,
-          // Whose records name it: only that bucket's sweep may take it for an orphan (orphanConsumers.ts).
-          metadata: { [SESSIONS_BUCKET_KEY]: this.o.services.sessionsBucketName() },
-          ...(inPlace ? PINNED : {}),
-        };
+        const base = sessionConsumerConfig({
+          subjects: this.o.subjects,
+          maxAckPending: this.o.maxAckPending,
+          inactiveMs: this.o.inactiveMs,
+          bucket: this.o.services.sessionsBucketName(),
+          pinned: inPlace,
+        });
         this.making =
           this.takeover && (found || floor > 0)
             ? {
@@ -293,7 +245,7 @@ export class StoredDelivery {
       this.nc = lease.nc;
       if (making.name !== this.current) {
         this.current = making.name;
-        this.o.onConsumer?.(making.name);
+        this.to.onConsumer?.(making.name);
       }
       this.window = this.reader(lease.nc, making.name, making.config.priority_groups !== undefined);
       this.send({ type: "OPENED" });
@@ -327,7 +279,7 @@ export class StoredDelivery {
       PULL_EXPIRES_MS,
       (m) => this.received(m),
       (reason) => this.send({ type: "CONSUMER_LOST", reason }),
-      this.o.budget,
+      this.to.budget,
       pinned ? PIN_GROUP : undefined,
     );
   }
@@ -342,7 +294,7 @@ export class StoredDelivery {
       await takeOver(jsm, this.o.stream, consumer);
     } catch (e) {
       // A gateway user whose permissions predate UNPIN and RESET: the old way, said once.
-      if (missingPermission(e)) inPlaceRefused(this.o.log, this.o.stream, e);
+      if (missingPermission(e)) inPlaceRefused(this.to.log, this.o.stream, e);
       if (notInPlace(e) || missingPermission(e)) return false;
       throw e;
     }
@@ -394,7 +346,8 @@ export class StoredDelivery {
     // Below the floor: acknowledged already (a reopened consumer starts at the floor).
     if (seq <= this.highestAcked && this.pending.size === 0) return this.settle(m.reply!, ACK);
     this.pending.set(seq, m.reply!);
-    this.o.onMessage(m, seq, this);
+    if (this.held) this.held.push(m);
+    else this.to.onMessage(m, seq, this);
   }
 
   /** The client took the message over (PUBACK / PUBREC), or it is not the client's to have. */
@@ -424,6 +377,43 @@ export class StoredDelivery {
     const lowest = this.pending.keys().next().value;
     if (lowest === undefined) return { floor: this.highestAcked, above: [] };
     return { floor: lowest - 1, above: this.ackedAbove.filter((s) => s > lowest) };
+  }
+
+  /**
+   * The connection ended and the session lives on: parked, if it reads, the server pinned
+   * it, and the client holds nothing of it unacknowledged. It asks for nothing more; what
+   * its pulls under way still bring is held for the connection that adopts it. Not parked
+   * (false: stop it), the next resume takes the consumer over (UNPIN, RESET): the client's
+   * unacknowledged messages come back only so, and a reader never pinned has no pin id to
+   * keep its ended pulls from taking the pin (docs/decisions/session-parking.md).
+   * `onStopped`: told if it stops while parked.
+   */
+  park(onStopped: () => void): boolean {
+    const s = this.machine.actor.getSnapshot();
+    const reading = s.status === "active" && s.matches({ active: { read: "reading" } });
+    if (!reading || this.pending.size > 0 || !this.window?.pinned) return false;
+    this.held = [];
+    this.window.pause();
+    this.send({ type: "PARK" });
+    this.onStopped = onStopped;
+    return true;
+  }
+
+  /** A resume here reads it on, for `to`: what it held first, in order. False: it stopped meanwhile. */
+  adopt(to: Recipient): boolean {
+    const s = this.machine.actor.getSnapshot();
+    if (s.status !== "active" || !s.hasTag("parked") || !this.window || !this.held) return false;
+    const held = this.held;
+    this.held = undefined;
+    this.onStopped = undefined;
+    this.to = to;
+    this.send({ type: "ADOPT" });
+    for (const m of held) {
+      const seq = parseJsAckReply(m.reply)?.streamSeq;
+      if (seq !== undefined && this.pending.has(seq)) to.onMessage(m, seq, this);
+    }
+    this.window.readOn(to.budget);
+    return true;
   }
 
   /** Stop reading: what the client still holds is read again by the next connection's consumer. */

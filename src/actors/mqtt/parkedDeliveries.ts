@@ -1,0 +1,69 @@
+import type { StoredDelivery } from "./storedDelivery.js";
+
+/** One detached session's parked stored subscriptions, as its last connection left them. */
+export interface ParkedSession {
+  /** The session's epoch (the one its consumers are named from). */
+  readonly epoch: string | undefined;
+  /** The revision of the detached record this gateway wrote: only a resume that reads it may adopt them. */
+  readonly revision: number;
+  /** By filter. */
+  readonly byFilter: Map<string, StoredDelivery>;
+}
+
+/**
+ * The stored subscriptions of sessions whose connection ended here with nothing
+ * unacknowledged, parked (machines/storedDelivery.ts): a resume here that reads the record
+ * this gateway wrote when they parked adopts them and reads on with no JetStream request,
+ * where a takeover costs two per filter (UNPIN, RESET) (docs/decisions/session-parking.md).
+ * Anything else that touches the session first (a resume elsewhere, a clean start, another
+ * record, the park's time running out) stops them, and the next resume takes their
+ * consumers over as it would have.
+ */
+export class ParkedDeliveries {
+  private readonly sessions = new Map<string, ParkedSession>();
+
+  /** Parks `session` (replacing, and stopping, what was parked for the client id). */
+  park(account: string, clientId: string, session: ParkedSession): void {
+    const key = keyOf(account, clientId);
+    this.drop(account, clientId);
+    this.sessions.set(key, session);
+  }
+
+  /** A parked subscription stopped by itself (its time ran out, its consumer was lost). */
+  forget(account: string, clientId: string, filter: string, stored: StoredDelivery): void {
+    const key = keyOf(account, clientId);
+    const parked = this.sessions.get(key);
+    if (parked?.byFilter.get(filter) !== stored) return;
+    parked.byFilter.delete(filter);
+    if (parked.byFilter.size === 0) this.sessions.delete(key);
+  }
+
+  /** What a resume of the client id may adopt; no longer parked here either way. */
+  take(account: string, clientId: string): ParkedSession | undefined {
+    const key = keyOf(account, clientId);
+    const parked = this.sessions.get(key);
+    this.sessions.delete(key);
+    return parked;
+  }
+
+  /** The client id is someone else's to resume now (a clean start, a claim from another gateway). */
+  drop(account: string, clientId: string): void {
+    const parked = this.take(account, clientId);
+    if (parked) for (const stored of parked.byFilter.values()) stored.stop();
+  }
+
+  /** The gateway stops. */
+  stopAll(): void {
+    for (const parked of this.sessions.values()) for (const stored of parked.byFilter.values()) stored.stop();
+    this.sessions.clear();
+  }
+
+  /** Parked subscriptions now. */
+  get size(): number {
+    let n = 0;
+    for (const parked of this.sessions.values()) n += parked.byFilter.size;
+    return n;
+  }
+}
+
+const keyOf = (account: string, clientId: string) => `${account}\u0000${clientId}`;

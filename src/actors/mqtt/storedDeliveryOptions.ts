@@ -1,0 +1,46 @@
+import type { Msg } from "@nats-io/transport-node";
+import type { Logger } from "../../log.js";
+import type { AccountServices } from "../accountServices.js";
+import type { MessageStore } from "../messageStore.js";
+import type { ActorRegistry } from "../registry.js";
+import type { PullBudget } from "./pullWindow.js";
+import type { StoredDelivery } from "./storedDelivery.js";
+
+/** What a stored subscription's delivery (storedDelivery.ts) reads, and where its messages go. */
+export interface OpenOptions {
+  readonly services: AccountServices;
+  readonly account: string;
+  readonly stream: string;
+  /** The consumer to create (a fresh subscription), or to take over from (a resume). */
+  readonly name: string;
+  /** A new name for each consumer a resume or a reopen creates. */
+  readonly renamed: () => string;
+  readonly subjects: readonly string[];
+  readonly maxAckPending: number;
+  /** The session's expiry: the server removes the consumer when nobody read it that long. */
+  readonly inactiveMs: number;
+  /** A message to deliver, with its stream sequence. */
+  readonly onMessage: (m: Msg, seq: number, delivery: StoredDelivery) => void;
+  /**
+   * The session is resumed: read on from what was acknowledged in order (`floor`, as the
+   * record has it; 0 when unknown), skipping what was acknowledged above it.
+   */
+  readonly resume?: { readonly floor: number; readonly above: readonly number[] } | undefined;
+  /** Reading the MQTT store: made on first use, by a subscriber as well as a publisher. */
+  readonly store?: MessageStore | undefined;
+  /** The consumer the subscription reads changed (the session's record names it). */
+  readonly onConsumer?: (name: string) => void;
+  readonly log?: Logger | undefined;
+  readonly registry?: ActorRegistry | undefined;
+  /** The client's bytes: the pull pauses while they are at their bound (pullWindow.ts). */
+  readonly budget?: PullBudget | undefined;
+}
+
+/** Who the messages go to: the connection reading the subscription (another one's after a resume adopts it). */
+export type Recipient = Pick<OpenOptions, "onMessage" | "onConsumer" | "log" | "budget">;
+
+/** What the first attempt came to: reading, waiting for the store, or refused for good. */
+export type StoredOutcome =
+  | { readonly state: "reading" }
+  | { readonly state: "waiting"; readonly reason: string; readonly limit: boolean }
+  | { readonly state: "refused"; readonly reason: string; readonly permission: boolean };

@@ -1,0 +1,169 @@
+// A persistent session whose connection ends with nothing unacknowledged keeps its stored
+// subscriptions parked on the gateway for a while; a resume there reads on with no JetStream
+// request (docs/decisions/session-parking.md). Seen from outside: every message published
+// meanwhile arrives once, in order, and the account sees no UNPIN or RESET for the resume,
+// while a resume elsewhere takes the consumers over as before.
+import { jetstreamManager } from "@nats-io/jetstream";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import type { MqttClient } from "mqtt";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type GatewayHandle, metric, startGateway } from "../helpers/gateway.js";
+import { connectMqtt } from "../helpers/mqttClient.js";
+import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
+import { eventually } from "../helpers/poll.js";
+
+describe("parked stored subscriptions", () => {
+  let nats: NatsServerHandle;
+  let nc: NatsConnection;
+  const gws: GatewayHandle[] = [];
+  /** The JetStream takeover requests the account saw: `UNPIN <consumer>` / `RESET <consumer>`. */
+  const takeovers: string[] = [];
+
+  beforeAll(async () => {
+    nats = await startNatsServer();
+    nc = await connect({ servers: nats.url });
+    await (await jetstreamManager(nc)).streams.add({ name: "PARK", subjects: ["park.>"] });
+    nc.subscribe("$JS.API.CONSUMER.>", {
+      callback: (_e, m) => {
+        const [, , , op, , consumer] = m.subject.split(".");
+        if (op === "UNPIN" || op === "RESET") takeovers.push(`${op} ${consumer}`);
+      },
+    });
+    await nc.flush();
+    const config = { bindings: [{ stream: "PARK" }] };
+    gws.push(await startGateway({ nats: nats.url, config }), await startGateway({ nats: nats.url, config }));
+  });
+  afterAll(async () => {
+    await nc?.close();
+    for (const g of gws) await g.stop();
+    await nats?.stop();
+  });
+
+  /** A persistent subscriber (MQTT 5, expiry 600) to a bound filter and an MQTT-store filter. */
+  async function subscriber(gw: GatewayHandle, clientId: string, received: string[]) {
+    const c = await connectMqtt(
+      gw.port("mqtt"),
+      { protocolVersion: 5, clientId, clean: false, properties: { sessionExpiryInterval: 600 }, resubscribe: false },
+      (client) => client.on("message", (topic, payload) => received.push(`${topic} ${payload}`)),
+    );
+    if (!c.connack.sessionPresent) await c.subscribeAsync(["park/+", "free/+"], { qos: 1 });
+    return c;
+  }
+
+  async function publishAll(pub: MqttClient, from: number, to: number): Promise<string[]> {
+    const sent: string[] = [];
+    for (let i = from; i < to; i++) {
+      const topic = i % 2 === 0 ? "park/x" : "free/y";
+      await pub.publishAsync(topic, String(i), { qos: 1 });
+      sent.push(`${topic} ${i}`);
+    }
+    return sent;
+  }
+
+  /** Every message once, and on each topic in the order published. */
+  function expectExactly(received: string[], sent: string[]) {
+    expect([...received].sort()).toEqual([...sent].sort());
+    for (const topic of ["park/x", "free/y"])
+      expect(received.filter((r) => r.startsWith(`${topic} `))).toEqual(sent.filter((s) => s.startsWith(`${topic} `)));
+  }
+
+  it.each([
+    ["a clean disconnect", (c: MqttClient) => c.endAsync()],
+    ["a dropped socket", async (c: MqttClient) => void c.end(true)],
+  ])("after %s, a resume on the same gateway reads on without taking its consumers over", async (_how, leave) => {
+    const clientId = `parker-${takeovers.length}-${Date.now()}`;
+    const received: string[] = [];
+    const pub = await connectMqtt(gws[0]!.port("mqtt"), { protocolVersion: 5 });
+    let sub = await subscriber(gws[0]!, clientId, received);
+    const sent = await publishAll(pub, 0, 6);
+    await eventually(() => (received.length === 6 ? true : undefined));
+    await leave(sub);
+    // Parked once the gateway saw the connection go.
+    await eventually(() =>
+      metric(gws[0]!, "mqgw_actors", { machine: "storedDelivery", state: "active.read.parked" }).then((n) =>
+        n === 2 ? true : undefined,
+      ),
+    );
+    sent.push(...(await publishAll(pub, 6, 12)));
+    const before = takeovers.length;
+    sub = await subscriber(gws[0]!, clientId, received);
+    expect(sub.connack.sessionPresent).toBe(true);
+    sent.push(...(await publishAll(pub, 12, 16)));
+    await eventually(() => (received.length >= sent.length ? true : undefined));
+    expectExactly(received, sent);
+    expect(takeovers.slice(before)).toEqual([]);
+    await sub.endAsync(false, { reasonCode: 0, properties: { sessionExpiryInterval: 0 } });
+    await pub.endAsync();
+  });
+
+  it("a session whose consumers never delivered (never pinned) is not parked: its resume takes them over, and gets what came meanwhile", async () => {
+    const clientId = `unpinned-${Date.now()}`;
+    const received: string[] = [];
+    const pub = await connectMqtt(gws[0]!.port("mqtt"), { protocolVersion: 5 });
+    let sub = await subscriber(gws[0]!, clientId, received);
+    const before = takeovers.length;
+    await sub.endAsync();
+    // Its ended pulls, with no pin id, could be given the pin by these and keep it from the next reader.
+    const sent = await publishAll(pub, 0, 6);
+    sub = await subscriber(gws[0]!, clientId, received);
+    expect(sub.connack.sessionPresent).toBe(true);
+    sent.push(...(await publishAll(pub, 6, 10)));
+    await eventually(() => (received.length >= sent.length ? true : undefined));
+    expectExactly(received, sent);
+    expect(
+      takeovers
+        .slice(before)
+        .map((t) => t.split(" ")[0])
+        .sort(),
+    ).toEqual(["RESET", "RESET", "UNPIN", "UNPIN"]);
+    await sub.endAsync(false, { reasonCode: 0, properties: { sessionExpiryInterval: 0 } });
+    await pub.endAsync();
+  });
+
+  it("a resume on another gateway takes the consumers over from the parked ones, and misses nothing", async () => {
+    const clientId = `mover-${Date.now()}`;
+    const received: string[] = [];
+    const pub = await connectMqtt(gws[1]!.port("mqtt"), { protocolVersion: 5 });
+    let sub = await subscriber(gws[0]!, clientId, received);
+    const sent = await publishAll(pub, 0, 4);
+    await eventually(() => (received.length === 4 ? true : undefined));
+    sub.end(true);
+    await eventually(() =>
+      metric(gws[0]!, "mqgw_actors", { machine: "storedDelivery", state: "active.read.parked" }).then((n) =>
+        n === 2 ? true : undefined,
+      ),
+    );
+    sent.push(...(await publishAll(pub, 4, 10)));
+    const before = takeovers.length;
+    sub = await subscriber(gws[1]!, clientId, received);
+    expect(sub.connack.sessionPresent).toBe(true);
+    sent.push(...(await publishAll(pub, 10, 14)));
+    await eventually(() => (received.length >= sent.length ? true : undefined));
+    expectExactly(received, sent);
+    // Each of its two consumers fenced and rewound once; the first gateway let its parked ones go.
+    expect(
+      takeovers
+        .slice(before)
+        .map((t) => t.split(" ")[0])
+        .sort(),
+    ).toEqual(["RESET", "RESET", "UNPIN", "UNPIN"]);
+    await eventually(() =>
+      metric(gws[0]!, "mqgw_actors", { machine: "storedDelivery", state: "active.read.parked" }).then((n) =>
+        n === 0 ? true : undefined,
+      ),
+    );
+    // Back on the first gateway: it holds nothing parked of this client any more, so it takes over too.
+    sub.end(true);
+    await eventually(() =>
+      metric(gws[1]!, "mqgw_actors", { machine: "storedDelivery", state: "active.read.parked" }).then((n) =>
+        n === 2 ? true : undefined,
+      ),
+    );
+    sent.push(...(await publishAll(pub, 14, 18)));
+    sub = await subscriber(gws[0]!, clientId, received);
+    await eventually(() => (received.length >= sent.length ? true : undefined));
+    expectExactly(received, sent);
+    await sub.endAsync(false, { reasonCode: 0, properties: { sessionExpiryInterval: 0 } });
+    await pub.endAsync();
+  });
+});
