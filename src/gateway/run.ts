@@ -1,8 +1,8 @@
 import { Cause, Deferred, Effect, Exit, Scope } from "effect";
 import { AccountServices } from "../actors/accountServices.js";
 import { AccountResolver } from "../actors/accounts.js";
-import { lameDuckActor } from "../actors/admin/lameDuck.js";
 import { Bans } from "../actors/admin/bans.js";
+import { lameDuckActor } from "../actors/admin/lameDuck.js";
 import { startAdmin } from "../actors/admin/start.js";
 import { amqpDoor, amqpSettingsFor } from "../actors/amqp/door.js";
 import { Bindings } from "../actors/bindings.js";
@@ -27,6 +27,7 @@ import { sweepActor } from "../actors/mqtt/sweepActor.js";
 import { NatsBridge, type NatsLease } from "../actors/natsBridge.js";
 import { natsTlsOptions } from "../actors/natsTls.js";
 import { NoAuthBridge } from "../actors/noAuthBridge.js";
+import { Quotas } from "../actors/quotas.js";
 import { ActorRegistry } from "../actors/registry.js";
 import { Reloader } from "../actors/reload.js";
 import { SocketGate } from "../actors/socketGate.js";
@@ -202,6 +203,8 @@ const gateway = (
     };
     // Shared by every gateway through the admin account (docs/decisions/bans.md); checked at each CONNECT and open.
     const bans = new Bans(log);
+    // Read at each publish: a reload applies to connected clients too (docs/decisions/quotas.md).
+    const quotas = new Quotas(() => config.limits, metrics);
     const mqttDeps: MqttDeps = {
       bridge,
       clients,
@@ -221,6 +224,7 @@ const gateway = (
       accountOf: (lease, username) => accounts.resolve(lease.nc, username),
       maxConnectionsPerAccount: () => config.limits.max_connections_per_account,
       bans: bans.list,
+      quotas,
       connectBuffers: new ConnectBuffers(() => config.limits.max_connect_buffer),
       directory,
       announce: (account, clientId, cleanStart) => claims.announce(account, clientId, cleanStart),
@@ -283,6 +287,7 @@ const gateway = (
       maxConnectionsPerAccount: () => config.limits.max_connections_per_account,
       bans: bans.list,
       maxTopicLevels: () => config.limits.max_topic_levels,
+      quotas,
     });
     // --- end AMQP ---------------------------------------------------------------------------
 
