@@ -110,6 +110,8 @@ describe("defaults", () => {
       max_connect_buffer: 16 * 1024 * 1024,
       max_client_buffer: 4 * 1024 * 1024,
       write_deadline: 10_000,
+      per_client: { messages_rate: 0, messages_burst: 0, bytes_rate: 0, bytes_burst: 0 },
+      per_account: { messages_rate: 0, messages_burst: 0, bytes_rate: 0, bytes_burst: 0 },
     });
     expect(c.data).toBe(join(process.cwd(), "data"));
   });
@@ -425,6 +427,38 @@ limits: { connect_timeout: 0s, max_connections: many }
       "mqtt.messages_max_bytes: must be at least 1 byte; leave it out for no limit",
       "mqtt.messages_max_age: must be 0 (no limit) or at least 1s",
       expect.stringMatching(/^mqtt\.stream_replicas: /),
+    ]);
+  });
+
+  it("publish quotas (additions): EMQX's rate forms, bursts one second of the rate unless given, every mistake named", async () => {
+    const c = config(
+      await loadConfig({
+        file: await file(
+          "quotas.yaml",
+          "limits:\n  per_client: { messages_rate: 100/s, bytes_rate: 1MiB/s, bytes_burst: 4MiB }\n  per_account: { messages_rate: 6000/1m, messages_burst: 500, bytes_rate: 1/10s }\n",
+        ),
+      }),
+    );
+    expect(c.limits.per_client).toEqual({ messages_rate: 100, messages_burst: 100, bytes_rate: 1024 ** 2, bytes_burst: 4 * 1024 ** 2 });
+    expect(c.limits.per_account).toEqual({ messages_rate: 100, messages_burst: 500, bytes_rate: 0.1, bytes_burst: 1 });
+    // A bare number is per second; an empty section is no quota.
+    const bare = config(await loadConfig({ file: await file("quotas-bare.yaml", "limits:\n  per_client: { messages_rate: 2.5 }\n  per_account:\n") }));
+    expect(bare.limits.per_client).toEqual({ messages_rate: 2.5, messages_burst: 3, bytes_rate: 0, bytes_burst: 0 });
+    expect(bare.limits.per_account.messages_rate).toBe(0);
+    expect(
+      problems(
+        await loadConfig({
+          file: await file(
+            "quotas-bad.yaml",
+            "limits:\n  per_client: { messages_rate: 5, messages_burst: 0, bytes_burst: 1KiB, rate: 1 }\n  per_account: { messages_rate: 5/x, bytes_rate: 10 }\n",
+          ),
+        }),
+      ),
+    ).toEqual([
+      "limits.per_client.messages_burst: must be at least 1",
+      expect.stringMatching(/^limits\.per_client\.rate: unknown key/),
+      "limits.per_client.bytes_burst: needs bytes_rate (a burst without a rate limits nothing)",
+      'limits.per_account.messages_rate: "5/x" is not a rate: "x" is not a duration such as "s", "1m"',
     ]);
   });
 
