@@ -24,7 +24,7 @@ accounts {
   SYS { users: [ { user: sys, password: sys } ] }
   A { jetstream: enabled
     users: [
-    ${users("mqga", "obsa", "a1", "a2", "a3", "a4", "a5", "a6", "a7", "a8")}
+    ${users("mqga", "obsa", "a1", "a2", "a3", "a4", "a5", "a6", "a7", "a8", "a9")}
     ] }
   B { jetstream: enabled
     users: [
@@ -49,14 +49,14 @@ const gatewayConfig = (limits: Record<string, unknown>) => ({
 const CLIENT_5_PER_S = { per_client: { messages_rate: "5/s", messages_burst: 5 } };
 const login = (user: string) => ({ username: user, password: user });
 
-/** QoS 1 publishes sent back to back; each resolves with its PUBACK's reason code. */
-function qos1Burst(c: MqttClient, topic: string, n: number, payload = "x"): Promise<number[]> {
+/** QoS 1 (or 2) publishes sent back to back; each resolves with its PUBACK's (PUBREC's) reason code. */
+function qos1Burst(c: MqttClient, topic: string, n: number, qos: (i: number) => 1 | 2 = () => 1): Promise<number[]> {
   return Promise.all(
     Array.from(
       { length: n },
       (_, i) =>
         new Promise<number>((resolve) =>
-          c.publish(`${topic}/${i}`, payload, { qos: 1 }, (err, packet) =>
+          c.publish(`${topic}/${i}`, "x", { qos: qos(i) }, (err, packet) =>
             resolve(
               err ? ((err as { code?: number }).code ?? -1) : ((packet as { reasonCode?: number })?.reasonCode ?? 0),
             ),
@@ -104,7 +104,7 @@ describe("per-client quotas (limits.per_client)", () => {
     await nats?.stop();
   });
 
-  it("MQTT 5: over its rate a client gets PUBACK 0x97 and nothing refused reaches NATS; a client of its account and one of another account lose nothing", async () => {
+  it("MQTT 5: over its rate a client gets PUBACK/PUBREC 0x97 and nothing refused reaches NATS; a client of its account and one of another account lose nothing", async () => {
     const greedy = await connectMqtt(gw.port("mqtt"), { protocolVersion: 5, ...login("a1") });
     const sameAccount = await connectMqtt(gw.port("mqtt"), { protocolVersion: 5, ...login("a2") });
     const otherAccount = await connectMqtt(gw.port("mqtt"), { protocolVersion: 5, ...login("b1") });
@@ -112,12 +112,14 @@ describe("per-client quotas (limits.per_client)", () => {
     const b = await counting(obsB, "q.>");
 
     const [flood, neighbour, stranger] = await Promise.all([
-      qos1Burst(greedy, "q/greedy", 50),
+      // QoS 1 and 2 in turn: the refused ones, all but the first few, are of both.
+      qos1Burst(greedy, "q/greedy", 50, (i) => (i % 2 === 0 ? 1 : 2)),
       qos1Burst(sameAccount, "q/same", 5),
       qos1Burst(otherAccount, "q/other", 5),
     ]);
     const accepted = flood.filter((rc) => rc === 0).length;
     expect(flood.filter((rc) => rc === 0x97).length).toBe(50 - accepted);
+    expect(flood.slice(-10)).toEqual(Array(10).fill(0x97));
     expect(accepted).toBeGreaterThanOrEqual(5);
     expect(accepted).toBeLessThan(50);
     expect(neighbour).toEqual([0, 0, 0, 0, 0]);
@@ -241,25 +243,38 @@ describe("per-account quotas (limits.per_account) and reloads", () => {
     await nats?.stop();
   });
 
-  it("an account over its quota: its clients get 0x97 naming limits.per_account; a client of another account keeps its throughput", async () => {
+  it("an account over its quota: its MQTT and AMQP clients are refused naming limits.per_account; a client of another account keeps its throughput", async () => {
     const a1 = await connectMqtt(gw.port("mqtt"), { protocolVersion: 5, ...login("a7") });
     const a2 = await connectMqtt(gw.port("mqtt"), { protocolVersion: 5, ...login("a8") });
+    const amqp = await AmqpClient.open(gw.port("amqp"), login("a9"));
+    const sender = await amqp.sender({ target: { address: "acc.amqp" } });
     const b1 = await connectMqtt(gw.port("mqtt"), { protocolVersion: 5, ...login("b1") });
     const b = await counting(obsB, "acc.>");
-    const [one, two, other] = await Promise.all([
+    const [one, two, three, other] = await Promise.all([
       qos1Burst(a1, "acc/a1", 50),
       qos1Burst(a2, "acc/a2", 50),
+      Promise.all(Array.from({ length: 50 }, () => send(sender, { body: "x" }))),
       qos1Burst(b1, "acc/b1", 10),
     ]);
-    const accountA = [...one, ...two];
+    const accountA = [...one, ...two, ...three.map((o) => (o.state === "accepted" ? 0 : -1))];
     const accepted = accountA.filter((rc) => rc === 0).length;
     expect(accepted).toBeGreaterThanOrEqual(10);
-    expect(accountA.filter((rc) => rc === 0x97).length).toBe(100 - accepted);
+    expect(accepted).toBeLessThan(150);
+    expect([...one, ...two].filter((rc) => rc !== 0 && rc !== 0x97)).toEqual([]);
+    const rejected = three.filter((o): o is Extract<Outcome, { state: "rejected" }> => o.state === "rejected");
+    expect(rejected.length).toBe(three.filter((o) => o.state !== "accepted").length);
+    // 50 transfers against a burst of 10: some are refused whatever the MQTT clients got.
+    expect(rejected.length).toBeGreaterThan(0);
+    expect(rejected[0]?.error).toMatchObject({
+      condition: "amqp:resource-limit-exceeded",
+      description: expect.stringMatching(/limits\.per_account allows 10 messages\/s \(burst 10\)/),
+    });
     expect(other).toEqual(Array(10).fill(0));
     await eventually(() => (b.seen.length === 10 ? true : undefined));
-    expect(await metric(gw, "mqgw_quota_exceeded_total", { scope: "account", account: "A" })).toBe(100 - accepted);
+    expect(await metric(gw, "mqgw_quota_exceeded_total", { scope: "account", account: "A" })).toBe(150 - accepted);
     expect(await metric(gw, "mqgw_quota_exceeded_total", { account: "B" })).toBe(0);
     b.stop();
+    await amqp.close();
     await Promise.all([ended(a1), ended(a2), ended(b1)]);
   });
 
