@@ -23,6 +23,14 @@ export class Quotas {
   private generation = 0;
   /** 0: every quota is off, and a publish costs one comparison. */
   private limited = 0;
+  /**
+   * The last generation each bucket kind was off in: a bucket older than that missed the
+   * off spell (no publish touches a bucket then) and starts full, as a quota turned on does.
+   */
+  private readonly offAt: Record<QuotaScope, OffAt> = {
+    client: { messages: 0, bytes: 0 },
+    account: { messages: 0, bytes: 0 },
+  };
   private readonly accounts = new Map<string, Buckets>();
   private sweepAt = SWEEP_FROM;
 
@@ -40,7 +48,7 @@ export class Quotas {
     const limits = this.limits();
     if (this.limited === 0) return undefined;
     const now = performance.now();
-    const own = client.bucketsFor(limits.per_client, this.generation, now);
+    const own = client.bucketsFor(limits.per_client, this.generation, this.offAt.client, now);
     const scope = admitPublish(own, this.accountBuckets(client.account, limits.per_account, now), bytes, now);
     if (scope) this.metrics.quotaExceeded(client.protocol, scope, client.account);
     return scope;
@@ -63,13 +71,20 @@ export class Quotas {
       this.generation++;
       const { per_client: c, per_account: a } = limits;
       this.limited = c.messages_rate + c.bytes_rate + a.messages_rate + a.bytes_rate;
+      for (const [scope, q] of [
+        ["client", c],
+        ["account", a],
+      ] as const) {
+        if (q.messages_rate === 0) this.offAt[scope].messages = this.generation;
+        if (q.bytes_rate === 0) this.offAt[scope].bytes = this.generation;
+      }
     }
     return limits;
   }
 
   private accountBuckets(account: string, quota: PublishQuota, now: number): Buckets {
     let b = this.accounts.get(account);
-    if (b) return b.follow(quota, this.generation, now);
+    if (b) return b.follow(quota, this.generation, this.offAt.account, now);
     b = new Buckets(quota, this.generation, now);
     this.accounts.set(account, b);
     if (this.accounts.size >= this.sweepAt) {
@@ -96,16 +111,21 @@ export class ClientQuota {
     return scope && this.quotas.describe(scope);
   }
 
-  bucketsFor(quota: PublishQuota, generation: number, now: number): Buckets {
-    if (this.own) return this.own.follow(quota, generation, now);
+  bucketsFor(quota: PublishQuota, generation: number, offAt: OffAt, now: number): Buckets {
+    if (this.own) return this.own.follow(quota, generation, offAt, now);
     this.own = new Buckets(quota, generation, now);
     return this.own;
   }
 }
 
+interface OffAt {
+  messages: number;
+  bytes: number;
+}
+
 class Buckets implements QuotaBuckets {
-  readonly messages: TokenBucket;
-  readonly bytes: TokenBucket;
+  messages: TokenBucket;
+  bytes: TokenBucket;
 
   constructor(
     quota: PublishQuota,
@@ -116,12 +136,19 @@ class Buckets implements QuotaBuckets {
     this.bytes = new TokenBucket({ rate: quota.bytes_rate, burst: quota.bytes_burst }, now);
   }
 
-  /** The rates of the limits in force: a bucket made under an older config takes the new ones, keeping what it has earned. */
-  follow(quota: PublishQuota, generation: number, now: number): this {
+  /**
+   * The rates of the limits in force: a bucket made under an older config takes the new
+   * ones, keeping what it has earned, unless its quota was off since (then it starts full).
+   */
+  follow(quota: PublishQuota, generation: number, offAt: OffAt, now: number): this {
     if (generation === this.generation) return this;
+    const messages = { rate: quota.messages_rate, burst: quota.messages_burst };
+    const bytes = { rate: quota.bytes_rate, burst: quota.bytes_burst };
+    if (this.generation < offAt.messages) this.messages = new TokenBucket(messages, now);
+    else this.messages.reconfigure(messages, now);
+    if (this.generation < offAt.bytes) this.bytes = new TokenBucket(bytes, now);
+    else this.bytes.reconfigure(bytes, now);
     this.generation = generation;
-    this.messages.reconfigure({ rate: quota.messages_rate, burst: quota.messages_burst }, now);
-    this.bytes.reconfigure({ rate: quota.bytes_rate, burst: quota.bytes_burst }, now);
     return this;
   }
 
