@@ -50,13 +50,19 @@ const CLIENT_5_PER_S = { per_client: { messages_rate: "5/s", messages_burst: 5 }
 const login = (user: string) => ({ username: user, password: user });
 
 /** QoS 1 (or 2) publishes sent back to back; each resolves with its PUBACK's (PUBREC's) reason code. */
-function qos1Burst(c: MqttClient, topic: string, n: number, qos: (i: number) => 1 | 2 = () => 1): Promise<number[]> {
+function qos1Burst(
+  c: MqttClient,
+  topic: string,
+  n: number,
+  qos: (i: number) => 1 | 2 = () => 1,
+  payload = "x",
+): Promise<number[]> {
   return Promise.all(
     Array.from(
       { length: n },
       (_, i) =>
         new Promise<number>((resolve) =>
-          c.publish(`${topic}/${i}`, "x", { qos: qos(i) }, (err, packet) =>
+          c.publish(`${topic}/${i}`, payload, { qos: qos(i) }, (err, packet) =>
             resolve(
               err ? ((err as { code?: number }).code ?? -1) : ((packet as { reasonCode?: number })?.reasonCode ?? 0),
             ),
@@ -278,7 +284,7 @@ describe("per-account quotas (limits.per_account) and reloads", () => {
     await Promise.all([ended(a1), ended(a2), ended(b1)]);
   });
 
-  it("SIGHUP: a changed quota applies to clients already connected, both ways", async () => {
+  it("SIGHUP: a changed quota applies to clients already connected: off, on, and bytes instead of messages", async () => {
     const c = await connectMqtt(gw.port("mqtt"), { protocolVersion: 5, ...login("a7") });
     // Off: the connected client's 50 all go through.
     await reloadWith({});
@@ -288,6 +294,11 @@ describe("per-account quotas (limits.per_account) and reloads", () => {
     const limited = await qos1Burst(c, "reload/on", 50);
     expect(limited.filter((rc) => rc === 0x97).length).toBeGreaterThan(0);
     expect(limited.filter((rc) => rc === 0).length).toBeGreaterThanOrEqual(5);
+    // Bytes instead: 50 payloads of 200 bytes against 1 KiB/s with a burst of 1 KiB.
+    await reloadWith({ per_client: { bytes_rate: "1KiB/s", bytes_burst: "1KiB" } });
+    const bytes = await qos1Burst(c, "reload/bytes", 50, () => 1, "b".repeat(200));
+    expect(bytes.slice(0, 5)).toEqual(Array(5).fill(0));
+    expect(bytes.slice(-10)).toEqual(Array(10).fill(0x97));
     await ended(c);
   });
 });
