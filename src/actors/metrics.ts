@@ -41,6 +41,12 @@ export class Metrics {
     labelNames: ["protocol", "reason"] as const,
     registers: [this.registry],
   });
+  private readonly quotaExceededTotal = new Counter({
+    name: "mqgw_quota_exceeded_total",
+    help: "Publishes over a quota (limits.per_client, limits.per_account), by protocol, scope (client or account) and the client's account; each is also in mqgw_dropped_total or mqgw_refused_total with reason quota_exceeded",
+    labelNames: ["protocol", "scope", "account"] as const,
+    registers: [this.registry],
+  });
   private readonly propertiesDropped = new Counter({
     name: "mqgw_properties_dropped_total",
     help: "Message properties left out because the receiving protocol cannot carry them (mapping-to-nats.md, What a crossing loses)",
@@ -231,6 +237,9 @@ export class Metrics {
   dropped(protocol: Protocol, reason: string): void {
     this.droppedTotal.inc({ protocol, reason });
   }
+  quotaExceeded(protocol: Protocol, scope: string, account: string): void {
+    this.quotaExceededTotal.inc({ protocol, scope, account });
+  }
   /** Properties (header values) a delivery left out: too long, not UTF-8, U+0000. */
   propertiesLost(protocol: Protocol, n: number): void {
     this.propertiesDropped.inc({ protocol }, n);
@@ -262,8 +271,9 @@ const DROP_REASONS: Record<Protocol, readonly string[]> = {
     "expired",
     "too_large_for_client",
     "unencodable",
+    "quota_exceeded",
   ],
-  amqp: ["not_authorized", "slow_consumer", "too_large_for_client"],
+  amqp: ["not_authorized", "slow_consumer", "too_large_for_client", "quota_exceeded"],
 };
 
 /** The JetStream work of each protocol that jetstreamError() counts. */

@@ -4,6 +4,7 @@
 // sibling is wrong (`when: always`), so `check` lists every problem at once.
 import * as z from "zod";
 import { clientTls, credentials, serverTls } from "./connectionSchemas.js";
+import { type PublishQuota, publishQuota } from "./quotas.js";
 import type { ListenAddress } from "./units.js";
 import {
   always,
@@ -180,6 +181,9 @@ export interface GatewayConfig {
     readonly max_client_buffer: number;
     /** How long a client may stay at max_client_buffer while its socket takes nothing, in milliseconds. An addition. */
     readonly write_deadline: number;
+    /** Publish quotas of one client (connection) and of one account, on this gateway process (docs/decisions/quotas.md). Additions. */
+    readonly per_client: PublishQuota;
+    readonly per_account: PublishQuota;
   };
   readonly source: ConfigSource;
 }
@@ -414,6 +418,8 @@ export const configFileSchema = z
           max_connect_buffer: size.prefault("16MiB").pipe(z.number().min(1, "must be more than 0")),
           max_client_buffer: size.prefault("4MiB").pipe(z.number().min(1, "must be more than 0")),
           write_deadline: duration.prefault("10s").pipe(z.number().min(1, "must be more than 0s")),
+          per_client: publishQuota,
+          per_account: publishQuota,
         })
         .prefault({}),
     ),

@@ -107,6 +107,30 @@ export function formatSize(bytes: number): string {
   return String(bytes);
 }
 
+/**
+ * A rate, as EMQX writes its limiters: "100/s", "6000/1m", "1MiB/s", "1/10s"; a bare number
+ * is per second. `amount` reads the part before the slash (a count, or a size for bytes).
+ * Answers units per second; 0 (or "0") means no limit.
+ */
+export function parseRate(input: unknown, amount: (text: unknown) => Result<number>, example: string): Result<number> {
+  if (typeof input === "number") {
+    return Number.isFinite(input) && input >= 0 ? ok(input) : err(`${input} is not a rate (write e.g. "${example}")`);
+  }
+  if (typeof input !== "string") return err(`expected a rate such as "${example}", got ${describe(input)}`);
+  const text = input.trim();
+  if (text === "0") return ok(0);
+  const slash = text.indexOf("/");
+  if (slash < 0) return err(`"${input}" is not a rate: say per what (write e.g. "${example}")`);
+  const n = amount(text.slice(0, slash).trim());
+  if (!n.ok) return err(`"${input}" is not a rate: ${n.error}`);
+  // "/s" is "/1s", as EMQX reads it.
+  const per = text.slice(slash + 1).trim();
+  const window = parseDuration(/^\d/.test(per) ? per : `1${per}`);
+  if (!window.ok || window.value === 0)
+    return err(`"${input}" is not a rate: "${per}" is not a duration such as "s", "1m"`);
+  return ok((n.value * 1000) / window.value);
+}
+
 export interface ListenAddress {
   readonly host: string;
   readonly port: number;

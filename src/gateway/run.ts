@@ -27,6 +27,7 @@ import { sweepActor } from "../actors/mqtt/sweepActor.js";
 import { NatsBridge, type NatsLease } from "../actors/natsBridge.js";
 import { natsTlsOptions } from "../actors/natsTls.js";
 import { NoAuthBridge } from "../actors/noAuthBridge.js";
+import { Quotas } from "../actors/quotas.js";
 import { ActorRegistry } from "../actors/registry.js";
 import { Reloader } from "../actors/reload.js";
 import { SocketGate } from "../actors/socketGate.js";
@@ -203,6 +204,8 @@ const gateway = (
     };
     // Shared by every gateway through the admin account (docs/decisions/bans.md); checked at each CONNECT and open.
     const bans = new Bans(log);
+    // Read at each publish: a reload applies to connected clients too (docs/decisions/quotas.md).
+    const quotas = new Quotas(() => config.limits, metrics);
     const mqttDeps: MqttDeps = {
       bridge,
       clients,
@@ -223,6 +226,7 @@ const gateway = (
       accountOf: (lease, username) => accounts.resolve(lease.nc, username),
       maxConnectionsPerAccount: () => config.limits.max_connections_per_account,
       bans: bans.list,
+      quotas,
       connectBuffers: new ConnectBuffers(() => config.limits.max_connect_buffer),
       directory,
       announce: (account, clientId, cleanStart) => claims.announce(account, clientId, cleanStart),
@@ -285,6 +289,7 @@ const gateway = (
       maxConnectionsPerAccount: () => config.limits.max_connections_per_account,
       bans: bans.list,
       maxTopicLevels: () => config.limits.max_topic_levels,
+      quotas,
     });
     // --- end AMQP ---------------------------------------------------------------------------
 

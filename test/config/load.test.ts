@@ -43,7 +43,10 @@ describe("defaults", () => {
     ]);
     const pem = await file("lo.pem", "x");
     const tls = config(
-      await loadConfig({ file: await file("lo.yaml", `mqtt:\n  tls: { cert_file: ${pem}, key_file: ${pem} }\n`), flags: { nats: "nats://h:4222" } }),
+      await loadConfig({
+        file: await file("lo.yaml", `mqtt:\n  tls: { cert_file: ${pem}, key_file: ${pem} }\n`),
+        flags: { nats: "nats://h:4222" },
+      }),
     );
     expect(tls.mqtt.tls?.listen).toEqual({ host: "0.0.0.0", port: 8883 });
     // What the operator wrote stays, embedded or not; so does a listener turned off.
@@ -65,7 +68,13 @@ describe("defaults", () => {
     const c = config(await loadConfig({ flags: {} }));
     expect(c.id).toMatch(/^[0-9a-f]{16}$/);
     expect(c.source.id_generated).toBe(true);
-    expect(c.nats).toEqual({ servers: [], tls: null, embedded_listen: { host: "127.0.0.1", port: 4222 }, embedded_max_payload: 8 * 1024 * 1024, max_control_line: 4096 });
+    expect(c.nats).toEqual({
+      servers: [],
+      tls: null,
+      embedded_listen: { host: "127.0.0.1", port: 4222 },
+      embedded_max_payload: 8 * 1024 * 1024,
+      max_control_line: 4096,
+    });
     expect(c.admin).toBeNull();
     expect(c.gateway_users).toEqual({});
     // With the embedded nats-server (no auth) the client listeners default to loopback.
@@ -110,6 +119,8 @@ describe("defaults", () => {
       max_connect_buffer: 16 * 1024 * 1024,
       max_client_buffer: 4 * 1024 * 1024,
       write_deadline: 10_000,
+      per_client: { messages_rate: 0, messages_burst: 0, bytes_rate: 0, bytes_burst: 0 },
+      per_account: { messages_rate: 0, messages_burst: 0, bytes_rate: 0, bytes_burst: 0 },
     });
     expect(c.data).toBe(join(process.cwd(), "data"));
   });
@@ -395,14 +406,15 @@ limits: { connect_timeout: 0s, max_connections: many }
 
   it("nats.embedded_max_payload: a size from 1KiB to nats-server's 64MiB", async () => {
     expect(
-      config(await loadConfig({ file: await file("mp.yaml", "nats: { embedded_max_payload: 16MiB }\n") })).nats.embedded_max_payload,
+      config(await loadConfig({ file: await file("mp.yaml", "nats: { embedded_max_payload: 16MiB }\n") })).nats
+        .embedded_max_payload,
     ).toBe(16 * 1024 * 1024);
-    expect(problems(await loadConfig({ file: await file("mp-big.yaml", "nats: { embedded_max_payload: 65MiB }\n") }))).toEqual([
-      "nats.embedded_max_payload: must be between 1KiB and 64MiB",
-    ]);
+    expect(
+      problems(await loadConfig({ file: await file("mp-big.yaml", "nats: { embedded_max_payload: 65MiB }\n") })),
+    ).toEqual(["nats.embedded_max_payload: must be between 1KiB and 64MiB"]);
   });
 
-  it("the MQTT store's keys (additions): name or \"\" for none, limits, replicas; AMQP dedupe", async () => {
+  it('the MQTT store\'s keys (additions): name or "" for none, limits, replicas; AMQP dedupe', async () => {
     const c = config(
       await loadConfig({
         file: await file(
@@ -411,13 +423,24 @@ limits: { connect_timeout: 0s, max_connections: many }
         ),
       }),
     );
-    expect([c.mqtt.messages_stream, c.mqtt.messages_max_bytes, c.mqtt.messages_max_age, c.mqtt.stream_replicas]).toEqual(["MSGS", 1024 ** 3, 7 * 86_400_000, 3]);
+    expect([
+      c.mqtt.messages_stream,
+      c.mqtt.messages_max_bytes,
+      c.mqtt.messages_max_age,
+      c.mqtt.stream_replicas,
+    ]).toEqual(["MSGS", 1024 ** 3, 7 * 86_400_000, 3]);
     expect(c.amqp.dedupe_message_id).toBe(true);
-    expect(config(await loadConfig({ file: await file("nostore.yaml", 'mqtt: { messages_stream: "" }\n') })).mqtt.messages_stream).toBe("");
+    expect(
+      config(await loadConfig({ file: await file("nostore.yaml", 'mqtt: { messages_stream: "" }\n') })).mqtt
+        .messages_stream,
+    ).toBe("");
     expect(
       problems(
         await loadConfig({
-          file: await file("store-bad.yaml", "mqtt: { messages_stream: a.b, messages_max_bytes: 0, messages_max_age: 10ms, stream_replicas: 7 }\n"),
+          file: await file(
+            "store-bad.yaml",
+            "mqtt: { messages_stream: a.b, messages_max_bytes: 0, messages_max_age: 10ms, stream_replicas: 7 }\n",
+          ),
         }),
       ),
     ).toEqual([
@@ -425,6 +448,47 @@ limits: { connect_timeout: 0s, max_connections: many }
       "mqtt.messages_max_bytes: must be at least 1 byte; leave it out for no limit",
       "mqtt.messages_max_age: must be 0 (no limit) or at least 1s",
       expect.stringMatching(/^mqtt\.stream_replicas: /),
+    ]);
+  });
+
+  it("publish quotas (additions): EMQX's rate forms, bursts one second of the rate unless given, every mistake named", async () => {
+    const c = config(
+      await loadConfig({
+        file: await file(
+          "quotas.yaml",
+          "limits:\n  per_client: { messages_rate: 100/s, bytes_rate: 1MiB/s, bytes_burst: 4MiB }\n  per_account: { messages_rate: 6000/1m, messages_burst: 500, bytes_rate: 1/10s }\n",
+        ),
+      }),
+    );
+    expect(c.limits.per_client).toEqual({
+      messages_rate: 100,
+      messages_burst: 100,
+      bytes_rate: 1024 ** 2,
+      bytes_burst: 4 * 1024 ** 2,
+    });
+    expect(c.limits.per_account).toEqual({ messages_rate: 100, messages_burst: 500, bytes_rate: 0.1, bytes_burst: 1 });
+    // A bare number is per second; an empty section is no quota.
+    const bare = config(
+      await loadConfig({
+        file: await file("quotas-bare.yaml", "limits:\n  per_client: { messages_rate: 2.5 }\n  per_account:\n"),
+      }),
+    );
+    expect(bare.limits.per_client).toEqual({ messages_rate: 2.5, messages_burst: 3, bytes_rate: 0, bytes_burst: 0 });
+    expect(bare.limits.per_account.messages_rate).toBe(0);
+    expect(
+      problems(
+        await loadConfig({
+          file: await file(
+            "quotas-bad.yaml",
+            "limits:\n  per_client: { messages_rate: 5, messages_burst: 0, bytes_burst: 1KiB, rate: 1 }\n  per_account: { messages_rate: 5/x, bytes_rate: 10 }\n",
+          ),
+        }),
+      ),
+    ).toEqual([
+      "limits.per_client.messages_burst: must be at least 1",
+      expect.stringMatching(/^limits\.per_client\.rate: unknown key/),
+      "limits.per_client.bytes_burst: needs bytes_rate (a burst without a rate limits nothing)",
+      'limits.per_account.messages_rate: "5/x" is not a rate: "x" is not a duration such as "s", "1m"',
     ]);
   });
 

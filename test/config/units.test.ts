@@ -6,6 +6,7 @@ import {
   formatSize,
   parseDuration,
   parseListen,
+  parseRate,
   parseSize,
 } from "../../src/config/units.js";
 
@@ -103,6 +104,38 @@ describe("sizes", () => {
     );
     expect(formatSize(65_536)).toBe("64KiB");
     expect(formatSize(1_000_000)).toBe("1000000");
+  });
+});
+
+describe("rates (EMQX's forms)", () => {
+  const bytesRate = (v: unknown) => parseRate(v, parseSize, "1MiB/s");
+  it.each([
+    ["100/s", 100],
+    ["6000/1m", 100],
+    ["6000/m", 100],
+    ["1/10s", 0.1],
+    ["1MiB/s", 1_048_576],
+    ["1MB/2s", 500_000],
+    [" 10 / 500ms ", 20],
+    [250, 250],
+    ["0", 0],
+    [0, 0],
+  ] as const)("%j is %d per second", (text, perSecond) => {
+    expect(value(bytesRate(text))).toBeCloseTo(perSecond, 9);
+  });
+
+  it.each([
+    ["100", /say per what/],
+    ["100/x", /"x" is not a duration/],
+    ["100/0s", /not a duration/],
+    ["lots/s", /is not a rate: "lots" is not a size/],
+    [-1, /not a rate/],
+    [Number.POSITIVE_INFINITY, /not a rate/],
+    [[], /expected a rate/],
+  ] as const)("%j is refused", (text, message) => {
+    const r = bytesRate(text);
+    expect(r.ok).toBe(false);
+    if (!r.ok) expect(r.error).toMatch(message);
   });
 });
 

@@ -14,6 +14,7 @@ import { awaitDone, startMachine } from "../machineActor.js";
 import type { MessageStore } from "../messageStore.js";
 import type { Metrics } from "../metrics.js";
 import type { NatsBridge, NatsLease } from "../natsBridge.js";
+import type { Quotas } from "../quotas.js";
 import type { ActorRegistry } from "../registry.js";
 import { type LinkContext, linkContext } from "./context.js";
 import { corkPerTick } from "./corkedWrites.js";
@@ -41,6 +42,8 @@ export interface AmqpDeps {
   readonly bans?: BanCheck;
   /** limits.max_topic_levels (0: none): tokens of an AMQP address. */
   readonly maxTopicLevels: () => number;
+  /** limits.per_client and limits.per_account, shared with MQTT clients (quotas.ts). */
+  readonly quotas: Quotas;
   /** The gateway's id: its container-id in every open. */
   readonly gatewayId: string;
   readonly version: string;
@@ -327,6 +330,7 @@ class AmqpClientConnection {
       containerId,
       settings: this.settings,
       maxTopicLevels: this.deps.maxTopicLevels(),
+      quota: this.deps.quotas.forClient("amqp", this.account),
       bindings: this.deps.bindings,
       messages: this.deps.messages,
       metrics: this.deps.metrics,

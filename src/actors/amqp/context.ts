@@ -5,6 +5,7 @@ import type { Bindings } from "../bindings.js";
 import type { MessageStore } from "../messageStore.js";
 import type { Metrics } from "../metrics.js";
 import type { NatsLease } from "../natsBridge.js";
+import type { ClientQuota } from "../quotas.js";
 import type { ActorRegistry } from "../registry.js";
 import type { Outflow } from "./outflow.js";
 import { Publisher } from "./publisher.js";
@@ -20,6 +21,8 @@ export interface LinkContext {
   readonly maxMessageSize: number;
   /** limits.max_topic_levels: tokens an address may have (0: no limit). */
   readonly maxTopicLevels: number;
+  /** limits.per_client and limits.per_account, asked for each message the client sends (quotas.ts). */
+  readonly quota: ClientQuota;
   readonly bindings: Bindings;
   readonly publisher: Publisher;
   /** The bytes on their way to the client, shared by the connection's receiving links. */
@@ -40,6 +43,7 @@ export function linkContext(o: {
   readonly containerId: string;
   readonly settings: AmqpSettings;
   readonly maxTopicLevels: number;
+  readonly quota: ClientQuota;
   readonly bindings: Bindings;
   readonly messages: MessageStore;
   readonly metrics: Metrics;

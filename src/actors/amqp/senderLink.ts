@@ -220,6 +220,16 @@ export class SenderLink implements LinkEdge<Machine> {
       this.tooLarge(raw.length, d);
       return;
     }
+    // Before any work: a message over quota is not mapped, published or kept (docs/decisions/quotas.md).
+    const over = this.ctx.quota.admit(raw.length);
+    if (over) {
+      this.refuse(d, settled, {
+        condition: "amqp:resource-limit-exceeded",
+        description: over,
+        reason: "quota_exceeded",
+      });
+      return;
+    }
     const mapped = amqpToNats(raw, {
       target: this.target,
       settled,

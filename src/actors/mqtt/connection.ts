@@ -351,6 +351,7 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
       this.settings,
       this.deps.metrics,
       this.denied,
+      this.deps.quotas.forClient("mqtt", account),
       this,
     );
     const deps = this.deps.session;

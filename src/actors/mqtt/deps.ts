@@ -3,6 +3,7 @@ import type { BanCheck } from "../admin/banList.js";
 import type { ClientRegistry } from "../clients.js";
 import type { Metrics } from "../metrics.js";
 import type { NatsBridge, NatsLease } from "../natsBridge.js";
+import type { Quotas } from "../quotas.js";
 import type { ActorRegistry } from "../registry.js";
 import type { ConnectBuffers } from "./connectBuffers.js";
 import type { SessionDeps } from "./session.js";
@@ -29,6 +30,8 @@ export interface MqttDeps {
   readonly remoteTakeover: (account: string, clientId: string, owner: string, cleanStart: boolean) => Promise<boolean>;
   /** Bans in force on every gateway: a banned client is refused at CONNECT (natsForConnect.ts). */
   readonly bans?: BanCheck;
+  /** limits.per_client and limits.per_account (quotas.ts). */
+  readonly quotas: Quotas;
   /** limits.max_connect_buffer: partial CONNECTs of all sockets together. */
   readonly connectBuffers: ConnectBuffers;
 }

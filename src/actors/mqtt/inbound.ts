@@ -38,8 +38,8 @@ export class InboundPublisher {
   /** QoS 0 bytes handed to NATS since the last flush, and whether a flush is under way. */
   private unflushed = 0;
   private flushing = false;
-  /** Past the Receive Maximum: the DISCONNECT 0x93 on its way, once what was passed on is answered. */
-  private overQuota: Promise<void> | undefined;
+  /** Past the Receive Maximum (or a 3.1.1 client over quota): the end on its way, once what was passed on is answered. */
+  private ending: Promise<void> | undefined;
   private drained: (() => void) | undefined;
   /** Set by the connection: a publish settled, so a socket paused for backpressure may resume. */
   onSettled: (() => void) | undefined;
@@ -58,8 +58,8 @@ export class InboundPublisher {
   }
 
   onPublish(inbound: InboundPublish, messageId: number | undefined, dup: boolean): void {
-    // Past the Receive Maximum nothing more is passed on: the client is being disconnected.
-    if (this.overQuota) return;
+    // Past the Receive Maximum or over quota at 3.1.1, nothing more is passed on: the client is being disconnected.
+    if (this.ending) return;
     if (inbound.qos === 2 && messageId !== undefined && this.state.qos2.has(messageId)) {
       // A resent QoS 2 publish already passed on: answer again, publish nothing [MQTT-4.3.3-9].
       this.link.write({ cmd: "pubrec", messageId } as Packet);
@@ -74,12 +74,27 @@ export class InboundPublisher {
       this.link.version === 5 &&
       !this.quota.take(messageId ?? 0, this.link.settings.receiveMaximum)
     ) {
-      return this.receiveMaximumExceeded();
+      return this.endOnceAnswered(Reason.receiveMaximumExceeded, "receive maximum exceeded");
     }
     if (inbound.qos > 0) this.pending++;
+    // After the resend checks (a resend is the message already counted), before any work.
+    const over = this.link.quota.admit(inbound.payload.byteLength);
+    if (over) return this.quotaExceeded(inbound, messageId, over);
     // QoS 0 without RETAIN settles when handed to nats.js: no promise, no async frame.
     if (inbound.qos === 0 && !inbound.retain) return this.publishQos0(inbound);
     void this.publish(inbound, messageId, dup, false);
+  }
+
+  /**
+   * Over limits.per_client or limits.per_account (docs/decisions/quotas.md), never passed
+   * on: QoS 0 dropped and counted; QoS 1/2 PUBACK/PUBREC 0x97, which 3.1.1 cannot say (closed).
+   */
+  private quotaExceeded(inbound: InboundPublish, messageId: number | undefined, why: string): void {
+    if (inbound.qos === 0) return this.dropOnce(inbound.topic, why, "quota_exceeded");
+    this.link.metrics.refused("mqtt", "quota_exceeded");
+    if (this.link.version === 5) return this.refuse(inbound, messageId, Reason.quotaExceeded, why);
+    this.settle();
+    this.endOnceAnswered(Reason.quotaExceeded, why);
   }
 
   /**
@@ -92,24 +107,23 @@ export class InboundPublisher {
     return (
       (this.link.version === 4 && this.pending >= this.link.settings.receiveMaximum) ||
       this.flushing ||
-      this.overQuota !== undefined
+      this.ending !== undefined
     );
   }
 
   /**
-   * [MQTT-3.3.4-9] DISCONNECT 0x93, but only once every publish already passed on is
-   * answered: a PUBACK lost to the close would have the client send it again after its
-   * reconnect. Bounded: a publish NATS never answers does not keep the client.
+   * [MQTT-3.3.4-9] DISCONNECT 0x93 (or a 3.1.1 client's close over quota), but only once
+   * every publish already passed on is answered: a PUBACK lost to the close would have the
+   * client send it again after its reconnect. Bounded: a publish NATS never answers does
+   * not keep the client.
    */
-  private receiveMaximumExceeded(): void {
+  private endOnceAnswered(reasonCode: number, reason: string): void {
     const settled = new Promise<void>((resolve) => {
       this.drained = resolve;
       if (this.pending === 0) resolve();
       setTimeout(resolve, STORED_ANSWER_MS + 1_000).unref();
     });
-    this.overQuota = settled.then(() =>
-      this.link.protocolError(Reason.receiveMaximumExceeded, "receive maximum exceeded"),
-    );
+    this.ending = settled.then(() => this.link.protocolError(reasonCode, reason));
     this.onSettled?.();
   }
 

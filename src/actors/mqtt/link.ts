@@ -3,6 +3,7 @@ import type { Logger } from "../../log.js";
 import { RefusalTally } from "../client/refusalTally.js";
 import type { Metrics } from "../metrics.js";
 import type { NatsLease } from "../natsBridge.js";
+import type { ClientQuota } from "../quotas.js";
 import type { ClientBytes } from "./clientBytes.js";
 import type { MqttSettings } from "./settings.js";
 
@@ -18,6 +19,8 @@ export interface ClientLink {
   readonly settings: MqttSettings;
   readonly metrics: Metrics;
   readonly log: Logger;
+  /** limits.per_client and limits.per_account, asked for each publish (quotas.ts). */
+  readonly quota: ClientQuota;
   /** false only when the packet is larger than the client allows (dropped and counted). */
   write(packet: Packet): boolean;
   /** What the gateway holds for the client on its way out, within limits.max_client_buffer. */
@@ -68,6 +71,7 @@ export class ConnectionLink implements ClientLink {
     readonly settings: MqttSettings,
     readonly metrics: Metrics,
     readonly denied: DeniedSubjects,
+    readonly quota: ClientQuota,
     private readonly owner: LinkOwner,
   ) {}
 
