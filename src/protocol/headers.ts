@@ -351,7 +351,10 @@ export function headersToMeta(headers: HeaderEntries, strict = false): MessageMe
       else {
         // Read as written: a trace field is plain ASCII, and a '%' in tracestate is its own.
         const trace = traceHeaderName(key);
-        if (trace !== undefined) for (const v of values) (props ??= []).push([trace, v.trim()]);
+        if (trace !== undefined) {
+          props ??= [];
+          for (const v of values) props.push([trace, v.trim()]);
+        }
       }
       continue;
     }
