@@ -4,6 +4,7 @@
 // sibling is wrong (`when: always`), so `check` lists every problem at once.
 import * as z from "zod";
 import { clientTls, credentials, serverTls } from "./connectionSchemas.js";
+import { type TracingConfig, tracing } from "./tracingSchema.js";
 import type { ListenAddress } from "./units.js";
 import {
   always,
@@ -181,6 +182,8 @@ export interface GatewayConfig {
     /** How long a client may stay at max_client_buffer while its socket takes nothing, in milliseconds. An addition. */
     readonly write_deadline: number;
   };
+  /** W3C trace context and OTLP spans (docs/decisions/trace-context.md). An addition. */
+  readonly tracing: TracingConfig;
   readonly source: ConfigSource;
 }
 
@@ -417,6 +420,7 @@ export const configFileSchema = z
         })
         .prefault({}),
     ),
+    tracing: section(tracing),
   })
   .superRefine(distinctListeners, always)
   .superRefine(bindingAccounts, always);
