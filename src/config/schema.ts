@@ -5,6 +5,7 @@
 import * as z from "zod";
 import { clientTls, credentials, serverTls } from "./connectionSchemas.js";
 import { type PublishQuota, publishQuota } from "./quotas.js";
+import { type TracingConfig, tracing } from "./tracingSchema.js";
 import type { ListenAddress } from "./units.js";
 import {
   always,
@@ -185,6 +186,8 @@ export interface GatewayConfig {
     readonly per_client: PublishQuota;
     readonly per_account: PublishQuota;
   };
+  /** W3C trace context and OTLP spans (docs/decisions/trace-context.md). An addition. */
+  readonly tracing: TracingConfig;
   readonly source: ConfigSource;
 }
 
@@ -423,6 +426,7 @@ export const configFileSchema = z
         })
         .prefault({}),
     ),
+    tracing: section(tracing),
   })
   .superRefine(distinctListeners, always)
   .superRefine(bindingAccounts, always);

@@ -1,4 +1,5 @@
 import type { MqttSettings } from "../actors/mqtt/settings.js";
+import type { Tracing } from "../actors/tracing/tracing.js";
 import type { GatewayConfig } from "../config/schema.js";
 import type { Route } from "../protocol/mqttToNats.js";
 import { clientMessageLimit, lineLimits } from "../protocol/natsLimits.js";
@@ -8,7 +9,11 @@ import { parseTemplate } from "../protocol/route.js";
  * GatewayConfig -> what an MQTT connection reads; rebuilt on reload, and when NATS's
  * max_payload changes. `natsMaxPayload`: the server's INFO max_payload.
  */
-export function mqttSettingsOf(config: GatewayConfig, natsMaxPayload: number | undefined): MqttSettings {
+export function mqttSettingsOf(
+  config: GatewayConfig,
+  natsMaxPayload: number | undefined,
+  tracing?: Tracing,
+): MqttSettings {
   const routeList: Route[] = config.mqtt.routes.flatMap((r) => {
     const t = parseTemplate(r.template);
     return t.ok ? [{ subject: r.subject, template: t.value }] : [];
@@ -32,5 +37,6 @@ export function mqttSettingsOf(config: GatewayConfig, natsMaxPayload: number | u
     writeDeadlineMs: config.limits.write_deadline,
     maxSubjectBytes: lines.subjectBytes,
     maxClientIdBytes: lines.clientIdBytes,
+    tracing,
   };
 }

@@ -33,6 +33,7 @@ import { Reloader } from "../actors/reload.js";
 import { SocketGate } from "../actors/socketGate.js";
 import { statechartsRoutes } from "../actors/statechartsPage.js";
 import { Supervisor } from "../actors/supervisor.js";
+import { scopedTracing } from "../actors/tracing/tracing.js";
 import type { GatewayConfig } from "../config/schema.js";
 import { createLogger, type Logger } from "../log.js";
 import { gatewayMachine } from "../machines/gateway.js";
@@ -194,12 +195,14 @@ const gateway = (
       const accounts = () => new Set([...sessionStore.accounts(), ...Object.keys(config.gateway_users)]);
       supervisor.spawn("sessionSweeper", "sessionSweeper", sweepActor(sweeper, sweepEvery, accounts));
     }
-    let mqttSettings = mqttSettingsOf(config, core.nc.info?.max_payload);
+    // Before the doors open: their first message is traced.
+    const tracing = yield* scopedTracing(config.tracing, { id: config.id, version: VERSION }, log);
+    let mqttSettings = mqttSettingsOf(config, core.nc.info?.max_payload, tracing);
     // The cap follows the server the gateway is connected to (a reconnect may reach another).
     const currentMqttSettings = () => {
       const maxPayload = core.nc.info?.max_payload;
       if (maxPayload !== undefined && maxPayload !== mqttSettings.natsMaxPayload)
-        mqttSettings = mqttSettingsOf(config, maxPayload);
+        mqttSettings = mqttSettingsOf(config, maxPayload, tracing);
       return mqttSettings;
     };
     // Shared by every gateway through the admin account (docs/decisions/bans.md); checked at each CONNECT and open.
@@ -281,7 +284,7 @@ const gateway = (
       bindings,
       messages,
       supervisor,
-      settings: amqpSettingsFor(() => config),
+      settings: amqpSettingsFor(() => config, tracing),
       accountOf: (lease, username) => accounts.resolve(lease.nc, username),
       gatewayId: config.id,
       version: VERSION,
@@ -402,7 +405,7 @@ const gateway = (
       () => config,
       async (next, changed) => {
         config = next;
-        mqttSettings = mqttSettingsOf(next, core.nc.info?.max_payload);
+        mqttSettings = mqttSettingsOf(next, core.nc.info?.max_payload, tracing);
         log.level = next.log.level;
         if (changed.includes("bindings") || bindings.hasSkipped()) await bindings.load(next.bindings);
       },

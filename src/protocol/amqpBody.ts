@@ -11,6 +11,7 @@
 import rhea from "rhea";
 import { applicationPropertiesToText, isTyped, type TypedValue } from "./amqpValue.js";
 import { err, ok, type Result } from "./result.js";
+import { isTraceProperty } from "./traceContext.js";
 
 /** The part of rhea's codec used here; its typings leave Reader and Writer out. */
 interface RheaCodec {
@@ -280,6 +281,20 @@ export function headApplicationProperties(head: Uint8Array): Array<[string, stri
   if (!parsed.ok) return [];
   const s = parsed.value.find((x) => x.code === Section.applicationProperties);
   return s ? applicationPropertiesToText(s.value) : [];
+}
+
+/**
+ * The application properties of a head with the trace fields its message-annotations
+ * hold and its application properties do not (the W3C AMQP draft puts them there), so
+ * they reach NATS and MQTT under their standard names (docs/decisions/trace-context.md).
+ */
+export function headPropertiesWithTrace(head: Uint8Array): Array<[string, string]> {
+  const props = headApplicationProperties(head);
+  const annotations = headSection(head, Section.messageAnnotations);
+  if (annotations === undefined) return props;
+  for (const [k, v] of applicationPropertiesToText(annotations))
+    if (isTraceProperty(k) && !props.some(([p]) => p === k)) props.push([k, v]);
+  return props;
 }
 
 /** A head section's value as rhea's Reader returns it, for the bridge to read properties or header fields. */

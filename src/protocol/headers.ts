@@ -2,10 +2,14 @@
  * Message metadata <-> the Mqgw-* NATS headers of mapping-to-nats.md ("Headers").
  * Both protocols fill one MessageMeta, so a NATS service reads one set of headers
  * whichever protocol published. Choices the spec leaves open: docs/decisions/headers.md.
+ * The W3C trace fields are the one exception to Mqgw-Prop-*: a `traceparent` or `tracestate`
+ * property is the NATS header of that name (docs/decisions/trace-context.md).
  *
  * No nats.js import: the bridge turns the pairs into MsgHdrs. `headersToMeta` takes any
  * iterable of [key, value | values], which a MsgHdrs already is.
  */
+
+import { headerSafe, isTraceProperty, traceHeaderName } from "./traceContext.js";
 
 export interface MessageMeta {
   /** Absent means 0: the spec's "No header means 0", and it keeps QoS 0 on plain PUB. */
@@ -304,7 +308,10 @@ export function metaToHeaders(meta: MessageMeta, propsOrder = false): Array<[str
   }
   const props = meta.userProps;
   if (props && props.length > 0) {
-    for (const [k, v] of props) out.push([HEADER.propPrefix + encodeHeaderKey(k), encodeHeaderValue(v)]);
+    for (const [k, v] of props)
+      out.push(
+        isTraceProperty(k) && headerSafe(v) ? [k, v] : [HEADER.propPrefix + encodeHeaderKey(k), encodeHeaderValue(v)],
+      );
     if (propsOrder && hasSeveralKeys(props))
       out.push([HEADER.mqttPropsOrder, props.map(([k]) => encodeHeaderKey(k)).join(",")]);
   }
@@ -341,6 +348,14 @@ export function headersToMeta(headers: HeaderEntries, strict = false): MessageMe
     const lower = key.toLowerCase();
     if (!lower.startsWith(MQGW_PREFIX_LOWER)) {
       if (lower === MSG_ID_LOWER) meta.hasMsgId = true;
+      else {
+        // Read as written: a trace field is plain ASCII, and a '%' in tracestate is its own.
+        const trace = traceHeaderName(key);
+        if (trace !== undefined) {
+          props ??= [];
+          for (const v of values) props.push([trace, v.trim()]);
+        }
+      }
       continue;
     }
     if (lower.startsWith(PROP_PREFIX_LOWER)) {

@@ -7,7 +7,7 @@
 import { classifyTarget, validateRelayTo } from "../../protocol/amqpAddress.js";
 import {
   bodyToPayload,
-  headApplicationProperties,
+  headPropertiesWithTrace,
   headSection,
   type MessageSections,
   plainDataPayload,
@@ -101,7 +101,7 @@ export function amqpToNats(encoded: Uint8Array, ctx: InboundContext): Result<Nat
     subject = to.value;
   }
 
-  const appProps = head ? headApplicationProperties(head) : [];
+  const appProps = head ? headPropertiesWithTrace(head) : [];
   const lookup = (name: string) => appProps.find(([k]) => k === name)?.[1];
   const route = ctx.routes.get(subject);
   if (route) {

@@ -21,6 +21,7 @@ import {
 import { holdReadGrant } from "../client/readGrant.js";
 import type { MachineActor } from "../machineActor.js";
 import type { NatsLease } from "../natsBridge.js";
+import { tracedDelivery } from "../tracing/hops.js";
 import type { LinkContext } from "./context.js";
 import { coreFeed } from "./coreFeed.js";
 import { findDurable, openDurable } from "./durable.js";
@@ -386,7 +387,8 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
     while (room > 0 && this.queue.length > 0 && bytesRoom > 0) {
       const m = this.queue.shift()!;
       this.queuedBytes -= m.data.length;
-      const bytes = natsToAmqp(m.subject, m.headers, m.data, m.reply, m.ack?.redeliveries ?? 0, this.readMeta);
+      const headers = tracedDelivery(this.ctx.settings.tracing, m, this.ctx.containerId, this.sndSettleMode);
+      const bytes = natsToAmqp(m.subject, headers, m.data, m.reply, m.ack?.redeliveries ?? 0, this.readMeta);
       if (bytes.length > limit) {
         // The client said it cannot take this one; a stored copy is not offered to it again.
         this.feed?.settle(m, "undeliverable");

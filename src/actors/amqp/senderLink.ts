@@ -6,6 +6,8 @@ import { tooLong } from "../../protocol/natsLimits.js";
 import { creditOf, dropIncomplete, incompleteBytes, peerTerminus, rawOf, setLocalAttach } from "../../vendor/rhea.js";
 import type { MachineActor } from "../machineActor.js";
 import { newPublishId } from "../publishId.js";
+import { tracedMessage } from "../tracing/hops.js";
+import type { Hop } from "../tracing/tracing.js";
 import type { LinkContext } from "./context.js";
 import { amqpToNats, type NatsMessage, type Refusal } from "./inbound.js";
 import type { LinkEdge } from "./linkActor.js";
@@ -243,7 +245,8 @@ export class SenderLink implements LinkEdge<Machine> {
       this.refuse(d, settled, mapped.error);
       return;
     }
-    const m = mapped.value;
+    const tracing = this.ctx.settings.tracing;
+    const m = tracing ? tracedMessage(tracing, mapped.value, this.hop(mapped.value, settled)) : mapped.value;
     // The relay's subject is the message's `to` (after its route): the same limit as a target's.
     const deep = this.target === null ? tooManyTokens(m.subject, this.ctx.maxTopicLevels) : undefined;
     if (deep) {
@@ -290,6 +293,19 @@ export class SenderLink implements LinkEdge<Machine> {
       }
     }
     this.topUp();
+  }
+
+  private hop(m: NatsMessage, settled: boolean): Hop {
+    const destination = this.target ?? m.subject;
+    const { containerId: clientId } = this.ctx;
+    return {
+      protocol: "amqp",
+      clientId,
+      destination,
+      subject: m.subject,
+      qos: settled ? 0 : 1,
+      size: m.payload.byteLength,
+    };
   }
 
   /** CONTRACT: an unsettled message is rejected with the condition; a presettled one is dropped and counted. */

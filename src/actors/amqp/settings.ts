@@ -2,6 +2,7 @@ import type { GatewayConfig, SaslMechanism } from "../../config/schema.js";
 import type { Route } from "../../protocol/mqttToNats.js";
 import { lineLimits } from "../../protocol/natsLimits.js";
 import { parseTemplate } from "../../protocol/route.js";
+import type { Tracing } from "../tracing/tracing.js";
 
 /**
  * The AMQP door's settings, read per new connection so a reload applies to new work.
@@ -32,9 +33,11 @@ export interface AmqpSettings {
   readonly pullExpiresMs: number;
   /** Address (plus reply-to) bytes that fit a NATS protocol line (protocol/natsLimits.ts). */
   readonly maxSubjectBytes: number;
+  /** `tracing` (started once, at start): undefined when off (docs/decisions/trace-context.md). */
+  readonly tracing?: Tracing | undefined;
 }
 
-export function amqpSettingsOf(config: GatewayConfig): AmqpSettings {
+export function amqpSettingsOf(config: GatewayConfig, tracing?: Tracing): AmqpSettings {
   const routeList: Route[] = config.amqp.routes.flatMap((r) => {
     const t = parseTemplate(r.template);
     return t.ok ? [{ subject: r.subject, template: t.value }] : [];
@@ -56,18 +59,19 @@ export function amqpSettingsOf(config: GatewayConfig): AmqpSettings {
     dedupeMessageId: config.amqp.dedupe_message_id,
     pullExpiresMs: 30_000,
     maxSubjectBytes: lineLimits(config.nats.max_control_line, config.id, config.mqtt.sessions_bucket).subjectBytes,
+    tracing,
   };
 }
 
 /** Settings for the config in force: rebuilt after a reload (SIGHUP), shared until then. */
-export function amqpSettingsFor(current: () => GatewayConfig): () => AmqpSettings {
+export function amqpSettingsFor(current: () => GatewayConfig, tracing?: Tracing): () => AmqpSettings {
   let seen: GatewayConfig | undefined;
   let settings: AmqpSettings | undefined;
   return () => {
     const config = current();
     if (config !== seen || !settings) {
       seen = config;
-      settings = amqpSettingsOf(config);
+      settings = amqpSettingsOf(config, tracing);
     }
     return settings;
   };

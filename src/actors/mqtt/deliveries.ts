@@ -2,8 +2,10 @@ import type { Msg } from "@nats-io/transport-node";
 import type { Packet } from "mqtt-packet";
 import { storedDeliverable } from "../../protocol/deliveryGuard.js";
 import { LastMeta } from "../../protocol/headers.js";
-import { natsToMqttPublish } from "../../protocol/natsToMqtt.js";
+import { natsToMqttPublish, type OutboundPublish } from "../../protocol/natsToMqtt.js";
 import { headerPairsOf } from "../client/headerPairs.js";
+import { traceMqttDelivery } from "../tracing/hops.js";
+import type { Hop } from "../tracing/tracing.js";
 import type { ClientLink } from "./link.js";
 import { OutboundFlow } from "./outbound.js";
 import { ReadPermission } from "./readPermission.js";
@@ -96,6 +98,7 @@ export class Deliveries {
       return;
     }
     if (out.lost) link.metrics.propertiesLost("mqtt", out.lost);
+    if (link.settings.tracing) traceMqttDelivery(link.settings.tracing, out, headers, this.hop(out, subject, data));
     if (link.bytes.full()) {
       // A slow consumer loses live messages (QoS 0, and QoS 1/2 no stream keeps), not the
       // gateway's memory (docs/decisions/backpressure.md).
@@ -147,10 +150,17 @@ export class Deliveries {
       return;
     }
     if (out.lost) this.link.metrics.propertiesLost("mqtt", out.lost);
+    const tracing = this.link.settings.tracing;
+    if (tracing) traceMqttDelivery(tracing, out, headers, this.hop(out, subject, m.data));
     const origin = { filter: sub.filter, seq };
     // Too large for the client: dropped, and acknowledged as if delivered [MQTT-3.1.2-25].
     if (this.outbound.send(out, { onStored: () => d.ack(seq), origin, pid: this.outbound.handedBack(origin) }))
       this.link.metrics.messageOut("mqtt", "delivered_stored");
+  }
+
+  private hop(out: OutboundPublish, subject: string, data: Uint8Array): Hop {
+    const { clientId } = this.link;
+    return { protocol: "mqtt", clientId, destination: out.topic, subject, qos: out.qos, size: data.byteLength };
   }
 
   private hold(bytes: number, deliver: () => void): void {

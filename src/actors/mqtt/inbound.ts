@@ -9,6 +9,8 @@ import { AckInboxDenied } from "../client/storedPublisher.js";
 import { keepCopy, PublishOrder, STORED_ANSWER_MS, writeStored } from "../client/storedWrite.js";
 import type { MessageStore } from "../messageStore.js";
 import { flushAndSettle } from "../natsBridge.js";
+import { tracedPublish } from "../tracing/hops.js";
+import type { Hop } from "../tracing/tracing.js";
 import type { InboundState } from "./inboundState.js";
 import type { ClientLink } from "./link.js";
 import { PublishIdentities } from "./publishIdentities.js";
@@ -157,9 +159,17 @@ export class InboundPublisher {
   /** The NATS subject, reply and headers of a publish, or undefined when it was refused (and answered, unless a will). */
   private map(inbound: InboundPublish, messageId: number | undefined, isWill: boolean): Mapped | undefined {
     const mapped = this.mapping.map(inbound);
-    if (!("reasonCode" in mapped)) return mapped;
+    const tracing = this.link.settings.tracing;
+    if (!("reasonCode" in mapped))
+      return tracing === undefined ? mapped : tracedPublish(tracing, mapped, this.hop(inbound, mapped));
     if (!isWill) this.refuse(inbound, messageId, mapped.reasonCode, mapped.reason);
     return undefined;
+  }
+
+  private hop(inbound: InboundPublish, mapped: Mapped): Hop {
+    const { clientId } = this.link;
+    const { topic: destination, qos, payload } = inbound;
+    return { protocol: "mqtt", clientId, destination, subject: mapped.subject, qos, size: payload.byteLength };
   }
 
   /** `publish` for QoS 0 without RETAIN, synchronous: nothing waits for NATS (the same steps, in the same order). */

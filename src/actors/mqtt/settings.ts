@@ -1,4 +1,5 @@
 import type { Route } from "../../protocol/mqttToNats.js";
+import type { Tracing } from "../tracing/tracing.js";
 
 /** The MQTT door's settings, read per new connection so a reload applies to new work. */
 export interface MqttSettings {
@@ -26,4 +27,6 @@ export interface MqttSettings {
   readonly maxSubjectBytes: number;
   /** Client id bytes whose sessions-bucket key fits a NATS protocol line. */
   readonly maxClientIdBytes: number;
+  /** `tracing` (started once, at start): undefined when off (docs/decisions/trace-context.md). */
+  readonly tracing?: Tracing | undefined;
 }
