@@ -12,8 +12,11 @@ export interface Pending {
   readonly ack?: { readonly subject: string; readonly redeliveries: number };
 }
 
-/** What the client did with an unsettled delivery (part 3, 3.4), as JetStream needs to know it. */
-export type Outcome = "accepted" | "rejected" | "released" | "failed" | "undeliverable";
+/**
+ * What the client did with an unsettled delivery (part 3, 3.4), as JetStream needs to
+ * know it; `skipped`: the link's filter passed over it, so it was never sent.
+ */
+export type Outcome = "accepted" | "rejected" | "released" | "failed" | "undeliverable" | "skipped";
 
 /** Where a feed puts messages and reports trouble: the receiving link. */
 export interface FeedSink {
