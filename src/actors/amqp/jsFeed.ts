@@ -46,10 +46,13 @@ const NOT_HERE_MAX = 10_000;
 
 /**
  * How long a message a link on a shared queue passed over waits before the queue offers
- * it again: long enough that the other receivers' pulls take it first, short enough
- * that a filter's match is not held up (doubling with each pass, up to a second).
+ * it again: doubling with each pass up to a second, so a message no receiver takes costs
+ * at most one delivery a second, and jittered (x0.5 to x1.5): JetStream hands redeliveries
+ * to waiting pulls in turn, and two messages passed over at the same moment by two links
+ * would otherwise come back to the same wrong links again and again.
  */
-export const passDelayMs = (redeliveries: number): number => Math.min(1_000, 50 * 2 ** Math.min(redeliveries, 5));
+export const passDelayMs = (redeliveries: number, random = Math.random()): number =>
+  Math.round(Math.min(1_000, 50 * 2 ** Math.min(redeliveries, 5)) * (0.5 + random));
 
 /** How often a message was delivered before this time, from its ack subject. */
 export function redeliveriesOf(ackSubject: string): number {
@@ -99,8 +102,13 @@ class JetStreamFeed implements Feed, PullReader {
     return this.pull.drain(n);
   }
 
-  settle(m: Pending, outcome: Outcome): void {
+  settle(m: Pending, outcome: Outcome, reason?: string): void {
     if (!this.held.delete(m) || !m.ack) return;
+    if (outcome === "rejected" && reason !== undefined) {
+      // The client's error goes with the TERM: JetStream's MSG_TERMINATED advisory carries it as the reason.
+      settle(this.o.nc, m.ack.subject, new TextEncoder().encode(`+TERM ${reason}`));
+      return;
+    }
     if (this.o.shared && (outcome === "skipped" || outcome === "undeliverable")) {
       // Not acked away from the other receivers: back to the queue, and kept from this link.
       if (outcome === "undeliverable") this.refuseHere(m.ack.subject);

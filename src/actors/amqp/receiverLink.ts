@@ -19,7 +19,7 @@ import {
 import type { MachineActor } from "../machineActor.js";
 import type { LinkContext } from "./context.js";
 import { findDurable } from "./durable.js";
-import type { Feed, FeedSink, Outcome, Pending } from "./feed.js";
+import { type Feed, type FeedSink, type Outcome, type Pending, rejectionReason } from "./feed.js";
 import type { LinkEdge } from "./linkActor.js";
 import { detachedByClient, failLink, sendIfActive } from "./linkActor.js";
 import { LinkFilter } from "./linkFilter.js";
@@ -404,7 +404,7 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
     if (!u) return;
     this.unsettled.delete(d);
     this.ctx.outflow.released(u.bytes);
-    this.feed?.settle(u.m, outcome);
+    this.feed?.settle(u.m, outcome, outcome === "rejected" ? rejectionReason(d.remote_state) : undefined);
     if (!d.remote_settled) d.update(true);
     this.ctx.metrics.messageOut("amqp", outcome);
   }
