@@ -16,6 +16,7 @@
 import { type FilterValue, type FilterView, filterValueOf, mapEntries } from "./amqpFilterView.js";
 import { PROPERTY_NAMES, type PropertyName, parseSelector } from "./amqpSelector.js";
 import { compileSelector } from "./amqpSelectorEval.js";
+import { printSelector } from "./amqpSelectorPrint.js";
 import { isTyped } from "./amqpValue.js";
 import { err, ok, type Result } from "./result.js";
 
@@ -43,6 +44,11 @@ export interface CompiledFilters {
   /** The names of the filters in force: the gateway's attach echoes these entries. */
   readonly accepted: readonly string[];
   readonly test: (view: FilterView) => boolean;
+  /**
+   * The filters as canonical text: equal for filter sets that select alike however they
+   * were spelt (a durable subscription whose filters change is a new one, as in JMS).
+   */
+  readonly identity: string;
 }
 
 function kindOf(descriptor: unknown): Kind | undefined {
@@ -82,12 +88,25 @@ function matches(r: Reference, v: FilterValue | undefined): boolean {
 }
 
 type Test = (view: FilterView) => boolean;
+/** A filter's predicate and its canonical text. */
+type Compiled = { readonly test: Test; readonly text: string };
+
+const referenceText = (r: Reference): string =>
+  "any" in r
+    ? "*"
+    : "prefix" in r
+      ? `prefix ${JSON.stringify(r.prefix)}`
+      : "suffix" in r
+        ? `suffix ${JSON.stringify(r.suffix)}`
+        : r.equals instanceof Uint8Array
+          ? `bytes ${Buffer.from(r.equals).toString("hex")}`
+          : `${typeof r.equals} ${JSON.stringify(r.equals)}`;
 
 function fieldsFilter(
   name: string,
   kind: "properties" | "applicationProperties",
   value: unknown,
-): Result<Test, string> {
+): Result<Compiled, string> {
   const entries = mapEntries(value);
   if (entries.length === 0) return err(`filter ${name} is not a map of at least one field`);
   if (entries.length > FILTER_LIMITS.fields)
@@ -102,21 +121,27 @@ function fieldsFilter(
     if (!r.ok) return r;
     checks.push([key, r.value]);
   }
-  return ok(
-    kind === "properties"
-      ? (m) => checks.every(([k, r]) => matches(r, m.properties.get(k as PropertyName)))
-      : (m) => checks.every(([k, r]) => matches(r, m.application.get(k))),
-  );
+  const text = `${kind} ${checks
+    .map(([k, r]) => `${JSON.stringify(k)}=${referenceText(r)}`)
+    .sort()
+    .join(" ")}`;
+  return ok({
+    test:
+      kind === "properties"
+        ? (m) => checks.every(([k, r]) => matches(r, m.properties.get(k as PropertyName)))
+        : (m) => checks.every(([k, r]) => matches(r, m.application.get(k))),
+    text,
+  });
 }
 
-function selectorFilter(name: string, value: unknown): Result<Test, string> {
+function selectorFilter(name: string, value: unknown): Result<Compiled, string> {
   // amqp:sql-filter may carry its expression as the first item of a list.
   const raw = isTyped(value) ? value.value : value;
   const text = Array.isArray(raw) ? filterValueOf(raw[0]) : filterValueOf(raw);
   if (typeof text !== "string") return err(`filter ${name} is not a string`);
   const parsed = parseSelector(text);
   if (!parsed.ok) return err(`filter ${name}: ${parsed.error}`);
-  return ok(compileSelector(parsed.value));
+  return ok({ test: compileSelector(parsed.value), text: `selector ${printSelector(parsed.value)}` });
 }
 
 /**
@@ -135,6 +160,7 @@ export function compileFilterSet(
     });
   const accepted: string[] = [];
   const tests: Test[] = [];
+  const texts: string[] = [];
   for (const [name, described] of entries) {
     const kind = isTyped(described) ? kindOf(described.descriptor) : undefined;
     if (kind === undefined) continue;
@@ -145,8 +171,14 @@ export function compileFilterSet(
         : selectorFilter(name, value);
     if (!t.ok) return err({ condition: "amqp:invalid-field", description: t.error });
     accepted.push(name);
-    tests.push(t.value);
+    tests.push(t.value.test);
+    texts.push(t.value.text);
   }
   if (tests.length === 0) return ok(undefined);
-  return ok({ accepted, test: tests.length === 1 ? tests[0]! : (m) => tests.every((t) => t(m)) });
+  return ok({
+    accepted,
+    test: tests.length === 1 ? tests[0]! : (m) => tests.every((t) => t(m)),
+    // Names do not select: two sets with the same filters under other names are alike.
+    identity: texts.sort().join("\n"),
+  });
 }

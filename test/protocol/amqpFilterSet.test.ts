@@ -69,6 +69,17 @@ describe("filter set", () => {
     expect(f?.test(m("invoice", 9))).toBe(false);
   });
 
+  it("identity: alike for the same filters however spelt or named, different for others", () => {
+    const id = (f: Record<string, unknown>) => compiled(f)?.identity;
+    const sel = (s: string, name = "jms-selector") => ({ [name]: types.wrap_described(s, 0x0000468c00000004) });
+    expect(id(sel("a = 1 AND b <> 'x'"))).toBe(id(sel("((a=1)) and b != 'x'", "other-name")));
+    expect(id(sel("a = 1"))).not.toBe(id(sel("a = 2")));
+    expect(id({ x: app({ k: "v", n: 1 }) })).toBe(id({ y: app({ n: 1, k: "v" }) }));
+    expect(id({ x: app({ k: "v" }) })).not.toBe(id({ x: app({ k: "&p:v" }) }));
+    expect(id({ x: app({ k: "1" }) })).not.toBe(id({ x: app({ k: 1 }) }));
+    expect(id({ x: app({ k: "v" }), ...sel("a = 1") })).toBe(id({ ...sel("a = 1", "s"), z: app({ k: "v" }) }));
+  });
+
   it("a filter of a type the gateway does not apply is left out of the answer", () => {
     expect(
       compiled({ other: types.wrap_described("x", "apache.org:legacy-amqp-topic-binding:string") }),

@@ -55,4 +55,9 @@ export class LinkFilter {
   get names(): readonly string[] {
     return this.compiled.accepted;
   }
+
+  /** The filters as canonical text (amqpFilterSet.ts): a durable subscription remembers it. */
+  get identity(): string {
+    return this.compiled.identity;
+  }
 }

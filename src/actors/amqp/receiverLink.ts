@@ -216,6 +216,7 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
         durable: (c) => {
           this.durable = c;
         },
+        filters: this.filter?.identity ?? "",
       });
     } catch (e) {
       return this.refused(asLinkError(e));

@@ -30,6 +30,8 @@ export interface FeedOwner {
   made(consumer: { stream: string; name: string }): void;
   /** The durable subscription's consumer: kept unless the client closes the link. */
   durable(consumer: { stream: string; name: string }): void;
+  /** The link's filters as canonical text ("" for none): a durable subscription is made for them. */
+  readonly filters: string;
 }
 
 export async function openFeed(plan: SourcePlan, o: FeedOwner): Promise<Feed> {
@@ -82,7 +84,7 @@ async function openStoredFeed(
     o.made({ stream: plan.stream, name: info.name });
     if (o.ended()) void jsm.consumers.delete(plan.stream, info.name).catch(() => {});
   } else if (plan.kind === "durable") {
-    info = await openDurable(jsm, plan.stream, plan.consumer, plan.subject, DEFAULT_ACK_WAIT_MS);
+    info = await openDurable(jsm, plan.stream, plan.consumer, plan.subject, DEFAULT_ACK_WAIT_MS, o.filters);
     o.durable({ stream: plan.stream, name: info.name });
   } else {
     info = await jsm.consumers.info(plan.stream, plan.consumer).catch((e: unknown) => {
