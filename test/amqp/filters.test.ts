@@ -125,11 +125,16 @@ describe("AMQP receivers that filter", () => {
     for (const l of [big, red, all]) l.close();
   });
 
-  it("properties filter on an AMQP sender's subject (prefix), with its typed application properties", async () => {
+  it("properties filter on an AMQP sender's subject (prefix), with its typed application properties; amqp:sql-filter alike", async () => {
     const subject = unique("filt.props");
     const props = { props: t.wrap_described(t.wrap_symbolic_map({ subject: "&p:order." }), 0x173) };
     const r = await amqp.receiver({ source: { address: subject, filter: { ...props, ...selector("qty > 2") } } });
     const got = collect(r);
+    // The same with RabbitMQ's amqp:sql-filter (filtex SQL: p. and a. name the sections).
+    const sql = { sql: t.wrap_described("p.subject LIKE 'order.%' AND a.qty > 2", 0x120) };
+    const viaSql = await amqp.receiver({ source: { address: subject, filter: sql } });
+    expect(Object.keys((viaSql.source as { filter?: object }).filter ?? {})).toEqual(["sql"]);
+    const sqlGot = collect(viaSql);
     const s = await amqp.sender(subject);
     for (const [subj, qty] of [
       ["order.created", 5],
@@ -141,8 +146,11 @@ describe("AMQP receivers that filter", () => {
         state: "accepted",
       });
     expect((await got.take(2)).map((m) => m.message.subject)).toEqual(["order.created", "order.shipped"]);
+    expect((await sqlGot.take(2)).map((m) => m.message.subject)).toEqual(["order.created", "order.shipped"]);
     expect(await got.none(300)).toBe(true);
+    expect(await sqlGot.none(100)).toBe(true);
     r.close();
+    viaSql.close();
     s.close();
   });
 
