@@ -7,12 +7,12 @@ import { AckPolicy, type JetStreamManager, jetstreamManager } from "@nats-io/jet
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import type { Source } from "rhea";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { HEADER_ROOM } from "../../src/protocol/natsLimits.js";
 import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
-import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
 import { nextMsg } from "../helpers/natsMessages.js";
+import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
 import { eventually } from "../helpers/poll.js";
 import { AmqpClient, bodyText, collect, rhea, send } from "./rheaClient.js";
-import { HEADER_ROOM } from "../../src/protocol/natsLimits.js";
 
 const MAX_FRAME = 4096;
 const MAX_PAYLOAD = 65_536;
@@ -194,7 +194,7 @@ describe("issue 4 coverage gaps, end to end", () => {
   });
 
   describe("dispositions and stored sources (items 3 and 4)", () => {
-    it("modified(undeliverable-here) terminates the message on an operator queue: it does not come back", async () => {
+    it("modified(undeliverable-here) on an operator queue: never again to this link, kept for the queue's other receivers", async () => {
       await jsm.consumers.add("COV", {
         durable_name: "undeliverable",
         ack_policy: AckPolicy.Explicit,
@@ -213,16 +213,22 @@ describe("issue 4 coverage gaps, end to end", () => {
       const second = await got.next();
       expect(bodyText(second.message)).toBe("after");
       second.delivery.accept();
-      expect(await got.none(300)).toBe(true);
+      // JetStream offers it again (a NAK with a delay), but not to this link.
+      expect(await got.none(1_500)).toBe(true);
+      const other = await amqp.receiver("cov.stored.u::undeliverable");
+      const again = await collect(other).next();
+      expect(bodyText(again.message)).toBe("not here");
+      expect(again.message.delivery_count).toBeGreaterThanOrEqual(1);
       await eventually(
         async () => {
           const info = await jsm.consumers.info("COV", "undeliverable");
-          return info.num_ack_pending === 0 && info.num_redelivered === 0 ? info : undefined;
+          return info.num_ack_pending === 0 && info.num_pending === 0 ? info : undefined;
         },
         5_000,
-        "both settled, none redelivered",
+        "both settled",
       );
       r.close();
+      other.close();
     });
 
     it("an operator queue on another stream than the one storing the address is refused amqp:not-found", async () => {

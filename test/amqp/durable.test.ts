@@ -1,15 +1,22 @@
 // A durable subscription (JMS durable subscriber, Qpid Proton DurableSubscription): a
 // source with durable unsettled-state and expiry-policy never, on a stored address, is a
 // named JetStream consumer kept while the client is away; a detach with closed=true ends
-// it. Elsewhere it is refused amqp:not-implemented. docs/decisions/amqp-durable.md.
+// it. Elsewhere it is refused amqp:not-implemented. docs/decisions/amqp-durable.md. With a
+// selector, the subscription keeps only what it selects, and another selector makes a new one.
 import { type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { connect, headers, type NatsConnection } from "@nats-io/transport-node";
 import type { Receiver } from "rhea";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
 import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
 import { eventually } from "../helpers/poll.js";
-import { AmqpClient, bodyText, collect } from "./rheaClient.js";
+import { AmqpClient, bodyText, collect, rhea } from "./rheaClient.js";
+
+const natsHeaders = (pairs: Record<string, string>) => {
+  const h = headers();
+  for (const [k, v] of Object.entries(pairs)) h.set(k, v);
+  return h;
+};
 
 const DURABLE = { durable: 2, expiry_policy: "never" } as const;
 
@@ -112,5 +119,41 @@ describe("AMQP durable subscriptions", () => {
     await detachKeeping(r);
     await eventually(async () => ((await consumers()).length === 0 ? true : undefined), 5_000, "consumer deleted");
     await c.close();
+  });
+
+  it("with a selector: keeps only what it selects while away; another selector is a new subscription (JMS)", async () => {
+    const js = jetstream(nc);
+    const open = async (selector: string) => {
+      const c = await AmqpClient.open(gw.port("amqp"), { container_id: "jms-client-3" });
+      const r = await c.receiver({
+        name: "priced",
+        source: { address: "dur.prices", ...DURABLE, filter: rhea.filter.selector(selector) },
+      });
+      return { c, r };
+    };
+    const publish = async (what: string, price: number) =>
+      js.publish("dur.prices", what, { headers: natsHeaders({ "Mqgw-Prop-size": price > 10 ? "big" : "small" }) });
+    const first = await open("size = 'big'");
+    await detachKeeping(first.r);
+    await first.c.close();
+    await publish("cheap", 1);
+    await publish("dear", 99);
+    const same = await open("(size = 'big')");
+    const got = collect(same.r);
+    expect(bodyText((await got.next()).message)).toBe("dear");
+    expect(await got.none(300)).toBe(true);
+    await detachKeeping(same.r);
+    await same.c.close();
+
+    await publish("after", 1);
+    // Another selector: the old subscription ends, the new one starts from now.
+    const other = await open("size = 'small'");
+    const fresh = collect(other.r);
+    expect(await fresh.none(300)).toBe(true);
+    await publish("new", 2);
+    expect(bodyText((await fresh.next()).message)).toBe("new");
+    await closeEnding(other.r);
+    await other.c.close();
+    await eventually(async () => ((await consumers()).length === 0 ? true : undefined), 5_000, "unsubscribed");
   });
 });

@@ -3,22 +3,36 @@
  * JetStream consumer per client container-id and link name, kept while the client is
  * away and deleted when it detaches with closed=true (JMS unsubscribe).
  */
+import { createHash } from "node:crypto";
 import { AckPolicy, type ConsumerInfo, DeliverPolicy, type JetStreamManager } from "@nats-io/jetstream";
 import { nanos } from "@nats-io/transport-node";
 import type { LinkError } from "../../machines/amqpLink.js";
 import { consumerLookupError } from "./sources.js";
 
-/** The durable consumer of `name` on `stream`, made (or remade, for another address) as needed. */
+/** The consumer metadata key holding a digest of the subscription's filters (docs/decisions/amqp-filters.md). */
+const FILTERS_KEY = "mqgw_amqp_filters";
+
+/**
+ * The durable consumer of `name` on `stream`, made (or remade, for another address or
+ * other filters) as needed. `filters`: the link's filters as canonical text, "" for none.
+ */
 export async function openDurable(
   jsm: JetStreamManager,
   stream: string,
   name: string,
   subject: string,
   ackWaitMs: number,
+  filters = "",
 ): Promise<ConsumerInfo> {
+  const digest = filters === "" ? "" : createHash("sha256").update(filters).digest("hex");
   let info = await existing(jsm, stream, name);
-  if (info && (info.config.filter_subject !== subject || info.config.deliver_subject)) {
-    // JMS: a durable subscription asked for on another topic is a new subscription.
+  if (
+    info &&
+    (info.config.filter_subject !== subject ||
+      info.config.deliver_subject ||
+      (info.config.metadata?.[FILTERS_KEY] ?? "") !== digest)
+  ) {
+    // JMS: a durable subscription asked for on another topic, or with another selector, is a new subscription.
     await jsm.consumers.delete(stream, name).catch(() => {});
     info = undefined;
   }
@@ -31,6 +45,8 @@ export async function openDurable(
         deliver_policy: DeliverPolicy.New,
         filter_subject: subject,
         ack_wait: nanos(ackWaitMs),
+        // The messages its filters passed over were acked: other filters need a fresh consumer.
+        ...(digest !== "" ? { metadata: { [FILTERS_KEY]: digest } } : {}),
       })
       .catch((e: unknown) => {
         throw consumerLookupError(e, stream, name);

@@ -12,8 +12,11 @@ export interface Pending {
   readonly ack?: { readonly subject: string; readonly redeliveries: number };
 }
 
-/** What the client did with an unsettled delivery (part 3, 3.4), as JetStream needs to know it. */
-export type Outcome = "accepted" | "rejected" | "released" | "failed" | "undeliverable";
+/**
+ * What the client did with an unsettled delivery (part 3, 3.4), as JetStream needs to
+ * know it; `skipped`: the link's filter passed over it, so it was never sent.
+ */
+export type Outcome = "accepted" | "rejected" | "released" | "failed" | "undeliverable" | "skipped";
 
 /** Where a feed puts messages and reports trouble: the receiving link. */
 export interface FeedSink {
@@ -32,12 +35,24 @@ export interface Feed {
   want(n: number): void;
   /** Resolves once what is available now has been offered (a drain's first half). */
   drain(n: number): Promise<void>;
-  /** The delivery went out presettled, or the client settled it. */
-  settle(m: Pending, outcome: Outcome): void;
+  /** The delivery went out presettled, or the client settled it (`reason`: a rejection's error, as text). */
+  settle(m: Pending, outcome: Outcome, reason?: string): void;
   /** NATS is away: ask for nothing until `want` is called again. */
   hold(): void;
   /** The link is going: what never reached a verdict goes back to the stream for others. */
   close(): void;
+}
+
+/**
+ * A rejected outcome's error as one line of text (`condition: description`), at most 256
+ * characters: what JetStream's terminated advisory carries as the reason.
+ */
+export function rejectionReason(state: unknown): string | undefined {
+  const e = (state as { error?: { condition?: unknown; description?: unknown } } | undefined)?.error;
+  if (!e) return undefined;
+  const text = [e.condition, e.description].filter((x) => typeof x === "string" && x !== "").join(": ");
+  const line = text.replace(/[\r\n\t]+/g, " ").trim();
+  return line === "" ? undefined : line.slice(0, 256);
 }
 
 /** NATS refused or withdrew the client's permission to read `subject` (readGrant.ts). */
@@ -51,7 +66,7 @@ export function grantedFeed(feed: Feed, grant: ReadGrant): Feed {
   return {
     want: (n) => feed.want(n),
     drain: (n) => feed.drain(n),
-    settle: (m, outcome) => feed.settle(m, outcome),
+    settle: (m, outcome, reason) => feed.settle(m, outcome, reason),
     hold: () => feed.hold(),
     close: () => {
       grant.release();

@@ -1,7 +1,7 @@
 import type { Msg, NatsConnection } from "@nats-io/transport-node";
 import { storedDeliverable } from "../../protocol/deliveryGuard.js";
 import { parseJsAckReply } from "../../protocol/jsAckReply.js";
-import { ACK, JetStreamPull, NAK, type PullReader, settle, TERM, WPI } from "../client/jetStreamPull.js";
+import { ACK, JetStreamPull, NAK, nakAfter, type PullReader, settle, TERM, WPI } from "../client/jetStreamPull.js";
 import type { ActorRegistry } from "../registry.js";
 import type { Feed, FeedSink, Outcome, Pending } from "./feed.js";
 
@@ -16,17 +16,43 @@ export interface JetStreamFeedOptions {
   readonly expiresMs: number;
   /** The consumer's ack wait: held messages are kept from redelivery well within it. */
   readonly ackWaitMs: number;
+  /**
+   * Other links read this consumer too (an operator's queue): what this link passes over
+   * (its filter, or undeliverable-here) goes back for them instead of being acked or
+   * terminated (docs/decisions/amqp-filters.md).
+   */
+  readonly shared?: boolean;
   readonly registry?: ActorRegistry | undefined;
 }
 
-/** AMQP part 3, 3.4: what each outcome asks of the stream. Released means "try again"; rejected, "never". */
+/**
+ * AMQP part 3, 3.4, on a consumer only this link reads: released and modified
+ * delivery-failed mean "try again" (JetStream counts the delivery either way), rejected
+ * "never" (TERM, as RabbitMQ discards or dead-letters it), undeliverable-here "not to this
+ * link", which is never again on the link's own consumer, and a message the filter
+ * passed over is done for this link: the stream keeps it for everyone else.
+ */
 const ACK_BODY: Record<Outcome, Uint8Array> = {
   accepted: ACK,
   rejected: TERM,
   released: NAK,
   failed: NAK,
   undeliverable: TERM,
+  skipped: ACK,
 };
+
+/** Stream sequences a link on a shared queue keeps refusing (undeliverable-here), oldest forgotten first. */
+const NOT_HERE_MAX = 10_000;
+
+/**
+ * How long a message a link on a shared queue passed over waits before the queue offers
+ * it again: doubling with each pass up to a second, so a message no receiver takes costs
+ * at most one delivery a second, and jittered (x0.5 to x1.5): JetStream hands redeliveries
+ * to waiting pulls in turn, and two messages passed over at the same moment by two links
+ * would otherwise come back to the same wrong links again and again.
+ */
+export const passDelayMs = (redeliveries: number, random = Math.random()): number =>
+  Math.round(Math.min(1_000, 50 * 2 ** Math.min(redeliveries, 5)) * (0.5 + random));
 
 /** How often a message was delivered before this time, from its ack subject. */
 export function redeliveriesOf(ackSubject: string): number {
@@ -43,6 +69,8 @@ export function redeliveriesOf(ackSubject: string): number {
 class JetStreamFeed implements Feed, PullReader {
   /** Messages pulled and not yet settled: the link's queue and the client's unsettled deliveries. */
   private readonly held = new Set<Pending>();
+  /** On a shared queue: stream sequences the client said are undeliverable on this link. */
+  private readonly notHere = new Set<number>();
   private readonly pull: JetStreamPull;
   private readonly keepAlive: ReturnType<typeof setInterval>;
 
@@ -74,9 +102,27 @@ class JetStreamFeed implements Feed, PullReader {
     return this.pull.drain(n);
   }
 
-  settle(m: Pending, outcome: Outcome): void {
+  settle(m: Pending, outcome: Outcome, reason?: string): void {
     if (!this.held.delete(m) || !m.ack) return;
+    if (outcome === "rejected" && reason !== undefined) {
+      // The client's error goes with the TERM: JetStream's MSG_TERMINATED advisory carries it as the reason.
+      settle(this.o.nc, m.ack.subject, new TextEncoder().encode(`+TERM ${reason}`));
+      return;
+    }
+    if (this.o.shared && (outcome === "skipped" || outcome === "undeliverable")) {
+      // Not acked away from the other receivers: back to the queue, and kept from this link.
+      if (outcome === "undeliverable") this.refuseHere(m.ack.subject);
+      settle(this.o.nc, m.ack.subject, nakAfter(passDelayMs(m.ack.redeliveries)));
+      return;
+    }
     settle(this.o.nc, m.ack.subject, ACK_BODY[outcome]);
+  }
+
+  private refuseHere(ackSubject: string): void {
+    const seq = parseJsAckReply(ackSubject)?.streamSeq;
+    if (seq === undefined) return;
+    this.notHere.add(seq);
+    if (this.notHere.size > NOT_HERE_MAX) this.notHere.delete(this.notHere.values().next().value!);
   }
 
   hold(): void {
@@ -100,13 +146,23 @@ class JetStreamFeed implements Feed, PullReader {
       settle(this.o.nc, reply, new TextEncoder().encode(`-NAK {"delay":${this.o.ackWaitMs * 1_000_000}}`));
       return;
     }
+    const redeliveries = redeliveriesOf(reply);
+    if (this.notHere.size > 0) {
+      const seq = parseJsAckReply(reply)?.streamSeq;
+      if (seq !== undefined && this.notHere.has(seq)) {
+        // The client said not here: the queue's other receivers get it.
+        settle(this.o.nc, reply, nakAfter(passDelayMs(redeliveries)));
+        this.o.sink.refill();
+        return;
+      }
+    }
     const pending: Pending = {
       subject: m.subject,
       headers: m.headers,
       data: m.data,
       // The NATS reply of a stored message is its ack subject; its reply-to is in Mqgw-Reply-To only.
       reply: undefined,
-      ack: { subject: reply, redeliveries: redeliveriesOf(reply) },
+      ack: { subject: reply, redeliveries },
     };
     this.held.add(pending);
     this.o.sink.offer(pending);

@@ -1,6 +1,4 @@
-import type { ConsumerInfo } from "@nats-io/jetstream";
-import { AckPolicy, DeliverPolicy } from "@nats-io/jetstream";
-import { createInbox, nanos } from "@nats-io/transport-node";
+import { createInbox } from "@nats-io/transport-node";
 import type { Delivery, EventContext, Sender } from "rhea";
 import type { amqpReceiverLinkMachine, LinkError } from "../../machines/amqpLink.js";
 import { addressTooLong, classifySource, tooManyTokens } from "../../protocol/amqpAddress.js";
@@ -18,29 +16,25 @@ import {
   setLocalAttach,
   unsentTransfers,
 } from "../../vendor/rhea.js";
-import { holdReadGrant } from "../client/readGrant.js";
 import type { MachineActor } from "../machineActor.js";
-import type { NatsLease } from "../natsBridge.js";
 import { tracedDelivery } from "../tracing/hops.js";
 import type { LinkContext } from "./context.js";
-import { coreFeed } from "./coreFeed.js";
-import { findDurable, openDurable } from "./durable.js";
-import { type Feed, type FeedSink, grantedFeed, type Outcome, type Pending, unauthorizedRead } from "./feed.js";
-import { jetStreamFeed } from "./jsFeed.js";
+import { findDurable } from "./durable.js";
+import { type Feed, type FeedSink, type Outcome, type Pending, rejectionReason } from "./feed.js";
 import type { LinkEdge } from "./linkActor.js";
 import { detachedByClient, failLink, sendIfActive } from "./linkActor.js";
+import { LinkFilter } from "./linkFilter.js";
 import { natsToAmqp } from "./outbound.js";
 import type { OutflowLink } from "./outflow.js";
 import {
-  consumerLookupError,
   durableConsumerName,
   durableSource,
   planSource,
-  queueProblem,
   type SettleMode,
   type SourcePlan,
   type SourceTerminus,
 } from "./sources.js";
+import { openFeed } from "./storedFeed.js";
 
 type Machine = typeof amqpReceiverLinkMachine;
 
@@ -49,9 +43,6 @@ const asLinkError = (e: unknown): LinkError =>
     ? (e as LinkError)
     : { condition: "amqp:internal-error", description: e instanceof Error ? e.message : String(e) };
 
-/** The consumer the gateway makes for a stored source lives as long as the link (and a while longer if the gateway dies). */
-const STREAM_CONSUMER_INACTIVE_MS = 10 * 60_000;
-const DEFAULT_ACK_WAIT_MS = 30_000;
 /** Bytes of core messages a link holds for a client that cannot take them now; the oldest go first. */
 export const MAX_QUEUED_BYTES = 8 * 1024 * 1024;
 
@@ -66,6 +57,8 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
   private actor!: MachineActor<Machine>;
   private feed: Feed | undefined;
   private plan: SourcePlan | undefined;
+  /** The source's filter set in force (linkFilter.ts), if it asks for one. */
+  private filter: LinkFilter | undefined;
   /** The gateway's snd-settle-mode (part 2, 2.8.2), as the plan decided it: 1 sends presettled. */
   private sndSettleMode: 0 | 1 = 0;
   private readonly queue: Pending[] = [];
@@ -207,8 +200,25 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
       plan = planned.value;
     }
     this.plan = plan;
+    // Checked before any consumer is made: a selector past its bound is refused at attach.
+    const filtered = LinkFilter.of((this.link.source as { filter?: Record<string, unknown> } | null)?.filter, (m) =>
+      this.encode(m),
+    );
+    if (!filtered.ok) return this.refused(filtered.error);
+    this.filter = filtered.value;
     try {
-      this.feed = await this.openFeed(plan);
+      this.feed = await openFeed(plan, {
+        ctx: this.ctx,
+        sink: this,
+        ended: () => this.ended(),
+        made: (c) => {
+          this.createdConsumer = c;
+        },
+        durable: (c) => {
+          this.durable = c;
+        },
+        filters: this.filter?.identity ?? "",
+      });
     } catch (e) {
       return this.refused(asLinkError(e));
     }
@@ -242,74 +252,6 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
     sendIfActive(this.actor, { type: "REFUSED", error });
   }
 
-  private async openFeed(plan: SourcePlan): Promise<Feed> {
-    const { nc } = this.ctx.lease;
-    if (plan.kind === "core") return coreFeed(nc, plan.subject, this);
-    // The JetStream API reads a stream whatever the subject: the client's permission to
-    // read it is held, and withdrawn, where NATS judges it (readGrant.ts). Until the
-    // flush, a refusal is the attach's; after it, a withdrawal ends the link.
-    let verdict = { kind: "asking" } as { kind: "asking" | "granted" } | { kind: "refused"; message: string };
-    const grant = holdReadGrant(nc, plan.subject, (message) => {
-      if (verdict.kind === "granted") this.fault(unauthorizedRead(plan.subject, message));
-      else verdict = { kind: "refused", message };
-    });
-    try {
-      // NATS answers a refused SUB before the PONG: no consumer is made for a reader it refuses.
-      await nc.flush().catch(() => {});
-      if (verdict.kind === "refused") throw unauthorizedRead(plan.subject, verdict.message);
-      verdict = { kind: "granted" };
-      return grantedFeed(await this.openStoredFeed(plan, nc), grant);
-    } catch (e) {
-      grant.release();
-      throw e;
-    }
-  }
-
-  private async openStoredFeed(plan: Exclude<SourcePlan, { kind: "core" }>, nc: NatsLease["nc"]): Promise<Feed> {
-    const jsm = await this.ctx.jsm().catch((e: Error) => {
-      throw {
-        condition: "amqp:internal-error",
-        description: `JetStream is not available: ${e.message}`,
-      } satisfies LinkError;
-    });
-    let info: ConsumerInfo;
-    if (plan.kind === "stream") {
-      info = await jsm.consumers
-        .add(plan.stream, {
-          ack_policy: AckPolicy.Explicit,
-          deliver_policy: DeliverPolicy.New,
-          filter_subject: plan.subject,
-          ack_wait: nanos(DEFAULT_ACK_WAIT_MS),
-          inactive_threshold: nanos(STREAM_CONSUMER_INACTIVE_MS),
-        })
-        .catch((e: unknown) => {
-          throw consumerLookupError(e, plan.stream, "(new)");
-        });
-      this.createdConsumer = { stream: plan.stream, name: info.name };
-      if (this.ended()) void jsm.consumers.delete(plan.stream, info.name).catch(() => {});
-    } else if (plan.kind === "durable") {
-      info = await openDurable(jsm, plan.stream, plan.consumer, plan.subject, DEFAULT_ACK_WAIT_MS);
-      this.durable = { stream: plan.stream, name: info.name };
-    } else {
-      info = await jsm.consumers.info(plan.stream, plan.consumer).catch((e: unknown) => {
-        throw consumerLookupError(e, plan.stream, plan.consumer);
-      });
-      const bound = this.ctx.bindings.all().find((b) => b.stream === plan.stream);
-      const problem = queueProblem(info, plan.subject, bound?.subjects ?? []);
-      if (problem) throw problem;
-    }
-    return jetStreamFeed({
-      nc,
-      stream: plan.stream,
-      consumer: info.name,
-      source: plan.subject,
-      sink: this,
-      expiresMs: this.ctx.settings.pullExpiresMs,
-      ackWaitMs: info.config.ack_wait ? info.config.ack_wait / 1_000_000 : DEFAULT_ACK_WAIT_MS,
-      registry: this.ctx.registry,
-    });
-  }
-
   private attach(address: string | null): void {
     const source = this.link.source as { dynamic?: boolean } | null | undefined;
     setLocalAttach(this.link, {
@@ -318,6 +260,8 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
         ...(source?.dynamic ? { dynamic: true } : {}),
         // The terminus the gateway keeps: unsettled-state, never expiring (part 3, 3.5.5).
         ...(this.durable ? { durable: 2, expiry_policy: "never" } : {}),
+        // The filters in force, so the client knows which apply (part 3, 3.5.3).
+        ...(this.filter ? { filter: this.filter.echo() } : {}),
       },
       target: peerTerminus(this.link, "target"),
       // What the gateway will do, which for a mixed request is its own choice.
@@ -326,7 +270,7 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
     });
     this.link.open();
     this.ctx.log.debug(
-      { source: address, plan: this.plan?.kind, settled: this.sndSettleMode === 1 },
+      { source: address, plan: this.plan?.kind, settled: this.sndSettleMode === 1, filters: this.filter?.names },
       "AMQP receiver attached",
     );
   }
@@ -344,6 +288,13 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
 
   offer(m: Pending): void {
     if (this.ended()) return;
+    if (this.filter && !this.filter.passes(m)) {
+      // Not this receiver's: a stored message stays for the others (jsFeed.ts settles it so).
+      this.feed?.settle(m, "skipped");
+      this.ctx.metrics.messageOut("amqp", "filtered");
+      this.schedulePump();
+      return;
+    }
     // Only a core subscription outruns the link: a stream is pulled no further than the queue's bound.
     while (
       this.queue.length > 0 &&
@@ -387,8 +338,7 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
     while (room > 0 && this.queue.length > 0 && bytesRoom > 0) {
       const m = this.queue.shift()!;
       this.queuedBytes -= m.data.length;
-      const headers = tracedDelivery(this.ctx.settings.tracing, m, this.ctx.containerId, this.sndSettleMode);
-      const bytes = natsToAmqp(m.subject, headers, m.data, m.reply, m.ack?.redeliveries ?? 0, this.readMeta);
+      const bytes = this.filter?.take(m) ?? this.encode(m);
       if (bytes.length > limit) {
         // The client said it cannot take this one; a stored copy is not offered to it again.
         this.feed?.settle(m, "undeliverable");
@@ -415,6 +365,11 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
     }
     // What is held still goes out while NATS is away; nothing more is asked of it then, nor during a drain.
     if (state.hasTag("natsUp") && !state.hasTag("draining")) this.feed?.want(this.uncovered());
+  }
+
+  private encode(m: Pending): Uint8Array {
+    const headers = tracedDelivery(this.ctx.settings.tracing, m, this.ctx.containerId, this.sndSettleMode);
+    return natsToAmqp(m.subject, headers, m.data, m.reply, m.ack?.redeliveries ?? 0, this.readMeta);
   }
 
   unsentBytes(): number {
@@ -452,7 +407,7 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
     if (!u) return;
     this.unsettled.delete(d);
     this.ctx.outflow.released(u.bytes);
-    this.feed?.settle(u.m, outcome);
+    this.feed?.settle(u.m, outcome, outcome === "rejected" ? rejectionReason(d.remote_state) : undefined);
     if (!d.remote_settled) d.update(true);
     this.ctx.metrics.messageOut("amqp", outcome);
   }
