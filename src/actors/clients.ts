@@ -73,6 +73,20 @@ export class ClientRegistry {
     return this.byCid.values();
   }
 
+  /** Subscriptions (MQTT filters, AMQP receiving links) by protocol, for mqgw_subscriptions. */
+  subscriptionCounts(): Record<string, number> {
+    const out = { mqtt: 0, amqp: 0 };
+    for (const c of this.byCid.values()) out[c.protocol] += c.subscriptions?.() ?? 0;
+    return out;
+  }
+
+  /** Stored subscriptions waiting for their stream, for mqgw_stored_waiting. */
+  storedWaitingCount(): number {
+    let n = 0;
+    for (const c of this.byCid.values()) n += c.storedWaiting?.() ?? 0;
+    return n;
+  }
+
   byClient(account: string, clientId: string): ClientHandle[] {
     const out: ClientHandle[] = [];
     for (const h of this.byCid.values()) if (h.account === account && h.clientId === clientId) out.push(h);

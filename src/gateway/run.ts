@@ -67,8 +67,8 @@ const gateway = (
       registry,
       { version: VERSION, id: config.id },
       {
-        subscriptions: () => subscriptionCounts(clients),
-        storedWaiting: () => storedWaitingCount(clients),
+        subscriptions: () => clients.subscriptionCounts(),
+        storedWaiting: () => clients.storedWaitingCount(),
         jetStreamApiWaiting: () => services.apiWaiting(),
         bytes: () => gate.bytes(),
       },
@@ -437,18 +437,6 @@ const gateway = (
 
 /** How long a stop waits for the clients to go and the sessions to be saved. */
 const STOP_SAVES_MS = 10_000;
-
-function subscriptionCounts(clients: ClientRegistry): Record<string, number> {
-  const out = { mqtt: 0, amqp: 0 };
-  for (const c of clients.all()) out[c.protocol] += c.subscriptions?.() ?? 0;
-  return out;
-}
-
-function storedWaitingCount(clients: ClientRegistry): number {
-  let n = 0;
-  for (const c of clients.all()) n += c.storedWaiting?.() ?? 0;
-  return n;
-}
 
 function waitUntil(predicate: () => boolean, timeoutMs: number): Promise<void> {
   return new Promise((resolve) => {
