@@ -16,6 +16,7 @@
 // Phases per side, each side in turn (the order alternating), both stacks up for the whole run:
 //   1 connect + subscribe all (200 in flight)
 //   2 reconnect storm: every socket destroyed, then all reconnect at once (clean start 0)
+//     (and again after phase 3, once each session's fleet/all/# reader delivered a message)
 //   3 offline message: all dropped, one QoS 1 message to fleet/all/x, all reconnect; who got it in 30 s
 //   4 consumers in the account after every phase (expected: 2 per session on the gateway)
 //   5 restart: SIGTERM the server (the gateway stops its nats-server with it), start it again,
@@ -495,8 +496,17 @@ export async function sessionsRun({ n, mix = "half", log, resumeTimeoutMs = 180_
       const m = await all(gens[name], "await", { mark, timeoutMs: left });
       await after(name, "offline", { ...r, published, mark, got: m.got, duplicates: m.duplicates });
     }
-    // 5 restart with every device reconnecting
+    // 4 a storm again, now that each session's fleet/all/# reader has delivered a message
+    // (the server pinned it): the gateway parks such readers at a drop and a resume there
+    // adopts them (docs/decisions/session-parking.md); its dev/<i>/cmd readers never delivered.
     for (const name of order(3)) {
+      await all(gens[name], "drop");
+      await sleep(SETTLE_MS);
+      const r = await timed(name, () => all(gens[name], "reconnect", { timeoutMs: resumeTimeoutMs }));
+      await after(name, "storm2", r);
+    }
+    // 5 restart with every device reconnecting
+    for (const name of order(4)) {
       const s = sides[name];
       const resumed = all(gens[name], "resume", { timeoutMs: resumeTimeoutMs });
       const t0 = Date.now();

@@ -9,11 +9,12 @@ const codes = (o) =>
   Object.entries(o ?? {})
     .map(([k, v]) => `${num(v)}× ${k}`)
     .join(", ");
-const PHASES = ["connect", "storm", "offline", "restart"];
+const PHASES = ["connect", "storm", "offline", "storm2", "restart"];
 const PHASE_TITLE = {
   connect: "connect + subscribe",
   storm: "reconnect storm",
   offline: "offline message",
+  storm2: "storm after a delivery",
   restart: "restart",
 };
 
@@ -66,6 +67,8 @@ retrying with backoff (250 ms doubling to 5 s); then one live QoS 1 message to \
     row(["offline", "reconnect: session present 0 / not back"], (x) =>
       x ? `${num(x.present0)} / ${num(failed(x))}` : undefined,
     );
+    row(["storm2", "seconds until all CONNACKed"], (x) => x?.seconds, { ratio: true, d: 1 });
+    row(["storm2", "not back (refused or no CONNACK)"], failed);
     row(["restart", "seconds from SIGTERM until all back"], (x) => x?.seconds, { ratio: true, d: 1 });
     row(["restart", "of which the server's stop / start"], (x) =>
       x
@@ -88,7 +91,7 @@ retrying with backoff (250 ms doubling to 5 s); then one live QoS 1 message to \
     for (const p of ["offline", "restart"])
       row([p, "messages kept in the sessions' stream after"], (x) => x?.consumers?.messages?.[x.consumers.stream]);
     for (const p of ["connect", "restart"]) row([p, "RSS MiB after"], (x) => x?.rssMiB, { ratio: true });
-    for (const p of ["connect", "storm", "offline"])
+    for (const p of ["connect", "storm", "offline", "storm2"])
       row([p, "server CPU s"], (x) => x?.serverCpuSeconds, { ratio: true, d: 1 });
     parts.push(`
 ### N = ${num(n)}
