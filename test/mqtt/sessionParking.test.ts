@@ -39,6 +39,14 @@ describe("parked stored subscriptions", () => {
     await nats?.stop();
   });
 
+  /** Waits until `gw` holds `n` parked stored readers (mqgw_actors). */
+  async function parkedOn(gw: GatewayHandle, n: number) {
+    await eventually(async () => {
+      const now = await metric(gw, "mqgw_actors", { machine: "storedDelivery", state: "active.read.parked" });
+      return now === n ? true : undefined;
+    });
+  }
+
   /** A persistent subscriber (MQTT 5, expiry 600) to a bound filter and an MQTT-store filter. */
   async function subscriber(gw: GatewayHandle, clientId: string, received: string[]) {
     const c = await connectMqtt(
@@ -79,11 +87,7 @@ describe("parked stored subscriptions", () => {
     await eventually(() => (received.length === 6 ? true : undefined));
     await leave(sub);
     // Parked once the gateway saw the connection go.
-    await eventually(() =>
-      metric(gws[0]!, "mqgw_actors", { machine: "storedDelivery", state: "active.read.parked" }).then((n) =>
-        n === 2 ? true : undefined,
-      ),
-    );
+    await parkedOn(gws[0]!, 2);
     sent.push(...(await publishAll(pub, 6, 12)));
     const before = takeovers.length;
     sub = await subscriber(gws[0]!, clientId, received);
@@ -128,11 +132,7 @@ describe("parked stored subscriptions", () => {
     const sent = await publishAll(pub, 0, 4);
     await eventually(() => (received.length === 4 ? true : undefined));
     sub.end(true);
-    await eventually(() =>
-      metric(gws[0]!, "mqgw_actors", { machine: "storedDelivery", state: "active.read.parked" }).then((n) =>
-        n === 2 ? true : undefined,
-      ),
-    );
+    await parkedOn(gws[0]!, 2);
     sent.push(...(await publishAll(pub, 4, 10)));
     const before = takeovers.length;
     sub = await subscriber(gws[1]!, clientId, received);
@@ -147,18 +147,10 @@ describe("parked stored subscriptions", () => {
         .map((t) => t.split(" ")[0])
         .sort(),
     ).toEqual(["RESET", "RESET", "UNPIN", "UNPIN"]);
-    await eventually(() =>
-      metric(gws[0]!, "mqgw_actors", { machine: "storedDelivery", state: "active.read.parked" }).then((n) =>
-        n === 0 ? true : undefined,
-      ),
-    );
+    await parkedOn(gws[0]!, 0);
     // Back on the first gateway: it holds nothing parked of this client any more, so it takes over too.
     sub.end(true);
-    await eventually(() =>
-      metric(gws[1]!, "mqgw_actors", { machine: "storedDelivery", state: "active.read.parked" }).then((n) =>
-        n === 2 ? true : undefined,
-      ),
-    );
+    await parkedOn(gws[1]!, 2);
     sent.push(...(await publishAll(pub, 14, 18)));
     sub = await subscriber(gws[0]!, clientId, received);
     await eventually(() => (received.length >= sent.length ? true : undefined));
