@@ -94,4 +94,40 @@ describe("MachineActor: a machine stepped as data, with a mailbox and timers (ma
     actor.send({ type: "OFF" });
     expect(heard).toHaveLength(1);
   });
+
+  it("actors of one machine and input start from one initial step, and each goes its own way from there", () => {
+    // A machine whose initial state asks something of its edge, from its input.
+    const greeter = setup({
+      types: {
+        context: {} as { name: string; n: number },
+        input: {} as { name: string; n?: number },
+        events: {} as { type: "NEXT" },
+        emitted: {} as { type: "hello"; name: string; n: number },
+      },
+    }).createMachine({
+      id: "greeter",
+      context: ({ input }) => ({ name: input.name, n: input.n ?? 0 }),
+      entry: emit(({ context }) => ({ type: "hello" as const, name: context.name, n: context.n })),
+      on: {
+        NEXT: {
+          actions: [
+            assign({ n: ({ context }) => context.n + 1 }),
+            emit(({ context }) => ({ type: "hello" as const, name: context.name, n: context.n })),
+          ],
+        },
+      },
+    });
+    const heard: string[][] = [[], [], [], []];
+    const start = (i: number, input: { name: string; n?: number }) =>
+      startChildMachine(greeter, { input, onEmit: (e) => heard[i]!.push(`${e.name}${e.n}`) }).actor;
+    const a = start(0, { name: "a" });
+    const b = start(1, { name: "a" });
+    const c = start(2, { name: "c", n: 5 });
+    a.send({ type: "NEXT" });
+    a.send({ type: "NEXT" });
+    b.send({ type: "NEXT" });
+    const d = start(3, { name: "a" });
+    expect(heard).toEqual([["a0", "a1", "a2"], ["a0", "a1"], ["c5"], ["a0"]]);
+    expect([a, b, c, d].map((x) => x.getSnapshot().context.n)).toEqual([2, 1, 5, 0]);
+  });
 });
