@@ -4,8 +4,11 @@
  * when all are taken (docs/decisions/topic-aliases.md).
  */
 
-/** Aliases are worth it from this topic length: an alias costs 3 bytes, the first time on top of the topic. */
-export const MIN_ALIASED_TOPIC_BYTES = 8;
+/**
+ * Aliases are worth it from this topic length: binding one costs 3 bytes on top of the
+ * topic, each later use saves topic - 3, so from 6 bytes the first reuse pays it back.
+ */
+export const MIN_ALIASED_TOPIC_BYTES = 6;
 /** At most this many per connection, whatever the client allows: each one keeps a topic in memory. */
 export const MAX_ALIASES = 64;
 

@@ -247,6 +247,26 @@ describe("MQTT 5 on the wire, third-party clients, embedded nats-server", () => 
       expect(msgs.map((m) => m.alias)).toEqual([1, 1, 1]);
     });
 
+    it("from 6 bytes on: a 5-byte topic goes without an alias, a 6-byte one (Paho's TopicA) gets one", async () => {
+      const c = await connectMqtt(port, { protocolVersion: 5, properties: { topicAliasMaximum: 4 } });
+      const wire: Array<{ topic: string; alias: number | undefined }> = [];
+      c.on("packetreceive", (p) => {
+        if (p.cmd === "publish") wire.push({ topic: p.topic, alias: p.properties?.topicAlias });
+      });
+      const inbox = collect(c);
+      await c.subscribeAsync("w5/ab", { qos: 0 });
+      await c.subscribeAsync("w6/abc", { qos: 0 });
+      for (const subject of ["w5.ab", "w6.abc", "w5.ab", "w6.abc"]) nc.publish(subject, "x");
+      expect((await inbox.count(4)).map((m) => m.topic)).toEqual(["w5/ab", "w6/abc", "w5/ab", "w6/abc"]);
+      expect(wire).toEqual([
+        { topic: "w5/ab", alias: undefined },
+        { topic: "w6/abc", alias: 1 },
+        { topic: "w5/ab", alias: undefined },
+        { topic: "", alias: 1 },
+      ]);
+      await c.endAsync();
+    });
+
     it("no aliases for a client that allows none (mqtt.js MQTT 5 by default, 3.1.1)", async () => {
       for (const protocolVersion of [5, 4] as const) {
         const c = await connectMqtt(port, { protocolVersion });
