@@ -2,10 +2,11 @@ import type { Msg } from "@nats-io/transport-node";
 import type { Packet } from "mqtt-packet";
 import { storedDeliverable } from "../../protocol/deliveryGuard.js";
 import { LastMeta } from "../../protocol/headers.js";
-import { natsToMqttPublish } from "../../protocol/natsToMqtt.js";
+import { natsToMqttPublish, type SubscriptionOptions } from "../../protocol/natsToMqtt.js";
 import { headerPairsOf } from "../client/headerPairs.js";
 import type { ClientLink } from "./link.js";
 import { OutboundFlow } from "./outbound.js";
+import type { Overlaps } from "./overlaps.js";
 import { ReadPermission } from "./readPermission.js";
 import type { RetainedMessages } from "./retained.js";
 import type { OutboundRecord } from "./sessionStore.js";
@@ -35,6 +36,8 @@ export class Deliveries {
     private readonly link: ClientLink,
     private readonly retained: RetainedMessages,
     receiveMaximum: number,
+    /** Which copy of a message matching several subscriptions is sent (overlaps.ts). */
+    private readonly overlaps: Overlaps,
   ) {
     // A stored message dropped from the backlog is not acknowledged: the stream sends it again after ack_wait.
     this.outbound = new OutboundFlow(
@@ -73,11 +76,12 @@ export class Deliveries {
     data: Uint8Array,
     reply: string | undefined,
     retained = false,
+    options: SubscriptionOptions = sub.options,
   ): void {
     if (this.held) {
       // Live messages past the bound are dropped as they would be once served.
       if (this.link.bytes.full()) return this.link.metrics.dropped("mqtt", "slow_consumer");
-      this.hold(data.byteLength, () => this.deliver(sub, subject, headers, data, reply, retained));
+      this.hold(data.byteLength, () => this.deliver(sub, subject, headers, data, reply, retained, options));
       return;
     }
     const { link } = this;
@@ -86,7 +90,7 @@ export class Deliveries {
       headers,
       data,
       reply,
-      sub.options,
+      options,
       { protocolVersion: link.version, clientId: link.clientId, now: Date.now() },
       retained,
       (this.lastMeta ??= new LastMeta()).read,
@@ -137,7 +141,12 @@ export class Deliveries {
       d.ack(seq); // without Mqgw-QoS 1/2 it reaches the client from core NATS, live only
       return;
     }
-    const out = natsToMqttPublish(subject, headers, m.data, undefined, sub.options, {
+    const options = this.overlaps.stored(sub, m, subject);
+    if (options === undefined) {
+      d.ack(seq); // an older overlapping subscription's consumer sends it, for this one too
+      return;
+    }
+    const out = natsToMqttPublish(subject, headers, m.data, undefined, options, {
       protocolVersion: this.link.version,
       clientId: this.link.clientId,
       now: Date.now(),

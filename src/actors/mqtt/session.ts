@@ -11,6 +11,7 @@ import { Deliveries } from "./deliveries.js";
 import { InboundState } from "./inboundState.js";
 import type { ClientLink } from "./link.js";
 import type { OutboundFlow } from "./outbound.js";
+import { Overlaps } from "./overlaps.js";
 import { tooManyLevels } from "./publishMapping.js";
 import { RESUME_WAIT_MS, within } from "./resumeWait.js";
 import type { RetainedMessages } from "./retained.js";
@@ -60,6 +61,8 @@ export class ClientSession {
   subscriptionCount(): number {
     return this.entries.size;
   }
+  /** Which copy of a message several subscriptions match goes out (overlaps.ts). */
+  private readonly overlaps: Overlaps;
   /** What reaches the client (deliveries.ts); the connection's acks complete its QoS 1/2 flow. */
   private readonly deliveries: Deliveries;
   /** The client's own QoS 1/2 publishes (inboundState.ts); saved with the record. */
@@ -93,7 +96,8 @@ export class ClientSession {
     onMovedOn: () => void,
   ) {
     this.kept = expirySec > 0;
-    this.deliveries = new Deliveries(link, deps.retained, receiveMaximum);
+    this.overlaps = new Overlaps(link.clientId);
+    this.deliveries = new Deliveries(link, deps.retained, receiveMaximum, this.overlaps);
     this.writer = new SessionWriter(deps.store, link.account, link.clientId, onMovedOn);
     this.inbound = new InboundState(() => (this.kept ? this.saveConnected() : Promise.resolve(true)), this.kept);
   }
@@ -289,6 +293,7 @@ export class ClientSession {
   /** The connection ends: stop reading, and remember what the client had in flight. */
   stopDelivery(): void {
     const acked: Array<{ filter: string; floor: number; above: number[] }> = [];
+    this.overlaps.clear();
     for (const e of this.entries.values()) {
       closeSubscription(e.sub);
       if (e.sub.options.noLocal) this.link.noLocal.count--;
@@ -383,11 +388,18 @@ export class ClientSession {
     const sub = openSubscription(
       link.lease.nc,
       plan,
-      (s, subject, headers, data, reply) => this.deliveries.deliver(s, subject, headers, data, reply),
-      // The copies its consumer delivers, dropped before any header is read: most of what
-      // such a subscription hears.
-      source ? (m) => consumerDelivers(source, m, this.link.account, this.deps.bindings) : undefined,
+      (s, subject, headers, data, reply, options) =>
+        this.deliveries.deliver(s, subject, headers, data, reply, false, options),
+      // The copies its consumer delivers are dropped before any header is read (most of
+      // what such a subscription hears), and so are those another subscription sends.
+      (s, m) => this.overlaps.core(s, m),
     );
+    this.overlaps.add({
+      sub,
+      viaConsumer: source
+        ? (m, subject) => consumerDelivers(source, m, link.account, this.deps.bindings, subject)
+        : undefined,
+    });
     // The consumer to take over (the record's, when it reads the same stream), else a new one.
     const consumer = !stream
       ? undefined
@@ -470,6 +482,7 @@ export class ClientSession {
     const e = this.entries.get(filter);
     if (!e) return false;
     closeSubscription(e.sub);
+    this.overlaps.remove(e.sub);
     if (e.sub.options.noLocal) this.link.noLocal.count--;
     e.stored?.stop();
     this.entries.delete(filter);

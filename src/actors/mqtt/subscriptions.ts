@@ -26,6 +26,8 @@ export type OnMessage = (
   headers: Iterable<[string, string]> | undefined,
   data: Uint8Array,
   reply: string | undefined,
+  /** The subscription's own, or those of every overlapping one this copy stands for (overlaps.ts). */
+  options: SubscriptionOptions,
 ) => void;
 
 /** A subscription request checked against the mapping and the gateway's own rules. */
@@ -68,8 +70,12 @@ export function openSubscription(
   nc: NatsConnection,
   plan: Omit<ActiveSubscription, "nats">,
   onMessage: OnMessage,
-  /** Messages dropped before their headers are read (the QoS 1/2 copies a consumer delivers). */
-  skip?: (m: Msg) => boolean,
+  /**
+   * The options a message goes out with, decided before its headers are read; undefined:
+   * dropped (the QoS 1/2 copies a consumer delivers, the copy another overlapping
+   * subscription of the client sends).
+   */
+  decide?: (sub: ActiveSubscription, m: Msg) => SubscriptionOptions | undefined,
 ): ActiveSubscription {
   const active: ActiveSubscription = { ...plan, nats: [] };
   for (const subject of plan.subjects) {
@@ -78,12 +84,14 @@ export function openSubscription(
       nc.subscribe(subject, {
         ...(plan.queue ? { queue: plan.queue } : {}),
         callback: (e, m) => {
-          if (e || skip?.(m)) return;
+          if (e) return;
+          const options = decide ? decide(active, m) : active.options;
+          if (options === undefined) return;
           const reply = m.reply || undefined;
           // The gateway's own traffic and JetStream deliveries routed to an inbox this
           // subscription matches are not the client's (deliveryGuard.ts).
           if (!coreDeliverable(subject, m.subject, reply)) return;
-          onMessage(active, m.subject, headerPairsOf(m), m.data, clientReply(reply));
+          onMessage(active, m.subject, headerPairsOf(m), m.data, clientReply(reply), options);
         },
       }),
     );

@@ -1,0 +1,159 @@
+// Issue 26, item 2: a message matching several non-shared subscriptions of one client goes
+// out once, at the highest QoS among them, with every matching Subscription Identifier
+// [MQTT-3.3.4-2, -4] (docs/decisions/overlapping-subscriptions.md): live, from the MQTT
+// store, for mqtt.js and Debian's paho. "Nothing more came" is told by a marker sent after
+// (one NATS connection keeps the order) or by the consumers having acknowledged everything.
+import { join } from "node:path";
+import { type JetStreamManager, jetstreamManager } from "@nats-io/jetstream";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
+import { collect, connectCollecting, connectMqtt } from "../helpers/mqttClient.js";
+import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
+import { eventually } from "../helpers/poll.js";
+import { runPython } from "../helpers/python.js";
+
+const paho = (args: string[]) => runPython(join(import.meta.dirname, "clients", "paho_client.py"), args);
+const ids = (p: { properties?: { subscriptionIdentifier?: number | number[] } }) =>
+  [p.properties?.subscriptionIdentifier ?? []].flat().sort((a, b) => a - b);
+
+describe("overlapping subscriptions of one client", () => {
+  let nats: NatsServerHandle;
+  let gw: GatewayHandle;
+  let port: number;
+  let nc: NatsConnection;
+  let jsm: JetStreamManager;
+
+  beforeAll(async () => {
+    nats = await startNatsServer();
+    gw = await startGateway({ nats: nats.url });
+    port = gw.port("mqtt");
+    nc = await connect({ servers: nats.url });
+    jsm = await jetstreamManager(nc);
+  });
+  afterAll(async () => {
+    await nc?.close();
+    await gw?.stop();
+    await nats?.stop();
+  });
+
+  it("mqtt.js: one copy at the highest QoS with every matching identifier; a topic one filter matches keeps its own", async () => {
+    const c = await connectMqtt(port, { protocolVersion: 5, clientId: "ov-js" });
+    const inbox = collect(c);
+    await c.subscribeAsync("ov/+", { qos: 0, properties: { subscriptionIdentifier: 7 } });
+    await c.subscribeAsync("ov/#", { qos: 1, properties: { subscriptionIdentifier: 9 } });
+    await c.subscribeAsync("ov/a", { qos: 2 });
+    await c.subscribeAsync("ovm/end", { qos: 0, properties: { subscriptionIdentifier: 1 } });
+    const pub = await connectMqtt(port, { protocolVersion: 5 });
+    await pub.publishAsync("ov/a", "three", { qos: 2 });
+    await pub.publishAsync("ov/b", "two", { qos: 2 });
+    await pub.publishAsync("ov/b/c", "one", { qos: 2 });
+    await pub.publishAsync("ovm/end", "end", { qos: 0 });
+    await eventually(() => inbox.seen.find((m) => m.topic === "ovm/end"), 5_000, "the marker");
+    const got = inbox.seen.map((m) => ({ topic: m.topic, qos: m.packet.qos, ids: ids(m.packet) }));
+    expect(got).toEqual([
+      { topic: "ov/a", qos: 2, ids: [7, 9] },
+      { topic: "ov/b", qos: 1, ids: [7, 9] },
+      { topic: "ov/b/c", qos: 1, ids: [9] },
+      { topic: "ovm/end", qos: 0, ids: [1] },
+    ]);
+    await Promise.all([c.endAsync(), pub.endAsync()]);
+  });
+
+  it("a shared subscription stands apart: it and a plain filter each get their copy", async () => {
+    const c = await connectMqtt(port, { protocolVersion: 5, clientId: "ov-share" });
+    const inbox = collect(c);
+    await c.subscribeAsync("$share/g/ovs/t", { qos: 0, properties: { subscriptionIdentifier: 1 } });
+    await c.subscribeAsync("ovs/+", { qos: 0, properties: { subscriptionIdentifier: 2 } });
+    nc.publish("ovs.t", "x");
+    const seen = await inbox.count(2);
+    expect(seen.map((m) => ids(m.packet)[0]).sort()).toEqual([1, 2]);
+    await c.endAsync();
+  });
+
+  it("No Local: the client's own message comes once with the identifiers of the other subscriptions only; another's with all", async () => {
+    const me = await connectMqtt(port, { protocolVersion: 5, clientId: "ov-nl" });
+    const inbox = collect(me);
+    await me.subscribeAsync("ovn/t", { qos: 1, nl: true, properties: { subscriptionIdentifier: 1 } });
+    await me.subscribeAsync("ovn/+", { qos: 0, properties: { subscriptionIdentifier: 2 } });
+    await me.subscribeAsync("ovq/a", { qos: 1, nl: true, properties: { subscriptionIdentifier: 3 } });
+    await me.subscribeAsync("ovq/+", { qos: 1, nl: true, properties: { subscriptionIdentifier: 4 } });
+    await me.subscribeAsync("ovnm/end", { qos: 1, properties: { subscriptionIdentifier: 5 } });
+    await me.publishAsync("ovq/a", "own, every subscription No Local", { qos: 1 });
+    await me.publishAsync("ovn/t", "own", { qos: 1 });
+    const other = await connectMqtt(port, { protocolVersion: 5 });
+    await other.publishAsync("ovn/t", "theirs", { qos: 1 });
+    await other.publishAsync("ovq/a", "theirs too", { qos: 1 });
+    await other.publishAsync("ovnm/end", "end", { qos: 1 });
+    await eventually(() => inbox.seen.find((m) => m.payload.toString() === "end"), 5_000, "the marker");
+    const got = inbox.seen.map((m) => ({ payload: m.payload.toString(), qos: m.packet.qos, ids: ids(m.packet) }));
+    expect(got).toEqual([
+      { payload: "own", qos: 0, ids: [2] },
+      { payload: "theirs", qos: 1, ids: [1, 2] },
+      { payload: "theirs too", qos: 1, ids: [3, 4] },
+      { payload: "end", qos: 1, ids: [5] },
+    ]);
+    await Promise.all([me.endAsync(), other.endAsync()]);
+  });
+
+  it("paho: one copy carrying both identifiers", async () => {
+    const c = paho([
+      String(port),
+      ...["--sub", "ovp/t", "--sub", "ovp/#", "--sub", "ovpm/end"],
+      ...["--sub-id", "2", "--sub-id", "3", "--sub-id", "4"],
+      ...["--qos", "1", "--expect", "2", "--seconds", "15"],
+    ]);
+    await c.upTo(4); // CONNACK, three SUBACKs
+    nc.publish("ovp.t", "x");
+    nc.publish("ovpm.end", "end");
+    await c.line((l) => l.done !== undefined);
+    const msgs = c.lines
+      .filter((l) => l.message)
+      .map((l) => l.message as { topic: string; properties: { SubscriptionIdentifier?: number[] } });
+    expect(msgs.map((m) => [m.topic, [...(m.properties.SubscriptionIdentifier ?? [])].sort()])).toEqual([
+      ["ovp/t", [2, 3]],
+      ["ovpm/end", [4]],
+    ]);
+  });
+
+  it("a persistent session's stored QoS 1/2 subscriptions: each message once, from the older subscription's consumer, the other consumer's copy acknowledged", async () => {
+    const session = {
+      protocolVersion: 5 as const,
+      clientId: "ov-stored",
+      clean: false,
+      properties: { sessionExpiryInterval: 600 },
+    };
+    const sub = await connectMqtt(port, session);
+    await sub.subscribeAsync("ovst/+", { qos: 1, properties: { subscriptionIdentifier: 1 } });
+    await sub.subscribeAsync("ovst/#", { qos: 2, properties: { subscriptionIdentifier: 2 } });
+    await sub.endAsync();
+    const pub = await connectMqtt(port, { protocolVersion: 5 });
+    for (let i = 0; i < 5; i++) await pub.publishAsync("ovst/x", `away${i}`, { qos: 2 });
+
+    const { client: back, inbox } = await connectCollecting(port, { ...session, resubscribe: false });
+    expect(back.connack.sessionPresent).toBe(true);
+    for (let i = 0; i < 3; i++) await pub.publishAsync("ovst/y", `live${i}`, { qos: 1 });
+    await inbox.count(8);
+    // Everything read and acknowledged by both consumers: any other copy would have come before.
+    await eventually(
+      async () => {
+        const consumers = await jsm.consumers.list("MQGW_MSGS").next();
+        const mine = consumers.filter((ci) => ci.num_ack_pending > 0 || ci.num_pending > 0);
+        return consumers.length >= 2 && mine.length === 0 ? true : undefined;
+      },
+      10_000,
+      "both consumers drained",
+    );
+    const got = inbox.seen.map((m) => `${m.payload.toString()}@${m.packet.qos}:${ids(m.packet).join(",")}`);
+    expect(got).toEqual([
+      ...Array.from({ length: 5 }, (_, i) => `away${i}@2:1,2`),
+      ...Array.from({ length: 3 }, (_, i) => `live${i}@1:1,2`),
+    ]);
+    await back.endAsync();
+    // Nothing is handed back on the next connection: both consumers' copies were settled.
+    const { client: again, inbox: later } = await connectCollecting(port, { ...session, resubscribe: false });
+    await pub.publishAsync("ovst/z", "last", { qos: 1 });
+    expect((await later.count(1)).map((m) => m.payload.toString())).toEqual(["last"]);
+    await Promise.all([again.endAsync(), pub.endAsync()]);
+  });
+});
