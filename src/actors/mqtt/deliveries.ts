@@ -6,12 +6,12 @@ import { natsToMqttPublish, type SubscriptionOptions } from "../../protocol/nats
 import { headerPairsOf } from "../client/headerPairs.js";
 import type { ClientLink } from "./link.js";
 import { OutboundFlow } from "./outbound.js";
-import type { Overlaps } from "./overlaps.js";
+import { type OverlapMember, Overlaps } from "./overlaps.js";
 import { ReadPermission } from "./readPermission.js";
 import type { RetainedMessages } from "./retained.js";
 import type { OutboundRecord } from "./sessionStore.js";
 import type { StoredDelivery } from "./storedDelivery.js";
-import type { ActiveSubscription } from "./subscriptions.js";
+import { type ActiveSubscription, closeSubscription, openSubscription } from "./subscriptions.js";
 
 /**
  * What of a session reaches its client: core NATS messages, stored deliveries and retained
@@ -22,6 +22,8 @@ import type { ActiveSubscription } from "./subscriptions.js";
  */
 export class Deliveries {
   readonly outbound: OutboundFlow;
+  /** Which copy of a message matching several subscriptions is sent. */
+  private readonly overlaps: Overlaps;
   /** Deliveries that arrive before CONNACK is out wait here; undefined once the client is served. */
   private held: Array<() => void> | undefined = [];
   /** Their payloads' bytes, counted in what the gateway holds for the client (clientBytes.ts). */
@@ -36,9 +38,8 @@ export class Deliveries {
     private readonly link: ClientLink,
     private readonly retained: RetainedMessages,
     receiveMaximum: number,
-    /** Which copy of a message matching several subscriptions is sent (overlaps.ts). */
-    private readonly overlaps: Overlaps,
   ) {
+    this.overlaps = new Overlaps(link.clientId);
     // A stored message dropped from the backlog is not acknowledged: the stream sends it again after ack_wait.
     this.outbound = new OutboundFlow(
       receiveMaximum,
@@ -62,6 +63,26 @@ export class Deliveries {
     this.link.bytes.waiting -= this.heldBytes;
     this.heldBytes = 0;
     for (const deliver of held) deliver();
+  }
+
+  /** Opens a subscription's core NATS side; `viaConsumer`: the messages its consumer delivers instead. */
+  listen(plan: Omit<ActiveSubscription, "nats">, viaConsumer: OverlapMember["viaConsumer"]): ActiveSubscription {
+    const sub = openSubscription(
+      this.link.lease.nc,
+      plan,
+      (s, subject, headers, data, reply, options) => this.deliver(s, subject, headers, data, reply, false, options),
+      // The copies its consumer delivers are dropped before any header is read (most of
+      // what such a subscription hears), and so are those another subscription sends.
+      (s, m) => this.overlaps.core(s, m),
+    );
+    this.overlaps.add({ sub, viaConsumer });
+    return sub;
+  }
+
+  /** Its NATS subscriptions close, and it counts no more for overlapping ones. */
+  unlisten(sub: ActiveSubscription): void {
+    closeSubscription(sub);
+    this.overlaps.remove(sub);
   }
 
   /** NATS may have changed what the client may read: ask again. */

@@ -62,10 +62,6 @@ export class Overlaps {
     for (const p of gone.peers) p.peers.splice(p.peers.indexOf(gone), 1);
   }
 
-  clear(): void {
-    this.members.clear();
-  }
-
   /** A core NATS copy on `sub`: the options to send it with, or undefined when it is not the one sent. */
   core(sub: ActiveSubscription, m: Msg): SubscriptionOptions | undefined {
     const self = this.members.get(sub);

@@ -6,26 +6,25 @@ import { type MessageStore, MSGS_PREFIX } from "../messageStore.js";
 import { flushAndSettle } from "../natsBridge.js";
 import { newUniqueId } from "../publishId.js";
 import type { ActorRegistry } from "../registry.js";
-import { removeSessionConsumer } from "./consumerRemoval.js";
+import { removeRecordedConsumers, removeSessionConsumer } from "./consumerRemoval.js";
 import { Deliveries } from "./deliveries.js";
 import { InboundState } from "./inboundState.js";
 import type { ClientLink } from "./link.js";
 import type { OutboundFlow } from "./outbound.js";
-import { Overlaps } from "./overlaps.js";
 import { tooManyLevels } from "./publishMapping.js";
 import { RESUME_WAIT_MS, within } from "./resumeWait.js";
 import type { RetainedMessages } from "./retained.js";
-import type { LoadedSession, OutboundRecord, SessionStore, StoredSession, StoredSubscription } from "./sessionStore.js";
+import {
+  type LoadedSession,
+  type OutboundRecord,
+  type SessionStore,
+  type StoredSession,
+  storedSubscription,
+} from "./sessionStore.js";
 import { SessionWriter } from "./sessionWriter.js";
 import { StoredDelivery } from "./storedDelivery.js";
 import { consumerDelivers, type StoredSource, storedSourceOf } from "./storedSource.js";
-import {
-  type ActiveSubscription,
-  closeSubscription,
-  dropSubject,
-  openSubscription,
-  planSubscription,
-} from "./subscriptions.js";
+import { type ActiveSubscription, dropSubject, planSubscription } from "./subscriptions.js";
 
 interface Entry {
   readonly sub: ActiveSubscription;
@@ -61,8 +60,6 @@ export class ClientSession {
   subscriptionCount(): number {
     return this.entries.size;
   }
-  /** Which copy of a message several subscriptions match goes out (overlaps.ts). */
-  private readonly overlaps: Overlaps;
   /** What reaches the client (deliveries.ts); the connection's acks complete its QoS 1/2 flow. */
   private readonly deliveries: Deliveries;
   /** The client's own QoS 1/2 publishes (inboundState.ts); saved with the record. */
@@ -96,8 +93,7 @@ export class ClientSession {
     onMovedOn: () => void,
   ) {
     this.kept = expirySec > 0;
-    this.overlaps = new Overlaps(link.clientId);
-    this.deliveries = new Deliveries(link, deps.retained, receiveMaximum, this.overlaps);
+    this.deliveries = new Deliveries(link, deps.retained, receiveMaximum);
     this.writer = new SessionWriter(deps.store, link.account, link.clientId, onMovedOn);
     this.inbound = new InboundState(() => (this.kept ? this.saveConnected() : Promise.resolve(true)), this.kept);
   }
@@ -174,18 +170,7 @@ export class ClientSession {
   /** A clean start or an expired session: what the stored one left goes, consumers first. */
   async discard(loaded: LoadedSession): Promise<void> {
     const { account, clientId } = this.link;
-    await Promise.all(
-      loaded.session.subscriptions
-        .filter((s) => s.stream)
-        .map((s) =>
-          removeSessionConsumer(
-            this.deps.services,
-            account,
-            s.stream!,
-            StoredDelivery.recordedConsumer(s, account, clientId, loaded.session.epoch),
-          ),
-        ),
-    );
+    await removeRecordedConsumers(this.deps.services, account, clientId, loaded.session);
     await this.deps.store.remove(account, clientId);
   }
 
@@ -293,9 +278,8 @@ export class ClientSession {
   /** The connection ends: stop reading, and remember what the client had in flight. */
   stopDelivery(): void {
     const acked: Array<{ filter: string; floor: number; above: number[] }> = [];
-    this.overlaps.clear();
     for (const e of this.entries.values()) {
-      closeSubscription(e.sub);
+      this.deliveries.unlisten(e.sub);
       if (e.sub.options.noLocal) this.link.noLocal.count--;
       if (e.stored) acked.push({ filter: e.sub.filter, ...e.stored.acknowledged() });
       e.stored?.stop();
@@ -347,18 +331,10 @@ export class ClientSession {
   }
 
   private record(connected: boolean, expirySec: number): StoredSession {
-    const subscriptions: StoredSubscription[] = [...this.entries.values()].map((e) => ({
-      subscription: {
-        topic: e.sub.filter,
-        qos: e.sub.options.qos,
-        nl: e.sub.options.noLocal,
-        rap: e.sub.options.retainAsPublished,
-        rh: e.sub.retainHandling,
-      },
-      subscriptionId: e.sub.options.subscriptionId,
-      stream: e.source?.stream,
-      consumer: e.consumer,
-    }));
+    // In the order they were made: a resume reopens them so, and overlaps.ts goes by it.
+    const subscriptions = [...this.entries.values()].map((e) =>
+      storedSubscription(e.sub, e.source?.stream, e.consumer),
+    );
     const inbound = this.inbound.toRecord();
     return {
       epoch: this.epoch,
@@ -385,21 +361,10 @@ export class ClientSession {
         : storedSourceOf(plan, this.link.account, this.deps.bindings, this.deps.messages);
     const stream = source?.stream;
     if (plan.options.noLocal) link.noLocal.count++;
-    const sub = openSubscription(
-      link.lease.nc,
+    const sub = this.deliveries.listen(
       plan,
-      (s, subject, headers, data, reply, options) =>
-        this.deliveries.deliver(s, subject, headers, data, reply, false, options),
-      // The copies its consumer delivers are dropped before any header is read (most of
-      // what such a subscription hears), and so are those another subscription sends.
-      (s, m) => this.overlaps.core(s, m),
+      source ? (m, subject) => consumerDelivers(source, m, link.account, this.deps.bindings, subject) : undefined,
     );
-    this.overlaps.add({
-      sub,
-      viaConsumer: source
-        ? (m, subject) => consumerDelivers(source, m, link.account, this.deps.bindings, subject)
-        : undefined,
-    });
     // The consumer to take over (the record's, when it reads the same stream), else a new one.
     const consumer = !stream
       ? undefined
@@ -481,8 +446,7 @@ export class ClientSession {
   private close(filter: string, removeConsumer: boolean): boolean {
     const e = this.entries.get(filter);
     if (!e) return false;
-    closeSubscription(e.sub);
-    this.overlaps.remove(e.sub);
+    this.deliveries.unlisten(e.sub);
     if (e.sub.options.noLocal) this.link.noLocal.count--;
     e.stored?.stop();
     this.entries.delete(filter);
