@@ -43,7 +43,10 @@ describe("defaults", () => {
     ]);
     const pem = await file("lo.pem", "x");
     const tls = config(
-      await loadConfig({ file: await file("lo.yaml", `mqtt:\n  tls: { cert_file: ${pem}, key_file: ${pem} }\n`), flags: { nats: "nats://h:4222" } }),
+      await loadConfig({
+        file: await file("lo.yaml", `mqtt:\n  tls: { cert_file: ${pem}, key_file: ${pem} }\n`),
+        flags: { nats: "nats://h:4222" },
+      }),
     );
     expect(tls.mqtt.tls?.listen).toEqual({ host: "0.0.0.0", port: 8883 });
     // What the operator wrote stays, embedded or not; so does a listener turned off.
@@ -65,7 +68,13 @@ describe("defaults", () => {
     const c = config(await loadConfig({ flags: {} }));
     expect(c.id).toMatch(/^[0-9a-f]{16}$/);
     expect(c.source.id_generated).toBe(true);
-    expect(c.nats).toEqual({ servers: [], tls: null, embedded_listen: { host: "127.0.0.1", port: 4222 }, embedded_max_payload: 8 * 1024 * 1024, max_control_line: 4096 });
+    expect(c.nats).toEqual({
+      servers: [],
+      tls: null,
+      embedded_listen: { host: "127.0.0.1", port: 4222 },
+      embedded_max_payload: 8 * 1024 * 1024,
+      max_control_line: 4096,
+    });
     expect(c.admin).toBeNull();
     expect(c.gateway_users).toEqual({});
     // With the embedded nats-server (no auth) the client listeners default to loopback.
@@ -82,6 +91,10 @@ describe("defaults", () => {
       session_expiry_max: 7 * 86_400_000,
       session_sweep_interval: 300_000,
       client_id_header: "always",
+      maximum_qos: 2,
+      retain_available: true,
+      wildcard_subscription_available: true,
+      shared_subscription_available: true,
       messages_stream: "MQGW_MSGS",
       messages_max_bytes: -1,
       messages_max_age: 0,
@@ -395,14 +408,15 @@ limits: { connect_timeout: 0s, max_connections: many }
 
   it("nats.embedded_max_payload: a size from 1KiB to nats-server's 64MiB", async () => {
     expect(
-      config(await loadConfig({ file: await file("mp.yaml", "nats: { embedded_max_payload: 16MiB }\n") })).nats.embedded_max_payload,
+      config(await loadConfig({ file: await file("mp.yaml", "nats: { embedded_max_payload: 16MiB }\n") })).nats
+        .embedded_max_payload,
     ).toBe(16 * 1024 * 1024);
-    expect(problems(await loadConfig({ file: await file("mp-big.yaml", "nats: { embedded_max_payload: 65MiB }\n") }))).toEqual([
-      "nats.embedded_max_payload: must be between 1KiB and 64MiB",
-    ]);
+    expect(
+      problems(await loadConfig({ file: await file("mp-big.yaml", "nats: { embedded_max_payload: 65MiB }\n") })),
+    ).toEqual(["nats.embedded_max_payload: must be between 1KiB and 64MiB"]);
   });
 
-  it("the MQTT store's keys (additions): name or \"\" for none, limits, replicas; AMQP dedupe", async () => {
+  it('the MQTT store\'s keys (additions): name or "" for none, limits, replicas; AMQP dedupe', async () => {
     const c = config(
       await loadConfig({
         file: await file(
@@ -411,13 +425,24 @@ limits: { connect_timeout: 0s, max_connections: many }
         ),
       }),
     );
-    expect([c.mqtt.messages_stream, c.mqtt.messages_max_bytes, c.mqtt.messages_max_age, c.mqtt.stream_replicas]).toEqual(["MSGS", 1024 ** 3, 7 * 86_400_000, 3]);
+    expect([
+      c.mqtt.messages_stream,
+      c.mqtt.messages_max_bytes,
+      c.mqtt.messages_max_age,
+      c.mqtt.stream_replicas,
+    ]).toEqual(["MSGS", 1024 ** 3, 7 * 86_400_000, 3]);
     expect(c.amqp.dedupe_message_id).toBe(true);
-    expect(config(await loadConfig({ file: await file("nostore.yaml", 'mqtt: { messages_stream: "" }\n') })).mqtt.messages_stream).toBe("");
+    expect(
+      config(await loadConfig({ file: await file("nostore.yaml", 'mqtt: { messages_stream: "" }\n') })).mqtt
+        .messages_stream,
+    ).toBe("");
     expect(
       problems(
         await loadConfig({
-          file: await file("store-bad.yaml", "mqtt: { messages_stream: a.b, messages_max_bytes: 0, messages_max_age: 10ms, stream_replicas: 7 }\n"),
+          file: await file(
+            "store-bad.yaml",
+            "mqtt: { messages_stream: a.b, messages_max_bytes: 0, messages_max_age: 10ms, stream_replicas: 7 }\n",
+          ),
         }),
       ),
     ).toEqual([

@@ -129,7 +129,7 @@ export class ClientSession {
     // Their recorded consumer reads the stream they read now: taken over from its floor.
     const resumed = new Set<Entry>();
     for (const s of stored.subscriptions) {
-      const plan = planSubscription(s.subscription, s.subscriptionId, this.link.settings.maxSubjectBytes);
+      const plan = planSubscription(s.subscription, s.subscriptionId, this.link.settings);
       if (!plan.ok) continue;
       const recorded = s.stream
         ? {
@@ -182,7 +182,7 @@ export class ClientSession {
     for (const [index, s] of p.subscriptions.entries()) {
       const plan = tooManyLevels(s.topic, link.settings.maxTopicLevels)
         ? ({ ok: false, error: { reasonCode: Reason.topicFilterInvalid, reason: "too many levels" } } as const)
-        : planSubscription(s, subId, link.settings.maxSubjectBytes);
+        : planSubscription(s, subId, link.settings);
       if (!plan.ok) {
         link.metrics.refused("mqtt", plan.error.reasonCode === Reason.notAuthorized ? "not_authorized" : "bad_filter");
         granted.push(link.version === 5 ? plan.error.reasonCode : SubackFailureV4);
@@ -196,7 +196,7 @@ export class ClientSession {
       if (!isNew) this.close(s.topic, false);
       // Stored delivery starts only once NATS granted the subscription (below).
       fresh.push({ entry: this.open(plan.value), isNew, index });
-      granted.push(s.qos);
+      granted.push(plan.value.options.qos);
     }
     // NATS answers a subscription it refuses with -ERR before the flush's PONG.
     await flushAndSettle(link.lease.nc).catch(() => {});
@@ -213,7 +213,7 @@ export class ClientSession {
     }
     const unstored: string[] = [];
     for (const f of fresh) {
-      if (granted[f.index] !== p.subscriptions[f.index]?.qos) continue;
+      if (granted[f.index] !== f.entry.sub.options.qos) continue;
       const failed = await this.startStored(f.entry, undefined, false);
       if (failed === undefined) continue;
       // QoS 1/2 on a stored subject is the stream's to deliver: without it, not granted (SUBACK says why).
@@ -238,7 +238,7 @@ export class ClientSession {
       ...(reasonString ? { properties: { reasonString } } : {}),
     } as Packet);
     for (const f of fresh) {
-      if (granted[f.index] !== p.subscriptions[f.index]?.qos) continue;
+      if (granted[f.index] !== f.entry.sub.options.qos) continue;
       const rh = f.entry.sub.retainHandling;
       // [MQTT-3.3.1-9..11] retain handling 0: always, 1: only for a new subscription, 2: never.
       if (rh === 0 || (rh === 1 && f.isNew)) void this.deliveries.sendRetained(f.entry.sub);

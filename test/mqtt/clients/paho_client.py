@@ -64,7 +64,9 @@ def props_dict(props):
     if props is None:
         return {}
     out = {}
-    for name in ("UserProperty", "SubscriptionIdentifier", "TopicAlias", "MaximumPacketSize", "ReceiveMaximum", "TopicAliasMaximum", "ReasonString", "ContentType"):
+    for name in ("UserProperty", "SubscriptionIdentifier", "TopicAlias", "MaximumPacketSize", "ReceiveMaximum", "TopicAliasMaximum", "ReasonString", "ContentType",
+                 "MaximumQoS", "RetainAvailable", "WildcardSubscriptionAvailable", "SharedSubscriptionAvailable",
+                 "SubscriptionIdentifierAvailable", "ServerKeepAlive"):
         if hasattr(props, name):
             out[name] = getattr(props, name)
     return out
