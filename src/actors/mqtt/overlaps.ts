@@ -94,22 +94,18 @@ export class Overlaps {
   /** The options of the one copy: highest QoS, every identifier; a No Local subscription counts only for others' messages. */
   private merged(matching: readonly Member[], m: Msg): SubscriptionOptions | undefined {
     const own = matching.some((x) => x.sub.options.noLocal) && this.isOwn(m);
+    const counted = own ? matching.filter((x) => !x.sub.options.noLocal) : matching;
+    if (counted.length === 0) return undefined;
     let qos: 0 | 1 | 2 = 0;
-    let retainAsPublished = false;
     const ids: number[] = [];
-    let counted = 0;
-    for (const { sub } of matching) {
-      if (own && sub.options.noLocal) continue;
-      counted++;
+    for (const { sub } of counted) {
       if (sub.options.qos > qos) qos = sub.options.qos;
-      retainAsPublished ||= sub.options.retainAsPublished;
       if (sub.options.subscriptionId !== undefined) ids.push(sub.options.subscriptionId);
     }
-    if (counted === 0) return undefined;
     return {
       qos,
       noLocal: false,
-      retainAsPublished,
+      retainAsPublished: counted.some((x) => x.sub.options.retainAsPublished),
       subscriptionIds: ids,
       // Each matching subscription passed its own `$` rule already (matches).
       dollarGuard: false,
