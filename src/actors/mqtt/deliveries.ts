@@ -85,6 +85,11 @@ export class Deliveries {
     this.overlaps.remove(sub);
   }
 
+  /** Its consumer reads: overlapping subscriptions leave the messages it delivers to it. */
+  consumerReading(sub: ActiveSubscription): void {
+    this.overlaps.consumerReading(sub);
+  }
+
   /** NATS may have changed what the client may read: ask again. */
   forgetPermissions(): void {
     this.permission = undefined;

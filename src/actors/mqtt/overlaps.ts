@@ -18,6 +18,11 @@ interface Member extends OverlapMember {
   readonly age: number;
   /** Members whose filters can match a topic this one matches, oldest first. */
   readonly peers: Member[];
+  /**
+   * `viaConsumer` once its consumer reads (consumerReading): until then the others deliver
+   * their own copies, as a consumer made at SUBSCRIBE reads only what comes after it.
+   */
+  asPeer: OverlapMember["viaConsumer"];
 }
 
 const LOWER_CLIENT_ID = HEADER.mqttClientId.toLowerCase();
@@ -28,8 +33,8 @@ const LOWER_CLIENT_ID = HEADER.mqttClientId.toLowerCase();
  * -4] (docs/decisions/overlapping-subscriptions.md). Every matching subscription hears
  * its own copy (core NATS or its consumer); exactly one of them is the one sent:
  *
- * - the oldest matching subscription whose consumer delivers the message, if any (a
- *   stored copy keeps its stream's redelivery, and its ack covers the others);
+ * - the oldest matching subscription whose consumer delivers the message and reads, if
+ *   any (a stored copy keeps its stream's redelivery, and its ack covers the others);
  * - else the oldest matching subscription's core copy.
  *
  * The others are dropped (a stored one acknowledged). Each copy reaches this rule with the
@@ -46,13 +51,19 @@ export class Overlaps {
   /** A new subscription: the youngest. Shared ones stand apart (MQTT 5 section 4.8.2). */
   add(member: OverlapMember): void {
     if (member.sub.queue) return;
-    const added: Member = { ...member, age: this.nextAge++, peers: [] };
+    const added: Member = { ...member, age: this.nextAge++, peers: [], asPeer: undefined };
     for (const other of this.members.values()) {
       if (!intersect(other.sub.subjects, added.sub.subjects)) continue;
       other.peers.push(added);
       added.peers.push(other);
     }
     this.members.set(member.sub, added);
+  }
+
+  /** The subscription's consumer reads (or, resumed, waits for its store): its copies count for the others. */
+  consumerReading(sub: ActiveSubscription): void {
+    const member = this.members.get(sub);
+    if (member) member.asPeer = member.viaConsumer;
   }
 
   remove(sub: ActiveSubscription): void {
@@ -85,7 +96,7 @@ export class Overlaps {
     for (const p of self.peers) if (matches(p.sub, subject, topic)) matching.push(p);
     if (matching.length === 1) return self.sub.options;
     matching.sort((a, b) => a.age - b.age);
-    const stored = matching.find((x) => (x === self ? fromConsumer : x.viaConsumer?.(m, subject)));
+    const stored = matching.find((x) => (x === self ? fromConsumer : x.asPeer?.(m, subject)));
     const sender = stored ?? matching[0]!;
     if (sender !== self) return undefined;
     return this.merged(matching, m);

@@ -423,7 +423,8 @@ export class ClientSession {
       return undefined;
     }
     entry.consumer = stored.name;
-    if (outcome.state === "reading" || (outcome.state === "waiting" && waits)) return undefined;
+    if (outcome.state === "reading" || (outcome.state === "waiting" && waits))
+      return void this.deliveries.consumerReading(sub);
     stored.stop();
     entry.stored = undefined;
     link.metrics.jetstreamError("mqtt", "consumer");
