@@ -26,10 +26,11 @@ describe("overlapping subscriptions of one client", () => {
 
   beforeAll(async () => {
     nats = await startNatsServer();
-    gw = await startGateway({ nats: nats.url });
-    port = gw.port("mqtt");
     nc = await connect({ servers: nats.url });
     jsm = await jetstreamManager(nc);
+    await jsm.streams.add({ name: "OVB", subjects: ["ovb.>"] });
+    gw = await startGateway({ nats: nats.url, config: { bindings: [{ stream: "OVB" }] } });
+    port = gw.port("mqtt");
   });
   afterAll(async () => {
     await nc?.close();
@@ -155,5 +156,41 @@ describe("overlapping subscriptions of one client", () => {
     await pub.publishAsync("ovst/z", "last", { qos: 1 });
     expect((await later.count(1)).map((m) => m.payload.toString())).toEqual(["last"]);
     await Promise.all([again.endAsync(), pub.endAsync()]);
+  });
+
+  it("on a bound stream too: QoS 1 messages once from its consumer with every identifier, plain NATS messages once from core at QoS 0", async () => {
+    const session = {
+      protocolVersion: 5 as const,
+      clientId: "ov-bound",
+      clean: false,
+      properties: { sessionExpiryInterval: 600 },
+    };
+    const { client: sub, inbox } = await connectCollecting(port, session);
+    await sub.subscribeAsync("ovb/+", { qos: 1, properties: { subscriptionIdentifier: 1 } });
+    await sub.subscribeAsync("ovb/#", { qos: 1, properties: { subscriptionIdentifier: 2 } });
+    await sub.subscribeAsync("ovb/t", { qos: 0, properties: { subscriptionIdentifier: 3 } });
+    const pub = await connectMqtt(port, { protocolVersion: 5 });
+    // `ovb/+` reads OVB; `ovb/#` is also `ovb`, which OVB does not cover: it reads the MQTT
+    // store, and OVB's messages reach it from core NATS, as `ovb/t`'s do.
+    for (let i = 0; i < 3; i++) await pub.publishAsync("ovb/t", `s${i}`, { qos: 1 });
+    await inbox.count(3);
+    nc.publish("ovb.t", "plain");
+    await inbox.count(4);
+    await eventually(
+      async () => {
+        const consumers = await jsm.consumers.list("OVB").next();
+        const busy = consumers.filter((ci) => ci.num_ack_pending > 0 || ci.num_pending > 0);
+        return consumers.length === 1 && busy.length === 0 ? true : undefined;
+      },
+      10_000,
+      "the bound consumer drained",
+    );
+    // After the plain one, a marker on a topic only one filter matches: nothing else came between.
+    await sub.subscribeAsync("ovbm/end", { qos: 0 });
+    nc.publish("ovbm.end", "end");
+    await eventually(() => inbox.seen.find((m) => m.topic === "ovbm/end"), 5_000, "the marker");
+    const got = inbox.seen.map((m) => `${m.payload.toString()}@${m.packet.qos}:${ids(m.packet).join(",")}`);
+    expect(got).toEqual(["s0@1:1,2,3", "s1@1:1,2,3", "s2@1:1,2,3", "plain@0:1,2,3", "end@0:"]);
+    await Promise.all([sub.endAsync(), pub.endAsync()]);
   });
 });
