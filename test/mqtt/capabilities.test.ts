@@ -1,8 +1,10 @@
 // Issue 26, item 2: the MQTT 5 CONNACK says what the gateway is configured to allow
 // (docs/decisions/mqtt-capabilities.md), and PUBLISH, wills and SUBSCRIBE are held to it.
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type mqtt from "mqtt-packet";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parse, stringify } from "yaml";
 import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
 import { collect, connectMqtt } from "../helpers/mqttClient.js";
 import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
@@ -166,4 +168,28 @@ describe("MQTT 5 CONNACK capabilities, as configured", () => {
       }
     },
   );
+
+  it("a reload (SIGHUP) applies to clients that connect after it; a connected one keeps what its CONNACK said", async () => {
+    const before = await RawMqtt.connected(full.port("mqtt"), 5);
+    const config = parse(readFileSync(full.file, "utf8"));
+    config.mqtt = { ...config.mqtt, retain_available: false, maximum_qos: 0 };
+    writeFileSync(full.file, stringify(config));
+    full.process.kill("SIGHUP");
+    await full.waitForLog((l) => l.msg === "config reloaded");
+    const after = await connectMqtt(full.port("mqtt"), { protocolVersion: 5 });
+    expect([after.connack.properties?.retainAvailable, after.connack.properties?.maximumQoS]).toEqual([false, 0]);
+    // The earlier connection still may publish retained at QoS 1: its PUBACK comes.
+    before.send({
+      cmd: "publish",
+      topic: "cap/before",
+      payload: Buffer.from(""),
+      qos: 1,
+      messageId: 1,
+      retain: true,
+      dup: false,
+    });
+    expect(((await before.next("puback")) as mqtt.IPubackPacket).reasonCode ?? 0).toBe(0);
+    await after.endAsync();
+    before.end();
+  });
 });
