@@ -97,6 +97,27 @@ describe("overlapping subscriptions of one client", () => {
     await Promise.all([me.endAsync(), other.endAsync()]);
   });
 
+  it("Retain As Published on one of them keeps RETAIN on the one copy", async () => {
+    const c = await connectMqtt(port, { protocolVersion: 5, clientId: "ov-rap" });
+    const inbox = collect(c);
+    await c.subscribeAsync("ovr/+", { qos: 0, rap: true, rh: 2, properties: { subscriptionIdentifier: 1 } });
+    await c.subscribeAsync("ovr/#", { qos: 0, rh: 2, properties: { subscriptionIdentifier: 2 } });
+    const pub = await connectMqtt(port, { protocolVersion: 5 });
+    await pub.publishAsync("ovr/t", "kept", { qos: 1, retain: true });
+    await pub.publishAsync("ovr/t/u", "cleared", { qos: 1, retain: true });
+    await c.subscribeAsync("ovrm/end", { qos: 0 });
+    await pub.publishAsync("ovrm/end", "end", { qos: 1 });
+    await eventually(() => inbox.seen.find((m) => m.topic === "ovrm/end"), 5_000, "the marker");
+    const got = inbox.seen.map((m) => [m.payload.toString(), m.packet.retain, ids(m.packet).join(",")]);
+    expect(got).toEqual([
+      ["kept", true, "1,2"],
+      ["cleared", false, "2"],
+      ["end", false, ""],
+    ]);
+    for (const t of ["ovr/t", "ovr/t/u"]) await pub.publishAsync(t, "", { qos: 1, retain: true });
+    await Promise.all([c.endAsync(), pub.endAsync()]);
+  });
+
   it("paho: one copy carrying both identifiers", async () => {
     const c = paho([
       String(port),
