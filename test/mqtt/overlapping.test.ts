@@ -61,6 +61,23 @@ describe("overlapping subscriptions of one client", () => {
     await Promise.all([c.endAsync(), pub.endAsync()]);
   });
 
+  it("MQTT 3.1.1 too: one copy at the highest QoS [MQTT-3.3.5-1]", async () => {
+    const c = await connectMqtt(port, { protocolVersion: 4, clientId: "ov-v4" });
+    const inbox = collect(c);
+    await c.subscribeAsync("ov4/+", { qos: 0 });
+    await c.subscribeAsync("ov4/#", { qos: 1 });
+    await c.subscribeAsync("ov4m/end", { qos: 0 });
+    const pub = await connectMqtt(port, { protocolVersion: 4 });
+    await pub.publishAsync("ov4/a", "a", { qos: 1 });
+    await pub.publishAsync("ov4m/end", "end", { qos: 0 });
+    await eventually(() => inbox.seen.find((m) => m.topic === "ov4m/end"), 5_000, "the marker");
+    expect(inbox.seen.map((m) => [m.topic, m.packet.qos])).toEqual([
+      ["ov4/a", 1],
+      ["ov4m/end", 0],
+    ]);
+    await Promise.all([c.endAsync(), pub.endAsync()]);
+  });
+
   it("a shared subscription stands apart: it and a plain filter each get their copy", async () => {
     const c = await connectMqtt(port, { protocolVersion: 5, clientId: "ov-share" });
     const inbox = collect(c);
