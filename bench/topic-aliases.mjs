@@ -22,10 +22,20 @@ const { values } = parseArgs({
 });
 const N = Number(values.messages);
 const payload = Buffer.alloc(Number(values.payload), 0x61);
-const levels = ["fleet", "eu-west-1", "depot-0042", "vehicle-000123", "telemetry", "engine", "coolant", "temperature"].slice(0, Number(values.levels));
+const levels = [
+  "fleet",
+  "eu-west-1",
+  "depot-0042",
+  "vehicle-000123",
+  "telemetry",
+  "engine",
+  "coolant",
+  "temperature",
+].slice(0, Number(values.levels));
 const vehicles = Number(values.vehicles);
 const aliasMax = Number(values["alias-max"]);
-const topicOf = (v) => levels.map((l) => (l === "vehicle-000123" && vehicles > 1 ? `vehicle-${String(v).padStart(6, "0")}` : l)).join("/");
+const topicOf = (v) =>
+  levels.map((l) => (l === "vehicle-000123" && vehicles > 1 ? `vehicle-${String(v).padStart(6, "0")}` : l)).join("/");
 const topic = topicOf(0);
 // One vehicle: its topic; a fleet: the vehicle level is `+`.
 const filter = vehicles > 1 ? levels.map((l) => (l === "vehicle-000123" ? "+" : l)).join("/") : topic;
@@ -43,7 +53,12 @@ function subscriber(port, clientId, topicAliasMaximum) {
     });
     parser.on("packet", (p) => {
       if (p.cmd === "connack") {
-        s.write(mqtt.generate({ cmd: "subscribe", messageId: 1, subscriptions: [{ topic: filter, qos: 0 }] }, { protocolVersion: 5 }));
+        s.write(
+          mqtt.generate(
+            { cmd: "subscribe", messageId: 1, subscriptions: [{ topic: filter, qos: 0 }] },
+            { protocolVersion: 5 },
+          ),
+        );
       } else if (p.cmd === "suback") {
         state.counting = true;
         resolve({ state, finished: new Promise((r) => (state.done = r)), close: () => s.destroy() });
@@ -55,7 +70,12 @@ function subscriber(port, clientId, topicAliasMaximum) {
     });
     s.on("connect", () => {
       const properties = topicAliasMaximum ? { topicAliasMaximum } : {};
-      s.write(mqtt.generate({ cmd: "connect", protocolId: "MQTT", protocolVersion: 5, clientId, clean: true, keepalive: 60, properties }, { protocolVersion: 5 }));
+      s.write(
+        mqtt.generate(
+          { cmd: "connect", protocolId: "MQTT", protocolVersion: 5, clientId, clean: true, keepalive: 60, properties },
+          { protocolVersion: 5 },
+        ),
+      );
     });
   });
 }
