@@ -14,6 +14,11 @@ const RELOADABLE = [
   "mqtt.receive_maximum",
   "mqtt.max_keepalive",
   "mqtt.session_expiry_max",
+  // What the CONNACK tells clients (docs/decisions/mqtt-capabilities.md): read per connection.
+  "mqtt.maximum_qos",
+  "mqtt.retain_available",
+  "mqtt.wildcard_subscription_available",
+  "mqtt.shared_subscription_available",
   // The MQTT store's limits: applied to its stream at its next use (messageStore.ts).
   "mqtt.messages_max_bytes",
   "mqtt.messages_max_age",

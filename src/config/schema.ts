@@ -148,6 +148,11 @@ export interface GatewayConfig {
     readonly session_sweep_interval: number;
     /** "always" (the spec's header table) or "when_needed" (plain PUB for bare QoS 0; docs/performance.md). An addition. */
     readonly client_id_header: "always" | "when_needed";
+    /** What MQTT clients may use, told in the MQTT 5 CONNACK (docs/decisions/mqtt-capabilities.md). Additions. */
+    readonly maximum_qos: 0 | 1 | 2;
+    readonly retain_available: boolean;
+    readonly wildcard_subscription_available: boolean;
+    readonly shared_subscription_available: boolean;
   };
   readonly amqp: {
     readonly listen: ListenAddress | null;
@@ -262,6 +267,10 @@ const mqtt = z.strictObject({
   session_expiry_max: duration.prefault("7d").pipe(between(0, 4_294_967_295_000, seconds)),
   session_sweep_interval: duration.prefault("5m").pipe(between(0, 7 * 24 * 3_600_000, seconds)),
   client_id_header: z.enum(["always", "when_needed"]).default("always"),
+  maximum_qos: z.union([z.literal(0), z.literal(1), z.literal(2)]).default(2),
+  retain_available: z.boolean().default(true),
+  wildcard_subscription_available: z.boolean().default(true),
+  shared_subscription_available: z.boolean().default(true),
 });
 
 const amqp = z

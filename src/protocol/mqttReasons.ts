@@ -25,7 +25,10 @@ export const Reason = {
   quotaExceeded: 0x97,
   administrativeAction: 0x98,
   payloadFormatInvalid: 0x99,
+  retainNotSupported: 0x9a,
+  qosNotSupported: 0x9b,
   sharedSubscriptionsNotSupported: 0x9e,
+  wildcardSubscriptionsNotSupported: 0xa2,
 } as const;
 
 /** MQTT 3.1.1 CONNACK return codes (section 3.2.2.3). */

@@ -8,6 +8,8 @@ export interface SubscriptionOptions {
   readonly noLocal: boolean;
   readonly retainAsPublished: boolean;
   readonly subscriptionId?: number | undefined;
+  /** One copy standing for several overlapping subscriptions: all their identifiers [MQTT-3.3.4-4]. */
+  readonly subscriptionIds?: readonly number[] | undefined;
   /** The filter starts with + or #, so $ topics do not match it. */
   readonly dollarGuard: boolean;
 }
@@ -88,7 +90,8 @@ export function natsToMqttPublish(
       lost += meta.userProps.length - carried.length;
       if (carried.length > 0) props.userProperties = carried;
     }
-    if (sub.subscriptionId !== undefined) props.subscriptionIdentifier = sub.subscriptionId;
+    if (sub.subscriptionIds?.length) props.subscriptionIdentifier = [...sub.subscriptionIds];
+    else if (sub.subscriptionId !== undefined) props.subscriptionIdentifier = sub.subscriptionId;
     if (Object.keys(props).length > 0) out.properties = props;
     if (lost > 0) out.lost = lost;
   }

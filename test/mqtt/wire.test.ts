@@ -205,7 +205,7 @@ describe("MQTT 5 on the wire, third-party clients, embedded nats-server", () => 
   describe("server-to-client topic aliases", () => {
     const long = (s: string) => `fleet/${s}/vehicle-000042/telemetry/engine/temperature`;
 
-    it("mqtt.js with Topic Alias Maximum 2 gets each topic right while aliases are bound, used and rebound (least recently used)", async () => {
+    it("mqtt.js with Topic Alias Maximum 2 gets each topic right while aliases are bound, used and rebound (to a topic seen since the least recently used alias was)", async () => {
       const base = unique("ta");
       const c = await connectMqtt(port, { protocolVersion: 5, properties: { topicAliasMaximum: 2 } });
       const inbox = collect(c);
@@ -214,21 +214,26 @@ describe("MQTT 5 on the wire, third-party clients, embedded nats-server", () => 
         if (p.cmd === "publish") wire.push({ topic: p.topic, alias: p.properties?.topicAlias });
       });
       await c.subscribeAsync(long(`${base}/+`).replace(/\/vehicle.*/, "/#"), { qos: 0 });
-      const order = ["a", "a", "b", "a", "c", "b", "a"];
+      const order = ["a", "a", "b", "a", "c", "b", "a", "c", "c", "b", "b"];
       for (const t of order) nc.publish(long(`${base}/${t}`).replaceAll("/", "."), t);
       const got = await inbox.count(order.length);
       expect(got.map((m) => m.topic)).toEqual(order.map((t) => long(`${base}/${t}`)));
-      // a binds 1 and is then sent by alias alone; b binds 2; c takes b's 2 (a was used since);
-      // b then takes a's 1, and a takes c's 2.
+      // a binds 1 and is then sent by alias alone; b binds 2. c, new while both are taken,
+      // goes without one (a cycle of more topics than aliases would rebind on every send);
+      // seen again after b's last use it takes b's 2, and b, seen again after a's, takes 1.
       const t = (x: string) => long(`${base}/${x}`);
       expect(wire).toEqual([
         { topic: t("a"), alias: 1 },
         { topic: "", alias: 1 },
         { topic: t("b"), alias: 2 },
         { topic: "", alias: 1 },
+        { topic: t("c"), alias: undefined },
+        { topic: "", alias: 2 },
+        { topic: "", alias: 1 },
+        { topic: t("c"), alias: undefined },
         { topic: t("c"), alias: 2 },
+        { topic: t("b"), alias: undefined },
         { topic: t("b"), alias: 1 },
-        { topic: t("a"), alias: 2 },
       ]);
       await c.endAsync();
     });
@@ -245,6 +250,26 @@ describe("MQTT 5 on the wire, third-party clients, embedded nats-server", () => 
       expect(msgs.map((m) => m.topic)).toEqual([topic, topic, topic]);
       expect(msgs.map((m) => m.wire_topic)).toEqual([topic, "", ""]);
       expect(msgs.map((m) => m.alias)).toEqual([1, 1, 1]);
+    });
+
+    it("from 6 bytes on: a 5-byte topic goes without an alias, a 6-byte one (Paho's TopicA) gets one", async () => {
+      const c = await connectMqtt(port, { protocolVersion: 5, properties: { topicAliasMaximum: 4 } });
+      const wire: Array<{ topic: string; alias: number | undefined }> = [];
+      c.on("packetreceive", (p) => {
+        if (p.cmd === "publish") wire.push({ topic: p.topic, alias: p.properties?.topicAlias });
+      });
+      const inbox = collect(c);
+      await c.subscribeAsync("w5/ab", { qos: 0 });
+      await c.subscribeAsync("w6/abc", { qos: 0 });
+      for (const subject of ["w5.ab", "w6.abc", "w5.ab", "w6.abc"]) nc.publish(subject, "x");
+      expect((await inbox.count(4)).map((m) => m.topic)).toEqual(["w5/ab", "w6/abc", "w5/ab", "w6/abc"]);
+      expect(wire).toEqual([
+        { topic: "w5/ab", alias: undefined },
+        { topic: "w6/abc", alias: 1 },
+        { topic: "w5/ab", alias: undefined },
+        { topic: "", alias: 1 },
+      ]);
+      await c.endAsync();
     });
 
     it("no aliases for a client that allows none (mqtt.js MQTT 5 by default, 3.1.1)", async () => {

@@ -97,6 +97,24 @@ export function readConnect(p: IConnectPacket, settings: MqttSettings): ConnectO
       clientMaxPacket,
     };
   }
+  const unsupported = p.will ? willUnsupported(p.will, settings) : undefined;
+  if (unsupported) {
+    // [MQTT-3.2.2-12, -13]: CONNACK 0x9B / 0x9A and close; 3.1.1 has no such code (as mosquitto's max_qos: refused).
+    return {
+      ok: false,
+      connack: (version === 5
+        ? {
+            cmd: "connack",
+            reasonCode: unsupported.reasonCode,
+            sessionPresent: false,
+            properties: { reasonString: unsupported.reason },
+          }
+        : { cmd: "connack", returnCode: ConnackV4.notAuthorized, sessionPresent: false }) as Packet,
+      ...unsupported,
+      version,
+      clientMaxPacket,
+    };
+  }
   const sessionExpirySec =
     version === 5
       ? Math.min(p.properties?.sessionExpiryInterval ?? 0, settings.sessionExpiryMaxSec)
@@ -141,6 +159,18 @@ export function authAnswer(p: IAuthPacket): { reasonCode: number; reason: string
   };
 }
 
+/** A will the gateway may not publish as asked (mqtt.maximum_qos, mqtt.retain_available). */
+function willUnsupported(
+  w: NonNullable<IConnectPacket["will"]>,
+  settings: MqttSettings,
+): { reasonCode: number; reason: string } | undefined {
+  if ((w.qos ?? 0) > settings.maximumQos)
+    return { reasonCode: Reason.qosNotSupported, reason: `will QoS ${w.qos} above Maximum QoS ${settings.maximumQos}` };
+  if (w.retain && !settings.retainAvailable)
+    return { reasonCode: Reason.retainNotSupported, reason: "retained wills are not available" };
+  return undefined;
+}
+
 function willOf(w: NonNullable<IConnectPacket["will"]>, version: 4 | 5): WillMessage {
   const { willDelayInterval, ...properties } = w.properties ?? {};
   return {
@@ -175,10 +205,12 @@ export function connackPacket(
             receiveMaximum: settings.receiveMaximum,
             maximumPacketSize: settings.maxPacketSize,
             topicAliasMaximum: settings.topicAliasMaximum,
-            retainAvailable: true,
-            wildcardSubscriptionAvailable: true,
+            // Absent means 2 [MQTT-3.2.2-9].
+            ...(settings.maximumQos < 2 ? { maximumQoS: settings.maximumQos } : {}),
+            retainAvailable: settings.retainAvailable,
+            wildcardSubscriptionAvailable: settings.wildcardSubscriptionAvailable,
             subscriptionIdentifiersAvailable: true,
-            sharedSubscriptionAvailable: true,
+            sharedSubscriptionAvailable: settings.sharedSubscriptionAvailable,
             ...(assignedId ? { assignedClientIdentifier: assignedId } : {}),
             ...(serverKeepAlive !== undefined ? { serverKeepAlive } : {}),
           }

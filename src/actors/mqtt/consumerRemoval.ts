@@ -1,5 +1,7 @@
 import { JetStreamApiError } from "@nats-io/jetstream";
 import type { AccountServices } from "../accountServices.js";
+import { recordedConsumer } from "./sessionConsumers.js";
+import type { StoredSession } from "./sessionStore.js";
 
 /** 10014: consumer not found. */
 const CONSUMER_NOT_FOUND = 10014;
@@ -25,4 +27,20 @@ export async function removeSessionConsumer(
   const retry = (delayMs: number) =>
     setTimeout(() => once().catch(() => delayMs < 8_000 && retry(delayMs * 2)), delayMs).unref();
   await once().catch(() => retry(1_000));
+}
+
+/** The consumers a stored session's record names (a clean start or an expired session discards them). */
+export async function removeRecordedConsumers(
+  services: AccountServices,
+  account: string,
+  clientId: string,
+  session: StoredSession,
+): Promise<void> {
+  await Promise.all(
+    session.subscriptions
+      .filter((s) => s.stream)
+      .map((s) =>
+        removeSessionConsumer(services, account, s.stream!, recordedConsumer(s, account, clientId, session.epoch)),
+      ),
+  );
 }

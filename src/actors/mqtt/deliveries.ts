@@ -2,17 +2,18 @@ import type { Msg } from "@nats-io/transport-node";
 import type { Packet } from "mqtt-packet";
 import { storedDeliverable } from "../../protocol/deliveryGuard.js";
 import { LastMeta } from "../../protocol/headers.js";
-import { natsToMqttPublish, type OutboundPublish } from "../../protocol/natsToMqtt.js";
+import { natsToMqttPublish, type OutboundPublish, type SubscriptionOptions } from "../../protocol/natsToMqtt.js";
 import { headerPairsOf } from "../client/headerPairs.js";
 import { traceMqttDelivery } from "../tracing/hops.js";
 import type { Hop } from "../tracing/tracing.js";
 import type { ClientLink } from "./link.js";
 import { OutboundFlow } from "./outbound.js";
+import { type OverlapMember, Overlaps } from "./overlaps.js";
 import { ReadPermission } from "./readPermission.js";
 import type { RetainedMessages } from "./retained.js";
 import type { OutboundRecord } from "./sessionStore.js";
 import type { StoredDelivery } from "./storedDelivery.js";
-import type { ActiveSubscription } from "./subscriptions.js";
+import { type ActiveSubscription, closeSubscription, openSubscription } from "./subscriptions.js";
 
 /**
  * What of a session reaches its client: core NATS messages, stored deliveries and retained
@@ -23,6 +24,8 @@ import type { ActiveSubscription } from "./subscriptions.js";
  */
 export class Deliveries {
   readonly outbound: OutboundFlow;
+  /** Which copy of a message matching several subscriptions is sent. */
+  private readonly overlaps: Overlaps;
   /** Deliveries that arrive before CONNACK is out wait here; undefined once the client is served. */
   private held: Array<() => void> | undefined = [];
   /** Their payloads' bytes, counted in what the gateway holds for the client (clientBytes.ts). */
@@ -38,6 +41,7 @@ export class Deliveries {
     private readonly retained: RetainedMessages,
     receiveMaximum: number,
   ) {
+    this.overlaps = new Overlaps(link.clientId);
     // A stored message dropped from the backlog is not acknowledged: the stream sends it again after ack_wait.
     this.outbound = new OutboundFlow(
       receiveMaximum,
@@ -63,6 +67,31 @@ export class Deliveries {
     for (const deliver of held) deliver();
   }
 
+  /** Opens a subscription's core NATS side; `viaConsumer`: the messages its consumer delivers instead. */
+  listen(plan: Omit<ActiveSubscription, "nats">, viaConsumer: OverlapMember["viaConsumer"]): ActiveSubscription {
+    const sub = openSubscription(
+      this.link.lease.nc,
+      plan,
+      (s, subject, headers, data, reply, options) => this.deliver(s, subject, headers, data, reply, false, options),
+      // The copies its consumer delivers are dropped before any header is read (most of
+      // what such a subscription hears), and so are those another subscription sends.
+      (s, m) => this.overlaps.core(s, m),
+    );
+    this.overlaps.add({ sub, viaConsumer });
+    return sub;
+  }
+
+  /** Its NATS subscriptions close, and it counts no more for overlapping ones. */
+  unlisten(sub: ActiveSubscription): void {
+    closeSubscription(sub);
+    this.overlaps.remove(sub);
+  }
+
+  /** Its consumer reads: overlapping subscriptions leave the messages it delivers to it. */
+  consumerReading(sub: ActiveSubscription): void {
+    this.overlaps.consumerReading(sub);
+  }
+
   /** NATS may have changed what the client may read: ask again. */
   forgetPermissions(): void {
     this.permission = undefined;
@@ -75,11 +104,12 @@ export class Deliveries {
     data: Uint8Array,
     reply: string | undefined,
     retained = false,
+    options: SubscriptionOptions = sub.options,
   ): void {
     if (this.held) {
       // Live messages past the bound are dropped as they would be once served.
       if (this.link.bytes.full()) return this.link.metrics.dropped("mqtt", "slow_consumer");
-      this.hold(data.byteLength, () => this.deliver(sub, subject, headers, data, reply, retained));
+      this.hold(data.byteLength, () => this.deliver(sub, subject, headers, data, reply, retained, options));
       return;
     }
     const { link } = this;
@@ -88,7 +118,7 @@ export class Deliveries {
       headers,
       data,
       reply,
-      sub.options,
+      options,
       { protocolVersion: link.version, clientId: link.clientId, now: Date.now() },
       retained,
       (this.lastMeta ??= new LastMeta()).read,
@@ -140,7 +170,12 @@ export class Deliveries {
       d.ack(seq); // without Mqgw-QoS 1/2 it reaches the client from core NATS, live only
       return;
     }
-    const out = natsToMqttPublish(subject, headers, m.data, undefined, sub.options, {
+    const options = this.overlaps.stored(sub, m, subject);
+    if (options === undefined) {
+      d.ack(seq); // an older overlapping subscription's consumer sends it, for this one too
+      return;
+    }
+    const out = natsToMqttPublish(subject, headers, m.data, undefined, options, {
       protocolVersion: this.link.version,
       clientId: this.link.clientId,
       now: Date.now(),

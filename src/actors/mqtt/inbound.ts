@@ -62,6 +62,12 @@ export class InboundPublisher {
   onPublish(inbound: InboundPublish, messageId: number | undefined, dup: boolean): void {
     // Past the Receive Maximum or over quota at 3.1.1, nothing more is passed on: the client is being disconnected.
     if (this.ending) return;
+    // [MQTT-3.2.2-11, -14]: DISCONNECT 0x9B / 0x9A (3.1.1: closed) past what the CONNACK allowed.
+    const { maximumQos, retainAvailable } = this.link.settings;
+    if (inbound.qos > maximumQos)
+      return this.link.protocolError(Reason.qosNotSupported, `QoS ${inbound.qos} above Maximum QoS ${maximumQos}`);
+    if (inbound.retain && !retainAvailable)
+      return this.link.protocolError(Reason.retainNotSupported, "retained messages are not available");
     if (inbound.qos === 2 && messageId !== undefined && this.state.qos2.has(messageId)) {
       // A resent QoS 2 publish already passed on: answer again, publish nothing [MQTT-4.3.3-9].
       this.link.write({ cmd: "pubrec", messageId } as Packet);

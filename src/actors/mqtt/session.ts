@@ -6,7 +6,7 @@ import type { MessageStore } from "../messageStore.js";
 import { flushAndSettle } from "../natsBridge.js";
 import { newUniqueId } from "../publishId.js";
 import type { ActorRegistry } from "../registry.js";
-import { removeSessionConsumer } from "./consumerRemoval.js";
+import { removeRecordedConsumers, removeSessionConsumer } from "./consumerRemoval.js";
 import { Deliveries } from "./deliveries.js";
 import { InboundState } from "./inboundState.js";
 import type { ClientLink } from "./link.js";
@@ -16,17 +16,17 @@ import { tooManyLevels } from "./publishMapping.js";
 import { RESUME_WAIT_MS, within } from "./resumeWait.js";
 import type { RetainedMessages } from "./retained.js";
 import { recordedConsumer, sessionConsumerName } from "./sessionConsumers.js";
-import type { LoadedSession, OutboundRecord, SessionStore, StoredSession, StoredSubscription } from "./sessionStore.js";
+import {
+  type LoadedSession,
+  type OutboundRecord,
+  type SessionStore,
+  type StoredSession,
+  storedSubscription,
+} from "./sessionStore.js";
 import { SessionWriter } from "./sessionWriter.js";
 import { consumerDelivers, storedSourceOf } from "./storedSource.js";
 import { type SessionEntry, StoredSubscriptions } from "./storedSubscriptions.js";
-import {
-  type ActiveSubscription,
-  closeSubscription,
-  dropSubject,
-  openSubscription,
-  planSubscription,
-} from "./subscriptions.js";
+import { type ActiveSubscription, dropSubject, planSubscription } from "./subscriptions.js";
 
 export interface SessionDeps {
   readonly services: AccountServices;
@@ -140,7 +140,7 @@ export class ClientSession {
     // Their recorded consumer reads the stream they read now: taken over from its floor.
     const resumed = new Set<SessionEntry>();
     for (const s of stored.subscriptions) {
-      const plan = planSubscription(s.subscription, s.subscriptionId, this.link.settings.maxSubjectBytes);
+      const plan = planSubscription(s.subscription, s.subscriptionId, this.link.settings);
       if (!plan.ok) continue;
       const recorded = s.stream
         ? {
@@ -182,18 +182,7 @@ export class ClientSession {
   async discard(loaded: LoadedSession): Promise<void> {
     const { account, clientId } = this.link;
     this.deps.parked?.drop(account, clientId);
-    await Promise.all(
-      loaded.session.subscriptions
-        .filter((s) => s.stream)
-        .map((s) =>
-          removeSessionConsumer(
-            this.deps.services,
-            account,
-            s.stream!,
-            recordedConsumer(s, account, clientId, loaded.session.epoch),
-          ),
-        ),
-    );
+    await removeRecordedConsumers(this.deps.services, account, clientId, loaded.session);
     await this.deps.store.remove(account, clientId);
   }
 
@@ -205,7 +194,7 @@ export class ClientSession {
     for (const [index, s] of p.subscriptions.entries()) {
       const plan = tooManyLevels(s.topic, link.settings.maxTopicLevels)
         ? ({ ok: false, error: { reasonCode: Reason.topicFilterInvalid, reason: "too many levels" } } as const)
-        : planSubscription(s, subId, link.settings.maxSubjectBytes);
+        : planSubscription(s, subId, link.settings);
       if (!plan.ok) {
         link.metrics.refused("mqtt", plan.error.reasonCode === Reason.notAuthorized ? "not_authorized" : "bad_filter");
         granted.push(link.version === 5 ? plan.error.reasonCode : SubackFailureV4);
@@ -219,7 +208,7 @@ export class ClientSession {
       if (!isNew) this.close(s.topic, false);
       // Stored delivery starts only once NATS granted the subscription (below).
       fresh.push({ entry: this.open(plan.value), isNew, index });
-      granted.push(s.qos);
+      granted.push(plan.value.options.qos);
     }
     // NATS answers a subscription it refuses with -ERR before the flush's PONG.
     await flushAndSettle(link.lease.nc).catch(() => {});
@@ -236,7 +225,7 @@ export class ClientSession {
     }
     const unstored: string[] = [];
     for (const f of fresh) {
-      if (granted[f.index] !== p.subscriptions[f.index]?.qos) continue;
+      if (granted[f.index] !== f.entry.sub.options.qos) continue;
       const failed = await this.stored.start(f.entry, undefined, false);
       if (failed === undefined) continue;
       // QoS 1/2 on a stored subject is the stream's to deliver: without it, not granted (SUBACK says why).
@@ -261,7 +250,7 @@ export class ClientSession {
       ...(reasonString ? { properties: { reasonString } } : {}),
     } as Packet);
     for (const f of fresh) {
-      if (granted[f.index] !== p.subscriptions[f.index]?.qos) continue;
+      if (granted[f.index] !== f.entry.sub.options.qos) continue;
       const rh = f.entry.sub.retainHandling;
       // [MQTT-3.3.1-9..11] retain handling 0: always, 1: only for a new subscription, 2: never.
       if (rh === 0 || (rh === 1 && f.isNew)) void this.deliveries.sendRetained(f.entry.sub);
@@ -302,7 +291,7 @@ export class ClientSession {
   stopDelivery(): void {
     const acked: Array<{ filter: string; floor: number; above: number[] }> = [];
     for (const e of this.entries.values()) {
-      closeSubscription(e.sub);
+      this.deliveries.unlisten(e.sub);
       if (e.sub.options.noLocal) this.link.noLocal.count--;
       if (e.stored) acked.push({ filter: e.sub.filter, ...e.stored.acknowledged() });
       this.stored.stopReading(e, this.kept);
@@ -361,18 +350,10 @@ export class ClientSession {
   }
 
   private record(connected: boolean, expirySec: number): StoredSession {
-    const subscriptions: StoredSubscription[] = [...this.entries.values()].map((e) => ({
-      subscription: {
-        topic: e.sub.filter,
-        qos: e.sub.options.qos,
-        nl: e.sub.options.noLocal,
-        rap: e.sub.options.retainAsPublished,
-        rh: e.sub.retainHandling,
-      },
-      subscriptionId: e.sub.options.subscriptionId,
-      stream: e.source?.stream,
-      consumer: e.consumer,
-    }));
+    // In the order they were made: a resume reopens them so, and overlaps.ts goes by it.
+    const subscriptions = [...this.entries.values()].map((e) =>
+      storedSubscription(e.sub, e.source?.stream, e.consumer),
+    );
     const inbound = this.inbound.toRecord();
     return {
       epoch: this.epoch,
@@ -399,13 +380,9 @@ export class ClientSession {
         : storedSourceOf(plan, this.link.account, this.deps.bindings, this.deps.messages);
     const stream = source?.stream;
     if (plan.options.noLocal) link.noLocal.count++;
-    const sub = openSubscription(
-      link.lease.nc,
+    const sub = this.deliveries.listen(
       plan,
-      (s, subject, headers, data, reply) => this.deliveries.deliver(s, subject, headers, data, reply),
-      // The copies its consumer delivers, dropped before any header is read: most of what
-      // such a subscription hears.
-      source ? (m) => consumerDelivers(source, m, this.link.account, this.deps.bindings) : undefined,
+      source ? (m, subject) => consumerDelivers(source, m, link.account, this.deps.bindings, subject) : undefined,
     );
     // The consumer to take over (the record's, when it reads the same stream), else a new one.
     const consumer = !stream
@@ -426,7 +403,7 @@ export class ClientSession {
   private close(filter: string, removeConsumer: boolean): boolean {
     const e = this.entries.get(filter);
     if (!e) return false;
-    closeSubscription(e.sub);
+    this.deliveries.unlisten(e.sub);
     if (e.sub.options.noLocal) this.link.noLocal.count--;
     e.stored?.stop();
     this.entries.delete(filter);

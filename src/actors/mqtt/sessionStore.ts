@@ -1,6 +1,7 @@
 import { Data } from "effect";
 import type { ISubscription } from "mqtt-packet";
 import type { InboundRecord } from "./inboundState.js";
+import type { ActiveSubscription } from "./subscriptions.js";
 
 /**
  * The consumer metadata naming the sessions bucket whose records name the consumer: gateways
@@ -17,6 +18,27 @@ export interface StoredSubscription {
   readonly stream?: string | undefined;
   /** The durable consumer on that stream, taken over by each connection that resumes the session (storedDelivery.ts). */
   readonly consumer?: string | undefined;
+}
+
+/** A subscription as its session's record keeps it. */
+export function storedSubscription(
+  sub: ActiveSubscription,
+  stream: string | undefined,
+  consumer: string | undefined,
+): StoredSubscription {
+  const { options } = sub;
+  return {
+    subscription: {
+      topic: sub.filter,
+      qos: options.qos,
+      nl: options.noLocal,
+      rap: options.retainAsPublished,
+      rh: sub.retainHandling,
+    },
+    subscriptionId: options.subscriptionId,
+    stream,
+    consumer,
+  };
 }
 
 /**

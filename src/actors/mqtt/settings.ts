@@ -17,6 +17,11 @@ export interface MqttSettings {
   /** mqtt.client_id_header: "when_needed" lets bare QoS 0 go as plain PUB. */
   readonly clientIdHeaderAlways: boolean;
   readonly topicAliasMaximum: number;
+  /** What clients may use (mqtt.maximum_qos, retain_available, ...): the CONNACK says it, PUBLISH and SUBSCRIBE are held to it. */
+  readonly maximumQos: 0 | 1 | 2;
+  readonly retainAvailable: boolean;
+  readonly wildcardSubscriptionAvailable: boolean;
+  readonly sharedSubscriptionAvailable: boolean;
   readonly routes: ReadonlyMap<string, Route>;
   readonly routeList: readonly Route[];
   /** limits.max_client_buffer: bytes held for one client on their way out (clientBytes.ts). */

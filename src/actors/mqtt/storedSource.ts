@@ -40,8 +40,15 @@ export function storedSourceOf(
  * stream keeps every Mqgw-QoS 1/2 message on its subjects; the MQTT store only what a
  * gateway client published (marked by its Nats-Msg-Id) to a subject no binding stores.
  */
-export function consumerDelivers(source: StoredSource, m: Msg, account: string, bindings: Bindings): boolean {
+export function consumerDelivers(
+  source: StoredSource,
+  m: Pick<Msg, "headers">,
+  account: string,
+  bindings: Bindings,
+  /** The message's subject; a stored copy's own is the MQTT store's (prefixed). */
+  subject: string,
+): boolean {
   if (source.kind === "bound") return carriesQos12(m);
   if (!storedCopy(m)) return false;
-  return !source.partial || bindings.storedIn(account, m.subject) === undefined;
+  return !source.partial || bindings.storedIn(account, subject) === undefined;
 }

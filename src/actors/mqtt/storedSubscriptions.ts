@@ -89,7 +89,8 @@ export class StoredSubscriptions {
       return undefined;
     }
     entry.consumer = stored.name;
-    if (outcome.state === "reading" || (outcome.state === "waiting" && waits)) return undefined;
+    if (outcome.state === "reading" || (outcome.state === "waiting" && waits))
+      return void this.deliveries.consumerReading(sub);
     stored.stop();
     entry.stored = undefined;
     link.metrics.jetstreamError("mqtt", "consumer");
@@ -111,13 +112,13 @@ export class StoredSubscriptions {
     const stored = parked?.get(filter);
     if (!stored) return false;
     parked!.delete(filter);
-    if (
-      stored.name === entry.consumer &&
-      this.host.entries.get(filter) === entry &&
-      stored.adopt(this.recipient(entry))
-    ) {
-      entry.stored = stored;
-      return true;
+    if (stored.name === entry.consumer && this.host.entries.get(filter) === entry) {
+      // Its copies count for overlapping subscriptions before what it held goes out (overlaps.ts).
+      this.deliveries.consumerReading(entry.sub);
+      if (stored.adopt(this.recipient(entry))) {
+        entry.stored = stored;
+        return true;
+      }
     }
     stored.stop();
     return false;

@@ -9,6 +9,7 @@ import type { Result } from "../../protocol/result.js";
 import { err, ok } from "../../protocol/result.js";
 import { filterToSubscription } from "../../protocol/topic.js";
 import { headerPairsReader } from "../client/headerPairs.js";
+import type { MqttSettings } from "./settings.js";
 
 /** One MQTT subscription: its filter, options and the NATS subscriptions behind it. */
 export interface ActiveSubscription {
@@ -26,17 +27,33 @@ export type OnMessage = (
   headers: Iterable<[string, string]> | undefined,
   data: Uint8Array,
   reply: string | undefined,
+  /** The subscription's own, or those of every overlapping one this copy stands for (overlaps.ts). */
+  options: SubscriptionOptions,
 ) => void;
 
 /** A subscription request checked against the mapping and the gateway's own rules. */
 export function planSubscription(
   s: ISubscription,
   subscriptionId: number | undefined,
-  /** Subject plus queue group bytes that fit a NATS SUB line (natsLimits.ts); 0 = no limit. */
-  maxSubjectBytes = 0,
+  /** maxSubjectBytes: subject plus queue group bytes that fit a NATS SUB line (natsLimits.ts); 0 = no limit. The rest: what the CONNACK allowed. */
+  settings: Pick<
+    MqttSettings,
+    "maxSubjectBytes" | "maximumQos" | "wildcardSubscriptionAvailable" | "sharedSubscriptionAvailable"
+  >,
 ): Result<Omit<ActiveSubscription, "nats">, { reasonCode: number; reason: string }> {
+  const { maxSubjectBytes } = settings;
   const mapped = filterToSubscription(s.topic);
   if (!mapped.ok) return err({ reasonCode: Reason.topicFilterInvalid, reason: mapped.error });
+  if (mapped.value.queue !== undefined && !settings.sharedSubscriptionAvailable)
+    return err({
+      reasonCode: Reason.sharedSubscriptionsNotSupported,
+      reason: "shared subscriptions are not available",
+    });
+  if (!settings.wildcardSubscriptionAvailable && mapped.value.subjects.some(hasWildcard))
+    return err({
+      reasonCode: Reason.wildcardSubscriptionsNotSupported,
+      reason: "wildcard subscriptions are not available",
+    });
   // Checked before the SUB goes out: nats-server closes a connection whose line is too long, and SUBACK would have said granted.
   if (mapped.value.subjects.some((subject) => tooLong(subject, mapped.value.queue, maxSubjectBytes))) {
     return err({
@@ -54,7 +71,8 @@ export function planSubscription(
     queue: mapped.value.queue,
     retainHandling: s.rh ?? 0,
     options: {
-      qos: s.qos,
+      // Granted at most the Maximum QoS (MQTT 5 3.2.2.3.4: the server may grant less).
+      qos: Math.min(s.qos, settings.maximumQos) as 0 | 1 | 2,
       noLocal: s.nl === true,
       retainAsPublished: s.rap === true,
       subscriptionId,
@@ -63,13 +81,22 @@ export function planSubscription(
   });
 }
 
+/** `+` and `#` are `*` and `>` tokens; a topic level of only `*` or `>` is refused before (topic.ts). */
+function hasWildcard(subject: string): boolean {
+  return subject.split(".").some((t) => t === "*" || t === ">");
+}
+
 /** Opens the NATS subscriptions of a planned MQTT subscription on the client's connection. */
 export function openSubscription(
   nc: NatsConnection,
   plan: Omit<ActiveSubscription, "nats">,
   onMessage: OnMessage,
-  /** Messages dropped before their headers are read (the QoS 1/2 copies a consumer delivers). */
-  skip?: (m: Msg) => boolean,
+  /**
+   * The options a message goes out with, decided before its headers are read; undefined:
+   * dropped (the QoS 1/2 copies a consumer delivers, the copy another overlapping
+   * subscription of the client sends).
+   */
+  decide?: (sub: ActiveSubscription, m: Msg) => SubscriptionOptions | undefined,
 ): ActiveSubscription {
   const active: ActiveSubscription = { ...plan, nats: [] };
   for (const subject of plan.subjects) {
@@ -78,12 +105,14 @@ export function openSubscription(
       nc.subscribe(subject, {
         ...(plan.queue ? { queue: plan.queue } : {}),
         callback: (e, m) => {
-          if (e || skip?.(m)) return;
+          if (e) return;
+          const options = decide ? decide(active, m) : active.options;
+          if (options === undefined) return;
           const reply = m.reply || undefined;
           // The gateway's own traffic and JetStream deliveries routed to an inbox this
           // subscription matches are not the client's (deliveryGuard.ts).
           if (!coreDeliverable(subject, m.subject, reply)) return;
-          onMessage(active, m.subject, headerPairsOf(m), m.data, clientReply(reply));
+          onMessage(active, m.subject, headerPairsOf(m), m.data, clientReply(reply), options);
         },
       }),
     );

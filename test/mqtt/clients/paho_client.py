@@ -1,13 +1,14 @@
 """An MQTT client on Debian's paho-mqtt (1.6), printing what happens as JSON lines.
 
 usage: paho_client.py PORT [--v311] [--id ID] [--topic-alias-max N] [--max-packet N]
-                      [--auth-method M] [--sub FILTER]... [--qos Q]
+                      [--auth-method M] [--sub FILTER]... [--sub-id N]... [--qos Q]
                       [--pub TOPIC] [--prop K=V]... [--count N] [--payload TEXT]
                       [--hold-pubrel] [--release-then N | --more N] [--expect N] [--seconds S]
 
 Lines: {"connack": rc, "properties": {...}}, {"subscribed": [codes]}, {"pubrec": n},
 {"published": mid}, {"message": {...}}, {"disconnect": rc}, {"done": true}.
-After CONNACK (and SUBACK when subscribing) it publishes --count messages to --pub,
+--sub-id N gives the --sub at the same place the Subscription Identifier N, each such
+filter in a SUBSCRIBE of its own. After CONNACK (and every SUBACK when subscribing) it publishes --count messages to --pub,
 User Properties in the order given. --hold-pubrel: QoS 2 PUBRELs are held back (an
 application that has not finished with its messages); --release-then N: once every
 PUBREC is in, the held PUBRELs go, then N more publishes; --more N: once every PUBREC is
@@ -33,6 +34,7 @@ def args():
     p.add_argument("--max-packet", type=int)
     p.add_argument("--auth-method")
     p.add_argument("--sub", action="append", default=[])
+    p.add_argument("--sub-id", type=int, action="append", default=[])
     p.add_argument("--qos", type=int, default=0)
     p.add_argument("--pub")
     p.add_argument("--prop", action="append", default=[])
@@ -62,7 +64,9 @@ def props_dict(props):
     if props is None:
         return {}
     out = {}
-    for name in ("UserProperty", "TopicAlias", "MaximumPacketSize", "ReceiveMaximum", "TopicAliasMaximum", "ReasonString", "ContentType"):
+    for name in ("UserProperty", "SubscriptionIdentifier", "TopicAlias", "MaximumPacketSize", "ReceiveMaximum", "TopicAliasMaximum", "ReasonString", "ContentType",
+                 "MaximumQoS", "RetainAvailable", "WildcardSubscriptionAvailable", "SharedSubscriptionAvailable",
+                 "SubscriptionIdentifierAvailable", "ServerKeepAlive"):
         if hasattr(props, name):
             out[name] = getattr(props, name)
     return out
@@ -75,6 +79,7 @@ client.max_inflight_messages_set(65535)
 client.max_queued_messages_set(0)
 done = threading.Event()
 received = 0
+subacks = 0
 aliases = {}
 pubrecs = 0
 held = []
@@ -109,15 +114,23 @@ def on_connect(c, userdata, flags, rc, properties=None):
     if (rc.value if hasattr(rc, "value") else rc) != 0:
         done.set()
         return
-    if a.sub:
+    if a.sub_id:
+        for f, sid in zip(a.sub, a.sub_id):
+            sub_props = Properties(PacketTypes.SUBSCRIBE)
+            sub_props.SubscriptionIdentifier = sid
+            c.subscribe(f, a.qos, properties=sub_props)
+    elif a.sub:
         c.subscribe([(f, a.qos) for f in a.sub])
     else:
         start_publishing()
 
 
 def on_subscribe(c, userdata, mid, granted, properties=None):
+    global subacks
     say(subscribed=[g.value if hasattr(g, "value") else g for g in granted])
-    start_publishing()
+    subacks += 1
+    if subacks == max(1, len(a.sub_id)):
+        start_publishing()
 
 
 def on_message(c, userdata, msg):
