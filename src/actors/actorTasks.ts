@@ -12,8 +12,8 @@ import { Cause, Effect, Exit, type Fiber, type Scope } from "effect";
  * task runs; each task is one fiber, forked without a fiber to fork it (as supervisor.ts does).
  */
 export class ActorTasks {
-  private running: Set<Fiber.Fiber<unknown, unknown>> | undefined;
-  private closed = false;
+  /** The tasks running (none: no set), or "closed" once the actor ended (FiberSet's Open and Closed). */
+  private running: Set<Fiber.Fiber<unknown, unknown>> | undefined | "closed";
 
   constructor(private readonly onFailure: (error: unknown) => void) {}
 
@@ -33,8 +33,10 @@ export class ActorTasks {
   run<A>(work: (signal: AbortSignal) => PromiseLike<A>, then?: (value: A) => void): void {
     if (this.closed) return;
     const fiber: Fiber.Fiber<A, unknown> = Effect.runFork(Effect.tryPromise({ try: work, catch: (e) => e }));
-    this.running ??= new Set();
-    const running = this.running;
+    // Its synchronous part may have ended the actor: then it is not kept either.
+    if (this.closed) return fiber.interruptUnsafe();
+    const running = (this.running as Set<Fiber.Fiber<unknown, unknown>> | undefined) ?? new Set();
+    this.running = running;
     running.add(fiber);
     fiber.addObserver((exit) => {
       running.delete(fiber);
@@ -49,21 +51,28 @@ export class ActorTasks {
     });
   }
 
+  private get closed(): boolean {
+    return this.running === "closed";
+  }
+
   /** Tasks still running. */
   get size(): number {
-    return this.running?.size ?? 0;
+    return this.running instanceof Set ? this.running.size : 0;
   }
 
   /** Interrupts what runs now; later tasks start as before (a watcher that follows a new connection). */
   interrupt(): void {
-    const running = this.running;
-    this.running = undefined;
-    if (running) for (const f of running) f.interruptUnsafe();
+    if (!this.closed) this.end(undefined);
   }
 
   /** The actor ended: what runs is interrupted and nothing more starts. */
   close(): void {
-    this.closed = true;
-    this.interrupt();
+    this.end("closed");
+  }
+
+  private end(next: undefined | "closed"): void {
+    const running = this.running;
+    this.running = next;
+    if (running instanceof Set) for (const f of running) f.interruptUnsafe();
   }
 }

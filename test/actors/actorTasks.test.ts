@@ -117,6 +117,24 @@ describe("ActorTasks: an actor's async work, owned by it (actorTasks.ts)", () =>
     tasks.close();
   });
 
+  it("a task whose synchronous part ends the actor is interrupted too, and its result never acts", async () => {
+    const tasks = new ActorTasks(() => {});
+    const acted: string[] = [];
+    let signal: AbortSignal | undefined;
+    tasks.run(
+      (s) => {
+        signal = s;
+        tasks.close();
+        return Promise.resolve("late");
+      },
+      (v) => acted.push(v),
+    );
+    expect(signal?.aborted).toBe(true);
+    await settle();
+    expect(acted).toEqual([]);
+    expect(tasks.size).toBe(0);
+  });
+
   it("interrupt ends what runs now and keeps the tasks open (a watcher following a new connection)", async () => {
     const tasks = new ActorTasks(() => {});
     const acted: string[] = [];
