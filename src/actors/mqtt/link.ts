@@ -95,10 +95,11 @@ export class ConnectionLink implements ClientLink {
   }
   get tasks(): ActorTasks {
     // A failure its work did not answer itself is the gateway's: said, and the client closed (as AMQP's is).
-    return (this.work ??= new ActorTasks((e) => {
+    this.work ??= new ActorTasks((e) => {
       this.log.error({ err: e instanceof Error ? e.stack : String(e) }, "MQTT connection failed");
       this.protocolError(Reason.implementationSpecific, "the gateway failed on this connection");
-    }));
+    });
+    return this.work;
   }
   /** The connection ended: what its work still runs is interrupted, and nothing more starts. */
   endTasks(): void {
