@@ -176,7 +176,7 @@ const gateway = (
           () => {},
         ),
     );
-    const sessionStore = new KvSessionStore(services);
+    const sessionStore = yield* KvSessionStore.scoped(services);
     const sweepEvery = config.mqtt.session_sweep_interval;
     if (sweepEvery > 0) {
       const sweeper = new SessionSweeper(

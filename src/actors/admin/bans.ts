@@ -3,6 +3,7 @@ import { type KV, Kvm, KvWatchInclude } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { BANS_BUCKET } from "../../config/permissions.js";
 import type { Logger } from "../../log.js";
+import { ActorTasks } from "../actorTasks.js";
 import { once } from "../once.js";
 import { isStreamMissing } from "../streamMissing.js";
 import { type Ban, type BanKind, BanList, banKey } from "./banList.js";
@@ -23,7 +24,13 @@ export class Bans {
   readonly list = new BanList();
   private nc: NatsConnection | undefined;
   private bucket: Promise<{ kv: KV; ttl: boolean }> | undefined;
-  private stopWatch: (() => void) | undefined;
+  /** The watch of the bucket on the admin connection now; interrupted when that goes. */
+  private readonly watching = new ActorTasks((e) =>
+    this.log.error(
+      { bucket: BANS_BUCKET, err: String(e) },
+      "bans watcher failed: not followed until the next connection",
+    ),
+  );
 
   constructor(private readonly log: Logger) {}
 
@@ -32,12 +39,11 @@ export class Bans {
     if (this.nc === nc) return;
     this.stop();
     this.nc = nc;
-    void this.watch(nc);
+    this.watching.run((stop) => this.watch(nc, stop));
   }
 
   stop(): void {
-    this.stopWatch?.();
-    this.stopWatch = undefined;
+    this.watching.interrupt();
     this.nc = undefined;
     this.bucket = undefined;
   }
@@ -133,15 +139,13 @@ export class Bans {
   }
 
   /** Follows every write to the bucket from its current values on; tried again while the connection lasts. */
-  private async watch(nc: NatsConnection): Promise<void> {
-    const stop = new AbortController();
+  private async watch(nc: NatsConnection, stop: AbortSignal): Promise<void> {
     let retry: ReturnType<typeof setTimeout> | undefined;
     let iterator: { stop(): void } | undefined;
-    this.stopWatch = () => {
-      stop.abort();
+    stop.addEventListener("abort", () => {
       clearTimeout(retry);
       iterator?.stop();
-    };
+    });
     // Said once per connection: an admin account without JetStream stays so, and bans are then off.
     const warn = once((err: string) =>
       this.log.warn(
@@ -150,12 +154,12 @@ export class Bans {
       ),
     );
     let waitMs = RETRY_MS;
-    while (!stop.signal.aborted && this.nc === nc && !nc.isClosed()) {
+    while (!stop.aborted && this.nc === nc && !nc.isClosed()) {
       try {
         const { kv } = await this.open();
         const watch = await kv.watch();
         iterator = watch;
-        if (stop.signal.aborted) return watch.stop();
+        if (stop.aborted) return watch.stop();
         this.list.clear();
         for await (const e of watch) {
           if (e.operation === "PUT") {
@@ -167,10 +171,10 @@ export class Bans {
           } else this.list.set(e.key, undefined);
         }
       } catch (e) {
-        if (stop.signal.aborted) return;
+        if (stop.aborted) return;
         warn((e as Error).message);
       }
-      if (stop.signal.aborted) return;
+      if (stop.aborted) return;
       await new Promise<void>((resolve) => {
         retry = setTimeout(resolve, waitMs);
         retry.unref?.();

@@ -11,6 +11,7 @@ import { Effect, type Scope } from "effect";
 import type { Credentials } from "../../config/schema.js";
 import type { Logger } from "../../log.js";
 import { type AdminConnectionEvent, adminConnectionMachine } from "../../machines/adminConnection.js";
+import { ActorTasks } from "../actorTasks.js";
 import { bridgeCredentials, describeCredentials } from "../gatewayCredentials.js";
 import { type MachineActor, startMachine } from "../machineActor.js";
 import { once } from "../once.js";
@@ -91,11 +92,15 @@ export class AdminConnection {
           await this.closeConnection(true);
         }),
       );
+      // A connect failing past its own catch is one more failed connect: the machine tries again.
+      const tasks = yield* ActorTasks.scoped((e) =>
+        this.send({ type: "CONNECT_FAILED", reason: String(e), auth: false }),
+      );
       const actor = yield* startMachine(adminConnectionMachine, {
         input: undefined,
         registry,
         on: {
-          connect: () => void this.connect(),
+          connect: () => tasks.run((ended) => this.connect(ended)),
           subscribe: () => this.subscribeAll(),
           serving: ({ account, server }) => {
             log.info({ admin_account: account, server }, "admin connection serving the admin subjects");
@@ -127,7 +132,8 @@ export class AdminConnection {
     else this.early.push(event);
   }
 
-  private async connect(): Promise<void> {
+  /** `ended`: aborted when this run of the actor ends (a restart runs another). */
+  private async connect(ended: AbortSignal): Promise<void> {
     await this.closeConnection(false);
     const { servers, id, credentials } = this.options;
     let nc: NatsConnection;
@@ -154,7 +160,7 @@ export class AdminConnection {
       return;
     }
     // Not handed over yet counts as running: this connect is the machine's first command.
-    if (this.actor?.getSnapshot().status === "stopped") return void (await nc.close());
+    if (ended.aborted || this.actor?.getSnapshot().status === "stopped") return void (await nc.close());
     this.nc = nc;
     this.watch(nc);
     const account = await adminAccountName(nc, credentials);

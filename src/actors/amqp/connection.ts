@@ -5,6 +5,7 @@ import type { Connection, EventContext } from "rhea";
 import type { Logger } from "../../log.js";
 import { amqpConnectionMachine, type Login } from "../../machines/amqpConnection.js";
 import { screenInput, serverContainer } from "../../vendor/rhea.js";
+import { ActorTasks } from "../actorTasks.js";
 import type { BanCheck } from "../admin/banList.js";
 import type { Bindings } from "../bindings.js";
 import { acquireNatsAccess } from "../client/natsAccess.js";
@@ -74,6 +75,8 @@ class AmqpClientConnection {
   private ctx: LinkContext | undefined;
   private readonly links: ConnectionLinks;
   private lastActivity = 0;
+  /** Its async work (the NATS login), made when first started; interrupted at cleanup. */
+  private work: ActorTasks | undefined;
 
   constructor(
     private readonly socket: Duplex,
@@ -127,7 +130,7 @@ class AmqpClientConnection {
 
   commands(): NonNullable<Parameters<typeof startMachine<typeof amqpConnectionMachine>>[1]["on"]> {
     return {
-      acquire_nats: ({ login }) => void this.acquireNats(login).catch((e: unknown) => this.fail(e)),
+      acquire_nats: ({ login }) => this.tasks().run(() => this.acquireNats(login)),
       sasl_outcome: ({ ok }) => {
         this.answerSasl?.(ok);
         this.answerSasl = undefined;
@@ -172,7 +175,13 @@ class AmqpClientConnection {
     this.protocolError("amqp:internal-error", "the gateway failed on this connection");
   }
 
+  private tasks(): ActorTasks {
+    this.work ??= new ActorTasks((e) => this.fail(e));
+    return this.work;
+  }
+
   cleanup(): void {
+    this.work?.close();
     this.links.close();
     this.answerSasl?.(false);
     this.ctx?.publisher.close();

@@ -16,6 +16,7 @@ import {
   setLocalAttach,
   unsentTransfers,
 } from "../../vendor/rhea.js";
+import { ActorTasks } from "../actorTasks.js";
 import type { MachineActor } from "../machineActor.js";
 import { tracedDelivery } from "../tracing/hops.js";
 import type { LinkContext } from "./context.js";
@@ -79,6 +80,7 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
   /** The durable subscription this link reads: kept unless the client detaches with closed=true. */
   private durable: { stream: string; name: string } | undefined;
   private readonly unlisten: Array<() => void> = [];
+  private work: ActorTasks | undefined;
   /** headersToMeta, once per run of messages with the same header pairs (coreFeed hands them as one array). */
   private readonly lastMeta = new LastMeta();
   private readonly readMeta = (h: HeaderEntries): MessageMeta =>
@@ -94,14 +96,14 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
   commands(): ReturnType<LinkEdge<Machine>["commands"]> {
     return {
       // Emitted while the machine starts, before start() has handed the actor over.
-      resolve: () => queueMicrotask(() => void this.resolve().catch((e: unknown) => this.fail(e))),
+      resolve: () => queueMicrotask(() => this.tasks().run(() => this.resolve())),
       attach: ({ address }) => this.attach(address),
       refuse: ({ error }) => this.refuse(error),
       detach: ({ error }) => this.link.close(error),
       // Emitted inside the transition: the pump reads the machine's tags once it is over.
       flow: () => this.schedulePump(),
       hold: () => this.feed?.hold(),
-      drain: () => void this.drain().catch((e: unknown) => this.fail(e)),
+      drain: () => this.tasks().run(() => this.drain()),
       release: () => this.cleanup(),
     };
   }
@@ -133,6 +135,12 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
     failLink(this.actor, this.ctx.log, e);
   }
 
+  /** Its resolve and drains under way (made with the first), interrupted at cleanup; a failure fails the link. */
+  private tasks(): ActorTasks {
+    this.work ??= new ActorTasks((e) => this.fail(e));
+    return this.work;
+  }
+
   detachedByClient(): void {
     detachedByClient(() => this.actor);
   }
@@ -144,6 +152,7 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
 
   /** Runs at `release` and again from the actor's finalizer: each step is done once. */
   cleanup(): void {
+    this.work?.close();
     for (const u of this.unlisten.splice(0)) u();
     this.feed?.close();
     this.feed = undefined;
@@ -157,6 +166,7 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
     const made = this.createdConsumer ?? (this.durable && closedByClient(this.link) ? this.durable : undefined);
     this.createdConsumer = undefined;
     this.durable = undefined;
+    // Outlives the link on purpose (its failure is dropped: an unused consumer goes after its inactive threshold).
     if (made)
       void this.ctx
         .jsm()

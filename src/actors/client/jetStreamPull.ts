@@ -2,6 +2,7 @@ import { createInbox, type Msg, type NatsConnection, type Subscription } from "@
 import type { SnapshotFrom } from "xstate";
 import { type JetStreamPullEmitted, jetStreamPullMachine } from "../../machines/jetStreamPull.js";
 import { inboxPrefixOf } from "../../vendor/natsjs.js";
+import { ActorTasks } from "../actorTasks.js";
 import { startChildMachine } from "../machineActor.js";
 import type { ActorRegistry } from "../registry.js";
 
@@ -88,6 +89,8 @@ export class JetStreamPull {
   /** The id the server pinned this reader with (`Nats-Pin-Id`), sent with each pull. */
   private pinId: string | undefined;
   private readonly machine: ReturnType<typeof startChildMachine<typeof jetStreamPullMachine>>;
+  /** Its consumer checks under way (made with the first), interrupted when it stops. */
+  private work: ActorTasks | undefined;
 
   constructor(private readonly o: JetStreamPullOptions) {
     this.api = `$JS.API.CONSUMER.MSG.NEXT.${o.stream}.${o.consumer}`;
@@ -142,6 +145,7 @@ export class JetStreamPull {
   stop(): void {
     this.send({ type: "STOP" });
     this.machine.stop();
+    this.work?.close();
   }
 
   private send(
@@ -170,7 +174,9 @@ export class JetStreamPull {
       case "forget_pulls":
         return this.endAll();
       case "check_consumer":
-        return void this.checkConsumer();
+        // A check that failed past its own catch tells nothing, as one JetStream did not answer.
+        this.work ??= new ActorTasks(() => this.send({ type: "CONSUMER_FOUND" }));
+        return this.work.run(() => this.checkConsumer());
       case "gone":
         return this.o.reader.gone?.(e.reason);
       case "stop":

@@ -92,6 +92,7 @@ export class StoredPublisher {
   private constructor(readonly nc: NatsConnection) {
     // _INBOX.MQGW.<id> on a client's connection: recognisably the gateway's (deliveryGuard.ts).
     this.prefix = `${inboxOf(nc)}.`;
+    // Lives as long as the NATS connection, not an actor: its status iterator ends when it closes, and its failure is caught inside.
     void this.watchDenials();
   }
 

@@ -5,7 +5,6 @@ import {
   effectiveKeepalive,
   type MqttConnectionEmitted,
   type mqttConnectionMachine,
-  type WillMessage,
 } from "../../machines/mqttConnection.js";
 import { parsePubackFast, parsePublishFast } from "../../protocol/mqttFastPath.js";
 import { badPublishTopic, noTopicFilter, splitFrames, unsupportedConnectLevel } from "../../protocol/mqttFrame.js";
@@ -56,6 +55,7 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
   private lease: NatsLease | undefined;
   private handle: ClientHandle | undefined;
   private inbound: InboundPublisher | undefined;
+  private link: ConnectionLink | undefined;
   session: ClientSession | undefined;
   private sessionActor: SessionActor | undefined;
   private clientReceiveMax = 65535;
@@ -120,8 +120,11 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
             properties: e.reason ? { reasonString: e.reason } : {},
           } as Packet);
         return;
-      case "publish_will":
-        return void this.publishWill(e.will);
+      case "publish_will": {
+        const done = () => this.actor.send({ type: "WILL_DONE" });
+        if (!this.link) return queueMicrotask(done);
+        return this.link.tasks.run(() => this.inbound!.will(e.will).catch(() => {}), done);
+      }
       case "end_socket":
       case "close":
         return endSocket(this.socket, this.outbox);
@@ -147,6 +150,7 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
 
   /** The actor's scope closes: release everything, keeping the session if it outlives us. */
   async cleanup(): Promise<void> {
+    this.link?.endTasks();
     this.early.release();
     this.bytes.close();
     keepaliveWheel.unwatch(this);
@@ -236,10 +240,10 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
     // A socket paused for a protocol error stays paused.
     if (!hold && !this.isServing(state)) return;
     this.paused = hold;
-    if (hold) return void this.socket.pause();
-    this.socket.resume();
+    if (hold) this.socket.pause();
+    else this.socket.resume();
     // Packets held while paused (before the CONNACK) are read now, before any new bytes.
-    if (this.buffered.length) queueMicrotask(() => this.socket.destroyed || this.onData(EMPTY));
+    if (!hold && this.buffered.length) queueMicrotask(() => this.socket.destroyed || this.onData(EMPTY));
   }
 
   /** A snapshot changes only on a transition: remember the tag's answer per snapshot. */
@@ -276,7 +280,9 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
       case "subscribe":
       case "unsubscribe":
         if (noTopicFilter(p)) return this.protocolError(Reason.protocolError, `${p.cmd} with no topic filter`);
-        return void (p.cmd === "subscribe" ? this.session.subscribe(p) : this.session.unsubscribe(p));
+        return this.link!.tasks.run(() =>
+          p.cmd === "subscribe" ? this.session!.subscribe(p) : this.session!.unsubscribe(p),
+        );
       case "pingreq":
         this.write({ cmd: "pingresp" });
         return;
@@ -354,6 +360,7 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
       this.deps.quotas.forClient("mqtt", account),
       this,
     );
+    this.link = link;
     const deps = this.deps.session;
     // In flight to the client: its Receive Maximum, capped by mqtt.receive_maximum.
     const inFlight = Math.min(this.clientReceiveMax, this.settings.receiveMaximum);
@@ -456,11 +463,6 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
     const taken = takenPublish(p, aliases);
     if ("reasonCode" in taken) return this.protocolError(taken.reasonCode, taken.reason);
     this.inbound!.onPublish(taken, p.messageId, p.dup);
-  }
-
-  private async publishWill(will: WillMessage): Promise<void> {
-    await this.inbound?.will(will).catch(() => {});
-    this.actor.send({ type: "WILL_DONE" });
   }
 
   /** limits.max_client_buffer (clientBytes.ts). */

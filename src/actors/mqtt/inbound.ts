@@ -90,6 +90,7 @@ export class InboundPublisher {
     if (over) return this.quotaExceeded(inbound, messageId, over);
     // QoS 0 without RETAIN settles when handed to nats.js: no promise, no async frame.
     if (inbound.qos === 0 && !inbound.retain) return this.publishQos0(inbound);
+    // Not a task (actorTasks.ts): a fiber per message costs ~2.5 µs; every failure is answered inside.
     void this.publish(inbound, messageId, dup, false);
   }
 

@@ -1,7 +1,9 @@
 import { JetStreamApiError } from "@nats-io/jetstream";
 import { type KV, KvWatchInclude } from "@nats-io/kv";
 import { headers as natsHeaders } from "@nats-io/transport-node";
+import { Effect, type Scope } from "effect";
 import type { AccountServices } from "../accountServices.js";
+import { ActorTasks } from "../actorTasks.js";
 import { answersLater } from "../client/storedWrite.js";
 import {
   type LoadedSession,
@@ -46,8 +48,22 @@ export class KvSessionStore implements SessionStore {
   private readonly indexes = new Map<string, KeyIndex>();
   /** Every account whose bucket was read or written here, the key index's or not. */
   private readonly used = new Set<string>();
+  /**
+   * The key indexes' followers, interrupted when the gateway stops. Each answers its own
+   * failures (the index is read around, and made again later); one failing past that (a
+   * bug) has every index made again, the bucket read meanwhile.
+   */
+  private readonly followers = new ActorTasks(() => this.indexes.clear());
 
   constructor(private readonly services: AccountServices) {}
+
+  /** A store whose followers stop when the current Scope closes. */
+  static scoped(services: AccountServices): Effect.Effect<KvSessionStore, never, Scope.Scope> {
+    return Effect.acquireRelease(
+      Effect.sync(() => new KvSessionStore(services)),
+      (store) => Effect.sync(() => store.followers.close()),
+    );
+  }
 
   async load(account: string, clientId: string): Promise<LoadedSession | undefined> {
     let entry: Awaited<ReturnType<KV["get"]>>;
@@ -132,18 +148,18 @@ export class KvSessionStore implements SessionStore {
   mayHold(account: string, clientId: string): boolean {
     const idx = this.indexes.get(account);
     if (!idx) {
-      void this.follow(account);
+      this.followers.run((stop) => this.follow(account, stop));
       return true;
     }
     if (!idx.synced) {
-      if (idx.retryAt > 0 && Date.now() >= idx.retryAt) void this.follow(account);
+      if (idx.retryAt > 0 && Date.now() >= idx.retryAt) this.followers.run((stop) => this.follow(account, stop));
       return true;
     }
     return idx.clientIds.has(clientId);
   }
 
   /** Watches the bucket's writes first, then lists its keys, so no write falls between the two. */
-  private async follow(account: string): Promise<void> {
+  private async follow(account: string, stop: AbortSignal): Promise<void> {
     const idx: KeyIndex = { clientIds: new Set(), synced: false, retryAt: 0 };
     this.indexes.set(account, idx);
     const failed = () => {
@@ -154,7 +170,9 @@ export class KvSessionStore implements SessionStore {
     try {
       const kv = await this.services.sessionsBucket(account);
       const writes = await kv.watch({ include: KvWatchInclude.UpdatesOnly, headers_only: true });
-      void (async () => {
+      if (stop.aborted) return writes.stop();
+      this.followers.run(async (stopWrites) => {
+        stopWrites.addEventListener("abort", () => writes.stop());
         try {
           for await (const e of writes) {
             if (e.operation === "PUT") idx.clientIds.add(clientIdOf(e.key));
@@ -165,7 +183,7 @@ export class KvSessionStore implements SessionStore {
         }
         // Not followed any more: read the bucket again until a new index is synced.
         if (this.indexes.get(account) === idx) failed();
-      })();
+      });
       // A key listed after its delete came through stays: a needless read, never a missed session.
       for await (const k of await kv.keys()) idx.clientIds.add(clientIdOf(k));
       if (this.indexes.get(account) === idx && idx.retryAt === 0) idx.synced = true;

@@ -1,5 +1,7 @@
 import type { Packet } from "mqtt-packet";
 import type { Logger } from "../../log.js";
+import { Reason } from "../../protocol/mqttReasons.js";
+import { ActorTasks } from "../actorTasks.js";
 import { RefusalTally } from "../client/refusalTally.js";
 import type { Metrics } from "../metrics.js";
 import type { NatsLease } from "../natsBridge.js";
@@ -34,6 +36,8 @@ export interface ClientLink {
    * nothing else to say goes out as plain PUB, without Mqgw-Mqtt-Client-Id (docs/performance.md).
    */
   readonly noLocal: { count: number };
+  /** The connection's async work, not waited for where it starts (actorTasks.ts): ended with the connection. */
+  readonly tasks: ActorTasks;
 }
 
 /** Subjects NATS refused, by operation; each is made on first use (most clients are never refused). */
@@ -62,6 +66,8 @@ interface LinkOwner {
  */
 export class ConnectionLink implements ClientLink {
   readonly noLocal = { count: 0 };
+  /** Made when work is first started: an idle connection has none in flight. */
+  private work: ActorTasks | undefined;
 
   constructor(
     readonly version: 4 | 5,
@@ -86,5 +92,18 @@ export class ConnectionLink implements ClientLink {
   }
   protocolError(reasonCode: number, reason: string): void {
     this.owner.protocolError(reasonCode, reason);
+  }
+  get tasks(): ActorTasks {
+    // A failure its work did not answer itself is the gateway's: said, and the client closed (as AMQP's is).
+    this.work ??= new ActorTasks((e) => {
+      this.log.error({ err: e instanceof Error ? e.stack : String(e) }, "MQTT connection failed");
+      this.protocolError(Reason.implementationSpecific, "the gateway failed on this connection");
+    });
+    return this.work;
+  }
+  /** The connection ended: what its work still runs is interrupted, and nothing more starts. */
+  endTasks(): void {
+    this.work ??= new ActorTasks(() => {});
+    this.work.close();
   }
 }

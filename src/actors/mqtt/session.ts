@@ -98,7 +98,7 @@ export class ClientSession {
       epoch: () => this.epoch,
       // The record names the consumer read; before CONNACK, takeRecord writes it.
       consumerChanged: () => {
-        if (this.kept && this.recordTaken) void this.saveConnected();
+        if (this.kept && this.recordTaken) this.link.tasks.run(() => this.saveConnected());
       },
     });
   }
@@ -253,7 +253,7 @@ export class ClientSession {
       if (granted[f.index] !== f.entry.sub.options.qos) continue;
       const rh = f.entry.sub.retainHandling;
       // [MQTT-3.3.1-9..11] retain handling 0: always, 1: only for a new subscription, 2: never.
-      if (rh === 0 || (rh === 1 && f.isNew)) void this.deliveries.sendRetained(f.entry.sub);
+      if (rh === 0 || (rh === 1 && f.isNew)) this.link.tasks.run(() => this.deliveries.sendRetained(f.entry.sub));
     }
     if (this.kept) await this.saveConnected();
   }
@@ -284,7 +284,7 @@ export class ClientSession {
     }
     if (affected.length === 0) return;
     this.deliveries.forgetPermissions();
-    if (this.kept) void this.saveConnected();
+    if (this.kept) this.link.tasks.run(() => this.saveConnected());
   }
 
   /** The connection ends: stop reading, and remember what the client had in flight. */

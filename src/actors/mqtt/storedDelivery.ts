@@ -2,6 +2,7 @@ import { type ConsumerConfig, DeliverPolicy, JetStreamApiError, type JetStreamMa
 import type { Msg, NatsConnection } from "@nats-io/transport-node";
 import { type StoredDeliveryEmitted, storedDeliveryMachine } from "../../machines/storedDelivery.js";
 import { parseJsAckReply } from "../../protocol/jsAckReply.js";
+import { ActorTasks } from "../actorTasks.js";
 import { limitReached } from "../client/jetStreamLimits.js";
 import { ACK, settle } from "../client/jetStreamPull.js";
 import { missingPermission } from "../client/missingPermission.js";
@@ -83,6 +84,8 @@ export class StoredDelivery {
   private held: Msg[] | undefined;
   /** Told when it stops, parked or not: the parked deliveries forget it (parkedDeliveries.ts). */
   private onStopped: (() => void) | undefined;
+  /** Its attempts and retirements under way (made with the first), interrupted when it stops. */
+  private work: ActorTasks | undefined;
 
   private constructor(private readonly o: OpenOptions) {
     this.to = o;
@@ -126,7 +129,7 @@ export class StoredDelivery {
   private command(e: StoredDeliveryEmitted): void {
     switch (e.type) {
       case "open":
-        return void this.attempt();
+        return this.tasks().run(() => this.attempt());
       case "reading":
         return this.decided({ state: "reading" });
       case "waiting":
@@ -149,7 +152,7 @@ export class StoredDelivery {
         this.window = undefined;
         return this.lost();
       case "retire":
-        return void this.retire();
+        return this.tasks().run(() => this.retire());
       case "stop":
         this.window?.stop();
         this.window = undefined;
@@ -157,11 +160,21 @@ export class StoredDelivery {
         this.held = undefined;
         this.pending.clear();
         this.onStopped?.();
-        // A last try for what is still to delete; a consumer that stays is removed by the
-        // server after its inactive_threshold (the session's expiry).
+        this.work?.close();
+        // A last try for what is still to delete, outliving the delivery (its failures end
+        // inside retire); a consumer that stays is removed by the server after its
+        // inactive_threshold (the session's expiry).
         if (this.retiring.size > 0) void this.retire();
         return;
     }
+  }
+
+  private tasks(): ActorTasks {
+    // attempt and retire answer their failures as machine events: what reaches this is a bug.
+    this.work ??= new ActorTasks((e) =>
+      this.to.log?.error({ stream: this.o.stream, err: String(e) }, "stored delivery failed"),
+    );
+    return this.work;
   }
 
   private decided(o: StoredOutcome): void {
@@ -232,7 +245,8 @@ export class StoredDelivery {
       // The same name and configuration every attempt: one the server made already is answered as made.
       await jsm.consumers.add(this.o.stream, { ...making.config, durable_name: making.name });
       if (this.ended) {
-        // Made for a subscription that ended meanwhile: a successor the record does not name goes.
+        // Made for a subscription that ended meanwhile: a successor the record does not name
+        // goes, by a retire that outlives the delivery (as at stop).
         if (making.name !== this.current) {
           this.retiring.add(making.name);
           void this.retire();
