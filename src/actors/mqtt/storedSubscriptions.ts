@@ -89,8 +89,10 @@ export class StoredSubscriptions {
       return undefined;
     }
     entry.consumer = stored.name;
-    if (outcome.state === "reading" || (outcome.state === "waiting" && waits))
-      return void this.deliveries.consumerReading(sub);
+    if (outcome.state === "reading" || (outcome.state === "waiting" && waits)) {
+      this.deliveries.consumerReading(sub);
+      return undefined;
+    }
     stored.stop();
     entry.stored = undefined;
     link.metrics.jetstreamError("mqtt", "consumer");
