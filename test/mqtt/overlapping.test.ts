@@ -184,10 +184,11 @@ describe("overlapping subscriptions of one client", () => {
       "both consumers drained",
     );
     const got = inbox.seen.map((m) => `${m.payload.toString()}@${m.packet.qos}:${ids(m.packet).join(",")}`);
-    expect(got).toEqual([
-      ...Array.from({ length: 5 }, (_, i) => `away${i}@2:1,2`),
-      ...Array.from({ length: 3 }, (_, i) => `live${i}@1:1,2`),
-    ]);
+    // Once each, in order on each topic (MQTT 4.6 orders a topic, not two: while the resumed
+    // session's older consumer catches up, a live message may come from the younger one).
+    expect(got.filter((g) => g.startsWith("away"))).toEqual(Array.from({ length: 5 }, (_, i) => `away${i}@2:1,2`));
+    expect(got.filter((g) => g.startsWith("live"))).toEqual(Array.from({ length: 3 }, (_, i) => `live${i}@1:1,2`));
+    expect(got).toHaveLength(8);
     await back.endAsync();
     // Nothing is handed back on the next connection: both consumers' copies were settled.
     const { client: again, inbox: later } = await connectCollecting(port, { ...session, resubscribe: false });
