@@ -7,11 +7,11 @@ start clean. Every third cycle drops its socket instead of sending DISCONNECT. E
 connects the moment the previous one has gone, as a device on a flaky link does. Prints
 {"cycles": n} when done, or {"error": "..."} and exits 1.
 """
-import json
 import sys
 import threading
 
 import paho.mqtt.client as mqtt
+from jsonlines import emit as say
 
 
 def cycle(port, client_id, i, topic):
@@ -50,9 +50,9 @@ def main():
         for i in range(cycles):
             cycle(port, client_id, i, topic)
     except Exception as e:  # noqa: BLE001 - the test reads the reason
-        print(json.dumps({"error": str(e)}), flush=True)
+        say({"error": str(e)})
         sys.exit(1)
-    print(json.dumps({"cycles": cycles}), flush=True)
+    say({"cycles": cycles})
 
 
 main()

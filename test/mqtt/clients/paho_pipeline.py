@@ -5,10 +5,10 @@ as it is queued), then the loop starts. Prints JSON lines.
 usage: paho_pipeline.py PORT TOPIC [--v311] [--seconds S]
 """
 import argparse
-import json
 import threading
 
 import paho.mqtt.client as mqtt
+from jsonlines import emit
 
 p = argparse.ArgumentParser()
 p.add_argument("port", type=int)
@@ -19,7 +19,7 @@ a = p.parse_args()
 
 
 def say(**fields):
-    print(json.dumps(fields), flush=True)
+    emit(fields)
 
 
 client = mqtt.Client(client_id="", protocol=mqtt.MQTTv311 if a.v311 else mqtt.MQTTv5)

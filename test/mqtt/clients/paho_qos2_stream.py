@@ -17,12 +17,12 @@ PUBLISH as a new message (the exchange ended at PUBREL), so it is stored twice. 
 keeps what the client owes as PUBREL, as paho's own first pass meant it to, so the test sees
 what the gateway does, not that bug; `pubrels_kept` counts how often it mattered.
 """
-import json
 import sys
 import threading
 import time
 
 import paho.mqtt.client as mqtt
+from jsonlines import emit as say
 
 
 def keep_pubrels_across_attempts(client, state, lock):
@@ -64,7 +64,7 @@ def main():
             state["done"] += 1
             done, connects = state["done"], state["connects"]
         if done % 250 == 0:
-            print(json.dumps({"done": done, "connects": connects}), flush=True)
+            say({"done": done, "connects": connects})
         if done == count:
             finished.set()
 
@@ -73,7 +73,7 @@ def main():
     c.connect("127.0.0.1", port, keepalive=30)
     c.loop_start()
     if not connected.wait(15):
-        print(json.dumps({"error": "no CONNACK"}), flush=True)
+        say({"error": "no CONNACK"})
         sys.exit(1)
     # Paced (RATE a second, and never more than 40 beyond what is complete, so nothing
     # piles up while the gateway is away), that a test's kills land mid-stream however
@@ -100,11 +100,11 @@ def main():
         if done != last:
             last, since = done, time.monotonic()
         elif time.monotonic() - since > 60:
-            print(json.dumps({"error": f"stalled at {done} of {count}"}), flush=True)
+            say({"error": f"stalled at {done} of {count}"})
             sys.exit(1)
     c.disconnect()
     c.loop_stop()
-    print(json.dumps({"finished": count, "connects": state["connects"], "pubrels_kept": state["pubrels_kept"]}), flush=True)
+    say({"finished": count, "connects": state["connects"], "pubrels_kept": state["pubrels_kept"]})
 
 
 main()

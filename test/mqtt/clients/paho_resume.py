@@ -13,12 +13,12 @@ one (the process exits), hold waits for the server to end the connection
 ({"disconnect": reason code}); {"done": true}.
 """
 import argparse
-import json
 import os
 import threading
 import time
 
 import paho.mqtt.client as mqtt
+from jsonlines import emit
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
@@ -40,7 +40,7 @@ def args():
 
 
 def say(**fields):
-    print(json.dumps(fields), flush=True)
+    emit(fields)
 
 
 a = args()
