@@ -68,6 +68,31 @@ describe("parked stored subscriptions", () => {
     return sent;
   }
 
+  /** The takeover requests since `from`, by kind. */
+  const takeoverOps = (from: number) =>
+    takeovers
+      .slice(from)
+      .map((t) => t.split(" ")[0])
+      .sort();
+
+  /** Resumes on `gw` (session present), publishes `from`..`to` live, and checks every message arrived once, in order. */
+  async function resumeAndCheck(
+    gw: GatewayHandle,
+    clientId: string,
+    received: string[],
+    pub: MqttClient,
+    sent: string[],
+    from: number,
+    to: number,
+  ) {
+    const sub = await subscriber(gw, clientId, received);
+    expect(sub.connack.sessionPresent).toBe(true);
+    sent.push(...(await publishAll(pub, from, to)));
+    await eventually(() => (received.length >= sent.length ? true : undefined));
+    expectExactly(received, sent);
+    return sub;
+  }
+
   /** Every message once, and on each topic in the order published. */
   function expectExactly(received: string[], sent: string[]) {
     expect([...received].sort()).toEqual([...sent].sort());
@@ -90,11 +115,7 @@ describe("parked stored subscriptions", () => {
     await parkedOn(gws[0]!, 2);
     sent.push(...(await publishAll(pub, 6, 12)));
     const before = takeovers.length;
-    sub = await subscriber(gws[0]!, clientId, received);
-    expect(sub.connack.sessionPresent).toBe(true);
-    sent.push(...(await publishAll(pub, 12, 16)));
-    await eventually(() => (received.length >= sent.length ? true : undefined));
-    expectExactly(received, sent);
+    sub = await resumeAndCheck(gws[0]!, clientId, received, pub, sent, 12, 16);
     expect(takeovers.slice(before)).toEqual([]);
     await sub.endAsync(false, { reasonCode: 0, properties: { sessionExpiryInterval: 0 } });
     await pub.endAsync();
@@ -109,17 +130,8 @@ describe("parked stored subscriptions", () => {
     await sub.endAsync();
     // Its ended pulls, with no pin id, could be given the pin by these and keep it from the next reader.
     const sent = await publishAll(pub, 0, 6);
-    sub = await subscriber(gws[0]!, clientId, received);
-    expect(sub.connack.sessionPresent).toBe(true);
-    sent.push(...(await publishAll(pub, 6, 10)));
-    await eventually(() => (received.length >= sent.length ? true : undefined));
-    expectExactly(received, sent);
-    expect(
-      takeovers
-        .slice(before)
-        .map((t) => t.split(" ")[0])
-        .sort(),
-    ).toEqual(["RESET", "RESET", "UNPIN", "UNPIN"]);
+    sub = await resumeAndCheck(gws[0]!, clientId, received, pub, sent, 6, 10);
+    expect(takeoverOps(before)).toEqual(["RESET", "RESET", "UNPIN", "UNPIN"]);
     await sub.endAsync(false, { reasonCode: 0, properties: { sessionExpiryInterval: 0 } });
     await pub.endAsync();
   });
@@ -135,18 +147,9 @@ describe("parked stored subscriptions", () => {
     await parkedOn(gws[0]!, 2);
     sent.push(...(await publishAll(pub, 4, 10)));
     const before = takeovers.length;
-    sub = await subscriber(gws[1]!, clientId, received);
-    expect(sub.connack.sessionPresent).toBe(true);
-    sent.push(...(await publishAll(pub, 10, 14)));
-    await eventually(() => (received.length >= sent.length ? true : undefined));
-    expectExactly(received, sent);
+    sub = await resumeAndCheck(gws[1]!, clientId, received, pub, sent, 10, 14);
     // Each of its two consumers fenced and rewound once; the first gateway let its parked ones go.
-    expect(
-      takeovers
-        .slice(before)
-        .map((t) => t.split(" ")[0])
-        .sort(),
-    ).toEqual(["RESET", "RESET", "UNPIN", "UNPIN"]);
+    expect(takeoverOps(before)).toEqual(["RESET", "RESET", "UNPIN", "UNPIN"]);
     await parkedOn(gws[0]!, 0);
     // Back on the first gateway: it holds nothing parked of this client any more, so it takes over too.
     sub.end(true);
