@@ -252,7 +252,13 @@ describe("a JetStream cluster node killed at each moment of a persistent subscri
   it("a subscription whose stream is gone waits (counted in /clients and the metrics), then delivers from the floor once it is back, nothing skipped", async () => {
     await healthy();
     const clientId = "nl-wait";
-    let { client: sub, inbox } = await connectCollecting(gwA.port("mqtt"), persistent(clientId));
+    const depotNode = await leaderOf("DEPOT");
+    // Resumed on the gateway whose node stays up; the stream's only replica will not. It
+    // subscribes on the other one: a resume where it left within 20 s would adopt its parked
+    // reader with no JetStream request, and not see the stream gone (session-parking.md).
+    const gw = depotNode === "n2" ? gwA : gwB;
+    const first = gw === gwA ? gwB : gwA;
+    let { client: sub, inbox } = await connectCollecting(first.port("mqtt"), persistent(clientId));
     await sub.subscribeAsync("depot/+", { qos: 1 });
     const pub = await connectMqtt(gwB.port("mqtt"), { protocolVersion: 5, clientId: "nl-wait-pub" });
     for (let k = 1; k <= 20; k++) await pub.publishAsync("depot/a", `d${k}`, { qos: 1 });
@@ -261,9 +267,6 @@ describe("a JetStream cluster node killed at each moment of a persistent subscri
     // Acknowledged while the subscriber is away: the stream keeps them.
     for (let k = 21; k <= 60; k++) await pub.publishAsync("depot/a", `d${k}`, { qos: 1 });
     await pub.endAsync();
-    const depotNode = await leaderOf("DEPOT");
-    // Resumed on the gateway whose node is up; the stream's only replica is not.
-    const gw = depotNode === "n2" ? gwA : gwB;
     await cluster.kill(depotNode);
     try {
       ({ client: sub, inbox } = await resume(gw.port("mqtt"), clientId));
