@@ -216,9 +216,15 @@ export class ClientSession {
         granted.push(link.version === 5 ? Reason.quotaExceeded : SubackFailureV4);
         continue;
       }
+      const replaced = this.entries.get(s.topic);
       if (!isNew) this.close(s.topic, false);
       // Stored delivery starts only once NATS granted the subscription (below).
-      fresh.push({ entry: this.open(plan.value), isNew, index });
+      const entry = this.open(plan.value);
+      // The same filter again reads a consumer of its own: the one it replaces would stay
+      // until the sweep or its session's expiry (sessionFleet.test.ts, a SUBSCRIBE asked again).
+      if (replaced?.source && replaced.consumer && replaced.consumer !== entry.consumer)
+        void removeSessionConsumer(this.deps.services, link.account, replaced.source.stream, replaced.consumer);
+      fresh.push({ entry, isNew, index });
       granted.push(s.qos);
     }
     // NATS answers a subscription it refuses with -ERR before the flush's PONG.
@@ -240,7 +246,8 @@ export class ClientSession {
       const failed = await this.stored.start(f.entry, undefined, false);
       if (failed === undefined) continue;
       // QoS 1/2 on a stored subject is the stream's to deliver: without it, not granted (SUBACK says why).
-      this.close(f.entry.sub.filter, false);
+      // Its consumer goes too: a create that timed out here may yet be carried out by the server.
+      this.close(f.entry.sub.filter, true);
       granted[f.index] =
         link.version === 5
           ? failed.permission
