@@ -80,6 +80,25 @@ describe("MQTT session lifecycle on the embedded default: one client id, one ses
     await eventually(async () => ((await consumers()).length === 0 ? true : undefined), 10_000, "no consumer left");
   });
 
+  it("[MQTT-3.8.4-3] a filter subscribed again reads one consumer: the one it replaced is deleted, not left to the sweep", async () => {
+    const { client, inbox } = await connectCollecting(gw.port("mqtt"), v5session("resubscriber", 600));
+    await client.subscribeAsync("plant/resub/#", { qos: 1 });
+    const [first] = await storeConsumers(jsm, "plant.resub");
+    await client.subscribeAsync("plant/resub/#", { qos: 1 });
+    await eventually(
+      async () => {
+        const now = await storeConsumers(jsm, "plant.resub");
+        return now.length === 1 && now[0] !== first ? true : undefined;
+      },
+      10_000,
+      "the replacing consumer alone",
+    );
+    await client.publishAsync("plant/resub/x", "after", { qos: 1 });
+    await inbox.count(1);
+    expect(inbox.seen.map((m) => m.payload.toString())).toEqual(["after"]);
+    await client.endAsync(false, { reasonCode: 0, properties: { sessionExpiryInterval: 0 } });
+  });
+
   it("MQTT 5 3.14.2.2.2: a DISCONNECT's Session Expiry Interval replaces the CONNECT's", async () => {
     const longer = await connectMqtt(gw.port("mqtt"), v5session("extends", 1));
     await longer.subscribeAsync("plant/extends/#", { qos: 1 });
@@ -299,7 +318,9 @@ describe("MQTT sessions across gateways sharing the sessions bucket (a binding o
     for (const clientId of ids) older.push(await RawMqtt.connected(gw.port("mqtt"), 5, { clientId, clean: true }));
     // As a fleet reconnects after a move: all at once, 3.1.1 and 5.
     const younger = await Promise.all(
-      ids.map((clientId, i) => connectMqtt(other.port("mqtt"), { protocolVersion: i % 2 ? 4 : 5, clientId, clean: true })),
+      ids.map((clientId, i) =>
+        connectMqtt(other.port("mqtt"), { protocolVersion: i % 2 ? 4 : 5, clientId, clean: true }),
+      ),
     );
     for (const c of older) expect(((await c.next("disconnect")) as mqttPacket.IDisconnectPacket).reasonCode).toBe(0x8e);
     const claimed = () => heard.flatMap((m) => m.claims?.map((c) => c.client_id) ?? (m.client_id ? [m.client_id] : []));
@@ -315,10 +336,22 @@ describe("MQTT sessions across gateways sharing the sessions bucket (a binding o
     const older = [];
     for (const clientId of ids) older.push(await RawMqtt.connected(gw.port("mqtt"), 5, { clientId, clean: true }));
     const subs = ids.map((clientId, i) =>
-      spawn("mosquitto_sub", ["-h", "127.0.0.1", "-p", String(other.port("mqtt")), "-V", i % 2 ? "311" : "5", "-i", clientId, "-t", `mosq/twin/${i}`]),
+      spawn("mosquitto_sub", [
+        "-h",
+        "127.0.0.1",
+        "-p",
+        String(other.port("mqtt")),
+        "-V",
+        i % 2 ? "311" : "5",
+        "-i",
+        clientId,
+        "-t",
+        `mosq/twin/${i}`,
+      ]),
     );
     try {
-      for (const c of older) expect(((await c.next("disconnect", 10_000)) as mqttPacket.IDisconnectPacket).reasonCode).toBe(0x8e);
+      for (const c of older)
+        expect(((await c.next("disconnect", 10_000)) as mqttPacket.IDisconnectPacket).reasonCode).toBe(0x8e);
       expect(subs.every((p) => p.exitCode === null)).toBe(true);
     } finally {
       for (const p of subs) p.kill();
