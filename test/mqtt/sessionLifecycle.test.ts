@@ -80,23 +80,58 @@ describe("MQTT session lifecycle on the embedded default: one client id, one ses
     await eventually(async () => ((await consumers()).length === 0 ? true : undefined), 10_000, "no consumer left");
   });
 
-  it("[MQTT-3.8.4-3] a filter subscribed again reads one consumer: the one it replaced is deleted, not left to the sweep", async () => {
+  it("[MQTT-3.8.4-3] a filter subscribed again reads on with its consumer: no second one, none left behind", async () => {
     const { client, inbox } = await connectCollecting(gw.port("mqtt"), v5session("resubscriber", 600));
     await client.subscribeAsync("plant/resub/#", { qos: 1 });
-    const [first] = await storeConsumers(jsm, "plant.resub");
+    const first = await storeConsumers(jsm, "plant.resub");
     await client.subscribeAsync("plant/resub/#", { qos: 1 });
-    await eventually(
-      async () => {
-        const now = await storeConsumers(jsm, "plant.resub");
-        return now.length === 1 && now[0] !== first ? true : undefined;
-      },
-      10_000,
-      "the replacing consumer alone",
-    );
     await client.publishAsync("plant/resub/x", "after", { qos: 1 });
     await inbox.count(1);
     expect(inbox.seen.map((m) => m.payload.toString())).toEqual(["after"]);
+    expect(await storeConsumers(jsm, "plant.resub")).toEqual(first);
     await client.endAsync(false, { reasonCode: 0, properties: { sessionExpiryInterval: 0 } });
+  });
+
+  it("[MQTT-3.8.4-3] a device that resumes and subscribes again at once gets every message kept while it was away", async () => {
+    const session = { clientId: "resubscribing-device", clean: false, properties: { sessionExpiryInterval: 600 } };
+    const before = await RawMqtt.connected(gw.port("mqtt"), 5, session);
+    const subscribe = { cmd: "subscribe", messageId: 1, subscriptions: [{ topic: "plant/backlog/#", qos: 1 }] };
+    before.send(subscribe as mqttPacket.Packet);
+    await before.next("suback");
+    before.send({ cmd: "disconnect", reasonCode: 0 } as mqttPacket.Packet);
+    await before.waitClosed();
+    const pub = await connectMqtt(gw.port("mqtt"), { protocolVersion: 5 });
+    for (let i = 0; i < 100; i++) await pub.publishAsync("plant/backlog/x", String(i), { qos: 1 });
+    await pub.endAsync();
+
+    const back = await RawMqtt.open(gw.port("mqtt"), 5);
+    const got: string[] = [];
+    back.socket.on("data", () => {
+      for (
+        let k = back.packets.findIndex((p) => p.cmd === "publish");
+        k >= 0;
+        k = back.packets.findIndex((p) => p.cmd === "publish")
+      ) {
+        const p = back.packets.splice(k, 1)[0] as mqttPacket.IPublishPacket;
+        got.push(p.payload.toString());
+        back.send({ cmd: "puback", messageId: p.messageId, reasonCode: 0 } as mqttPacket.Packet);
+      }
+    });
+    // CONNECT and SUBSCRIBE in one write, as devices that always subscribe do.
+    back.send({
+      cmd: "connect",
+      protocolId: "MQTT",
+      protocolVersion: 5,
+      keepalive: 60,
+      ...session,
+    } as mqttPacket.Packet);
+    back.send({ ...subscribe, messageId: 2 } as mqttPacket.Packet);
+    expect(((await back.next("connack")) as mqttPacket.IConnackPacket).sessionPresent).toBe(true);
+    await back.next("suback");
+    await eventually(() => (got.length >= 100 ? true : undefined), 10_000, `100 messages (got ${got.length})`);
+    expect(got).toEqual(Array.from({ length: 100 }, (_, i) => String(i)));
+    expect(await storeConsumers(jsm, "plant.backlog")).toHaveLength(1);
+    back.send({ cmd: "disconnect", reasonCode: 0, properties: { sessionExpiryInterval: 0 } } as mqttPacket.Packet);
   });
 
   it("MQTT 5 3.14.2.2.2: a DISCONNECT's Session Expiry Interval replaces the CONNECT's", async () => {

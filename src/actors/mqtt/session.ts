@@ -217,13 +217,19 @@ export class ClientSession {
         continue;
       }
       const replaced = this.entries.get(s.topic);
+      const reader = replaced?.stored;
+      if (replaced) replaced.stored = undefined;
       if (!isNew) this.close(s.topic, false);
       // Stored delivery starts only once NATS granted the subscription (below).
       const entry = this.open(plan.value);
-      // The same filter again reads a consumer of its own: the one it replaces would stay
-      // until the sweep or its session's expiry (sessionFleet.test.ts, a SUBSCRIBE asked again).
-      if (replaced?.source && replaced.consumer && replaced.consumer !== entry.consumer)
-        void removeSessionConsumer(this.deps.services, link.account, replaced.source.stream, replaced.consumer);
+      // The same filter again reads on with its reader [MQTT-3.8.4-3]: a new consumer would
+      // start at "new", past what the session's held (a resume's backlog); one it cannot keep
+      // goes, else it stays until the sweep (sessionFleet.test.ts, a SUBSCRIBE asked again).
+      if (replaced && !this.stored.carryOver(replaced, reader, entry)) {
+        reader?.stop();
+        if (replaced.source && replaced.consumer && replaced.consumer !== entry.consumer)
+          void removeSessionConsumer(this.deps.services, link.account, replaced.source.stream, replaced.consumer);
+      }
       fresh.push({ entry, isNew, index });
       granted.push(s.qos);
     }
@@ -243,6 +249,7 @@ export class ClientSession {
     const unstored: string[] = [];
     for (const f of fresh) {
       if (granted[f.index] !== p.subscriptions[f.index]?.qos) continue;
+      if (f.entry.stored) continue;
       const failed = await this.stored.start(f.entry, undefined, false);
       if (failed === undefined) continue;
       // QoS 1/2 on a stored subject is the stream's to deliver: without it, not granted (SUBACK says why).

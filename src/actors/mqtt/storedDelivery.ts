@@ -416,6 +416,11 @@ export class StoredDelivery {
     return true;
   }
 
+  /** Its subscription was replaced by one of the same filter on this connection: the messages go to it from now. */
+  readFor(to: Recipient): void {
+    this.to = to;
+  }
+
   /** Stop reading: what the client still holds is read again by the next connection's consumer. */
   stop(): void {
     if (this.ended) return;
