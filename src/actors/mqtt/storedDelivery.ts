@@ -416,6 +416,15 @@ export class StoredDelivery {
     return true;
   }
 
+  /**
+   * A SUBSCRIBE of the same filter may read on with it: its first attempt is over, or it takes
+   * a session's consumer over from the floor (whenever it opens, nothing is skipped). A
+   * SUBSCRIBE's first attempt under way is that SUBSCRIBE's to grant or refuse.
+   */
+  get transferable(): boolean {
+    return !this.ended && (this.outcome !== undefined || this.o.resume !== undefined);
+  }
+
   /** Its subscription was replaced by one of the same filter on this connection: the messages go to it from now. */
   readFor(to: Recipient): void {
     this.to = to;

@@ -129,7 +129,7 @@ export class StoredSubscriptions {
    * `to` if it reads the same stream and subjects. False: `to` needs a consumer of its own.
    */
   carryOver(from: SessionEntry, reader: StoredDelivery | undefined, to: SessionEntry): boolean {
-    if (!reader || !from.source || from.source.stream !== to.source?.stream) return false;
+    if (!reader?.transferable || !from.source || from.source.stream !== to.source?.stream) return false;
     if (from.sub.subjects.join(" ") !== to.sub.subjects.join(" ")) return false;
     to.consumer = reader.name;
     to.stored = reader;
