@@ -80,6 +80,60 @@ describe("MQTT session lifecycle on the embedded default: one client id, one ses
     await eventually(async () => ((await consumers()).length === 0 ? true : undefined), 10_000, "no consumer left");
   });
 
+  it("[MQTT-3.8.4-3] a filter subscribed again reads on with its consumer: no second one, none left behind", async () => {
+    const { client, inbox } = await connectCollecting(gw.port("mqtt"), v5session("resubscriber", 600));
+    await client.subscribeAsync("plant/resub/#", { qos: 1 });
+    const first = await storeConsumers(jsm, "plant.resub");
+    await client.subscribeAsync("plant/resub/#", { qos: 1 });
+    await client.publishAsync("plant/resub/x", "after", { qos: 1 });
+    await inbox.count(1);
+    expect(inbox.seen.map((m) => m.payload.toString())).toEqual(["after"]);
+    expect(await storeConsumers(jsm, "plant.resub")).toEqual(first);
+    await client.endAsync(false, { reasonCode: 0, properties: { sessionExpiryInterval: 0 } });
+  });
+
+  it("[MQTT-3.8.4-3] a device that resumes and subscribes again at once gets every message kept while it was away", async () => {
+    const session = { clientId: "resubscribing-device", clean: false, properties: { sessionExpiryInterval: 600 } };
+    const before = await RawMqtt.connected(gw.port("mqtt"), 5, session);
+    const subscribe = { cmd: "subscribe", messageId: 1, subscriptions: [{ topic: "plant/backlog/#", qos: 1 }] };
+    before.send(subscribe as mqttPacket.Packet);
+    await before.next("suback");
+    before.send({ cmd: "disconnect", reasonCode: 0 } as mqttPacket.Packet);
+    await before.waitClosed();
+    const pub = await connectMqtt(gw.port("mqtt"), { protocolVersion: 5 });
+    for (let i = 0; i < 100; i++) await pub.publishAsync("plant/backlog/x", String(i), { qos: 1 });
+    await pub.endAsync();
+
+    const back = await RawMqtt.open(gw.port("mqtt"), 5);
+    const got: string[] = [];
+    back.socket.on("data", () => {
+      for (
+        let k = back.packets.findIndex((p) => p.cmd === "publish");
+        k >= 0;
+        k = back.packets.findIndex((p) => p.cmd === "publish")
+      ) {
+        const p = back.packets.splice(k, 1)[0] as mqttPacket.IPublishPacket;
+        got.push(p.payload.toString());
+        back.send({ cmd: "puback", messageId: p.messageId, reasonCode: 0 } as mqttPacket.Packet);
+      }
+    });
+    // CONNECT and SUBSCRIBE in one write, as devices that always subscribe do.
+    back.send({
+      cmd: "connect",
+      protocolId: "MQTT",
+      protocolVersion: 5,
+      keepalive: 60,
+      ...session,
+    } as mqttPacket.Packet);
+    back.send({ ...subscribe, messageId: 2 } as mqttPacket.Packet);
+    expect(((await back.next("connack")) as mqttPacket.IConnackPacket).sessionPresent).toBe(true);
+    await back.next("suback");
+    await eventually(() => (got.length >= 100 ? true : undefined), 10_000, `100 messages (got ${got.length})`);
+    expect(got).toEqual(Array.from({ length: 100 }, (_, i) => String(i)));
+    expect(await storeConsumers(jsm, "plant.backlog")).toHaveLength(1);
+    back.send({ cmd: "disconnect", reasonCode: 0, properties: { sessionExpiryInterval: 0 } } as mqttPacket.Packet);
+  });
+
   it("MQTT 5 3.14.2.2.2: a DISCONNECT's Session Expiry Interval replaces the CONNECT's", async () => {
     const longer = await connectMqtt(gw.port("mqtt"), v5session("extends", 1));
     await longer.subscribeAsync("plant/extends/#", { qos: 1 });
@@ -299,7 +353,9 @@ describe("MQTT sessions across gateways sharing the sessions bucket (a binding o
     for (const clientId of ids) older.push(await RawMqtt.connected(gw.port("mqtt"), 5, { clientId, clean: true }));
     // As a fleet reconnects after a move: all at once, 3.1.1 and 5.
     const younger = await Promise.all(
-      ids.map((clientId, i) => connectMqtt(other.port("mqtt"), { protocolVersion: i % 2 ? 4 : 5, clientId, clean: true })),
+      ids.map((clientId, i) =>
+        connectMqtt(other.port("mqtt"), { protocolVersion: i % 2 ? 4 : 5, clientId, clean: true }),
+      ),
     );
     for (const c of older) expect(((await c.next("disconnect")) as mqttPacket.IDisconnectPacket).reasonCode).toBe(0x8e);
     const claimed = () => heard.flatMap((m) => m.claims?.map((c) => c.client_id) ?? (m.client_id ? [m.client_id] : []));
@@ -315,10 +371,22 @@ describe("MQTT sessions across gateways sharing the sessions bucket (a binding o
     const older = [];
     for (const clientId of ids) older.push(await RawMqtt.connected(gw.port("mqtt"), 5, { clientId, clean: true }));
     const subs = ids.map((clientId, i) =>
-      spawn("mosquitto_sub", ["-h", "127.0.0.1", "-p", String(other.port("mqtt")), "-V", i % 2 ? "311" : "5", "-i", clientId, "-t", `mosq/twin/${i}`]),
+      spawn("mosquitto_sub", [
+        "-h",
+        "127.0.0.1",
+        "-p",
+        String(other.port("mqtt")),
+        "-V",
+        i % 2 ? "311" : "5",
+        "-i",
+        clientId,
+        "-t",
+        `mosq/twin/${i}`,
+      ]),
     );
     try {
-      for (const c of older) expect(((await c.next("disconnect", 10_000)) as mqttPacket.IDisconnectPacket).reasonCode).toBe(0x8e);
+      for (const c of older)
+        expect(((await c.next("disconnect", 10_000)) as mqttPacket.IDisconnectPacket).reasonCode).toBe(0x8e);
       expect(subs.every((p) => p.exitCode === null)).toBe(true);
     } finally {
       for (const p of subs) p.kill();

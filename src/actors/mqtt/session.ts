@@ -205,9 +205,21 @@ export class ClientSession {
         granted.push(link.version === 5 ? Reason.quotaExceeded : SubackFailureV4);
         continue;
       }
+      const replaced = this.entries.get(s.topic);
+      const reader = replaced?.stored;
+      if (replaced) replaced.stored = undefined;
       if (!isNew) this.close(s.topic, false);
       // Stored delivery starts only once NATS granted the subscription (below).
-      fresh.push({ entry: this.open(plan.value), isNew, index });
+      const entry = this.open(plan.value);
+      // The same filter again reads on with its reader [MQTT-3.8.4-3]: a new consumer would
+      // start at "new", past what the session's held (a resume's backlog); one it cannot keep
+      // goes, else it stays until the sweep (sessionFleet.test.ts, a SUBSCRIBE asked again).
+      if (replaced && !this.stored.carryOver(replaced, reader, entry)) {
+        reader?.stop();
+        if (replaced.source && replaced.consumer && replaced.consumer !== entry.consumer)
+          void removeSessionConsumer(this.deps.services, link.account, replaced.source.stream, replaced.consumer);
+      }
+      fresh.push({ entry, isNew, index });
       granted.push(plan.value.options.qos);
     }
     // NATS answers a subscription it refuses with -ERR before the flush's PONG.
@@ -226,10 +238,12 @@ export class ClientSession {
     const unstored: string[] = [];
     for (const f of fresh) {
       if (granted[f.index] !== f.entry.sub.options.qos) continue;
+      if (f.entry.stored) continue;
       const failed = await this.stored.start(f.entry, undefined, false);
       if (failed === undefined) continue;
       // QoS 1/2 on a stored subject is the stream's to deliver: without it, not granted (SUBACK says why).
-      this.close(f.entry.sub.filter, false);
+      // Its consumer goes too: a create that timed out here may yet be carried out by the server.
+      this.close(f.entry.sub.filter, true);
       granted[f.index] =
         link.version === 5
           ? failed.permission

@@ -10,7 +10,16 @@ import { startChildMachine } from "../machineActor.js";
 import { inPlaceRefused, notInPlace, PIN_GROUP, takeOver, takesOverInPlace } from "./pinnedTakeover.js";
 import { PullWindow } from "./pullWindow.js";
 import { sessionConsumerConfig } from "./sessionConsumers.js";
-import type { OpenOptions, Recipient, StoredOutcome } from "./storedDeliveryOptions.js";
+import {
+  type OpenOptions,
+  PARK_MS,
+  PULL_EXPIRES_MS,
+  RETRY_BACKOFF_MAX_MS,
+  RETRY_BACKOFF_MS,
+  type Recipient,
+  type StoredOutcome,
+  StoreRefused,
+} from "./storedDeliveryOptions.js";
 
 /**
  * A QoS 1/2 subscription of a persistent session on stored subjects reads a durable
@@ -33,20 +42,6 @@ import type { OpenOptions, Recipient, StoredOutcome } from "./storedDeliveryOpti
  * makes the same consumer (name and start), so an attempt whose answer was lost but which
  * the server carried out is taken as made, and no consumer is left behind.
  */
-// Pull requests of a few seconds: an idle consumer asks again this often.
-const PULL_EXPIRES_MS = 3_000;
-/**
- * How long a parked subscription waits for a resume here: its consumer's pin lasts 30 s
- * after the last pull (pinnedTakeover.ts), which was at most PULL_EXPIRES_MS before parking.
- */
-export const PARK_MS = 20_000;
-
-/** A failure waiting cannot cure: the subscription is refused, or goes on live only. */
-export class StoreRefused extends Error {}
-
-/** Waits after a failed attempt: 250 ms, doubling, at most 5 s, each jittered (machines/storedDelivery.ts). */
-export const RETRY_BACKOFF_MS = 250;
-export const RETRY_BACKOFF_MAX_MS = 5_000;
 
 /** 10014: consumer not found. */
 const CONSUMER_NOT_FOUND = 10014;
@@ -428,6 +423,20 @@ export class StoredDelivery {
     }
     this.window.readOn(to.budget);
     return true;
+  }
+
+  /**
+   * A SUBSCRIBE of the same filter may read on with it: its first attempt is over, or it takes
+   * a session's consumer over from the floor (whenever it opens, nothing is skipped). A
+   * SUBSCRIBE's first attempt under way is that SUBSCRIBE's to grant or refuse.
+   */
+  get transferable(): boolean {
+    return !this.ended && (this.outcome !== undefined || this.o.resume !== undefined);
+  }
+
+  /** Its subscription was replaced by one of the same filter on this connection: the messages go to it from now. */
+  readFor(to: Recipient): void {
+    this.to = to;
   }
 
   /** Stop reading: what the client still holds is read again by the next connection's consumer. */

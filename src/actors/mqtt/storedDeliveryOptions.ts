@@ -6,7 +6,7 @@ import type { ActorRegistry } from "../registry.js";
 import type { PullBudget } from "./pullWindow.js";
 import type { StoredDelivery } from "./storedDelivery.js";
 
-/** What a stored subscription's delivery (storedDelivery.ts) reads, and where its messages go. */
+/** What a stored subscription's delivery (storedDelivery.ts) reads, where its messages go, and its times. */
 export interface OpenOptions {
   readonly services: AccountServices;
   readonly account: string;
@@ -44,3 +44,18 @@ export type StoredOutcome =
   | { readonly state: "reading" }
   | { readonly state: "waiting"; readonly reason: string; readonly limit: boolean }
   | { readonly state: "refused"; readonly reason: string; readonly permission: boolean };
+
+/** Pull requests of a few seconds: an idle consumer asks again this often. */
+export const PULL_EXPIRES_MS = 3_000;
+/**
+ * How long a parked subscription waits for a resume here: its consumer's pin lasts 30 s
+ * after the last pull (pinnedTakeover.ts), which was at most PULL_EXPIRES_MS before parking.
+ */
+export const PARK_MS = 20_000;
+
+/** A failure waiting cannot cure: the subscription is refused, or goes on live only. */
+export class StoreRefused extends Error {}
+
+/** Waits after a failed attempt: 250 ms, doubling, at most 5 s, each jittered (machines/storedDelivery.ts). */
+export const RETRY_BACKOFF_MS = 250;
+export const RETRY_BACKOFF_MAX_MS = 5_000;

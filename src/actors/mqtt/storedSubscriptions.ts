@@ -83,9 +83,10 @@ export class StoredSubscriptions {
     });
     entry.stored = stored;
     const outcome = await stored.first();
-    // Closed meanwhile (UNSUBSCRIBE, the same filter subscribed again, the connection ending).
+    // Closed meanwhile (UNSUBSCRIBE, the same filter subscribed again, the connection ending);
+    // a reader the new subscription carried over is its own.
     if (host.entries.get(sub.filter) !== entry || sub.nats.length === 0) {
-      stored.stop();
+      if (entry.stored === stored) stored.stop();
       return undefined;
     }
     entry.consumer = stored.name;
@@ -124,6 +125,21 @@ export class StoredSubscriptions {
     }
     stored.stop();
     return false;
+  }
+
+  /**
+   * A SUBSCRIBE replaced `from` with `to` (the same filter): `reader`, `from`'s, reads on for
+   * `to` if it reads the same stream and subjects. False: `to` needs a consumer of its own.
+   */
+  carryOver(from: SessionEntry, reader: StoredDelivery | undefined, to: SessionEntry): boolean {
+    if (!reader?.transferable || !from.source || from.source.stream !== to.source?.stream) return false;
+    if (from.sub.subjects.join(" ") !== to.sub.subjects.join(" ")) return false;
+    to.consumer = reader.name;
+    to.stored = reader;
+    reader.readFor(this.recipient(to));
+    // Its copies count for overlapping subscriptions, as the replaced one's did (overlaps.ts).
+    this.deliveries.consumerReading(to.sub);
+    return true;
   }
 
   /** Where a subscription's stored messages go, and who hears of its consumer. */
