@@ -1,6 +1,6 @@
 // Which servers and which JetStream answers let a resume take its consumer over in place
 // (docs/decisions/consumer-takeover.md); the takeover itself is tested end to end in
-// test/mqtt/consumerLimit.test.ts, sessionLifecycle.test.ts and faults/sessionStorm.test.ts.
+// test/mqtt/consumerLimit.test.ts, sessionLifecycle.test.ts and faults/sessionFleet.test.ts.
 import { JetStreamApiError } from "@nats-io/jetstream";
 import { describe, expect, it } from "vitest";
 import { notInPlace, takesOverInPlace } from "../../src/actors/mqtt/pinnedTakeover.js";
