@@ -7,6 +7,7 @@
 //          names: qos0 fanout m2n n2m qos1 qos1m qos1n lat0 lat1 qos0sat m2nsat n2msat idle fleet
 //          amqp workers sessions; `saturating` stands for the three *sat; sessions runs only when named)
 //          --sessions-n 1000,3000,10000  --sessions-mix half|311|5 (the sessions scenario: bench/sessions.mjs)
+//          --sessions-sides gateway (one side only: for profiling a change, not for the table)
 //          --idle 1000,5000,10000 | --idle 0   --no-amqp   --no-opt-in   --out NAME (latest)
 //          --batch N (packets a write in the throughput runs, windowed and saturating: 32; experiments)
 //          --profile SCENARIO[,..] (also idle, fleet0, fleet1; gateway under node --cpu-prof, summaries in
@@ -45,6 +46,7 @@ const { values: opt } = parseArgs({
     batch: { type: "string" },
     "sessions-n": { type: "string", default: "1000,3000,10000" },
     "sessions-mix": { type: "string", default: "half" },
+    "sessions-sides": { type: "string", default: "reference,gateway" },
   },
 });
 const rounds = Number(opt.rounds);
@@ -464,6 +466,7 @@ async function main() {
         .map(Number)
         .filter((n) => n > 0),
       mix: opt["sessions-mix"],
+      sides: opt["sessions-sides"].split(","),
       log,
     }).catch((e) => ({ measured: false, reason: why(e) }));
 

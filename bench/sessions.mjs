@@ -388,15 +388,16 @@ const all = (gens, cmd, args) => Promise.all(gens.map((g) => g.ask(cmd, args))).
 // -- the scenario --------------------------------------------------------------------------
 
 /** One N, both sides. */
-export async function sessionsRun({ n, mix = "half", log, resumeTimeoutMs = 180_000 }) {
+export async function sessionsRun({ n, mix = "half", log, resumeTimeoutMs = 180_000, only = ["reference", "gateway"] }) {
   const tag = `s${process.pid}-${n}`;
   const sides = {};
   const gens = {};
   const res = { n, mix, referenceMix: "311", reference: { phases: {} }, gateway: { phases: {} } };
   try {
-    sides.reference = await startReference();
-    sides.gateway = await startGatewayEmbedded();
+    if (only.includes("reference")) sides.reference = await startReference();
+    if (only.includes("gateway")) sides.gateway = await startGatewayEmbedded();
     for (const [k, name] of ["reference", "gateway"].entries()) {
+      if (!sides[name]) continue;
       const procs = Math.ceil(n / PER_PROCESS);
       gens[name] = Array.from({ length: procs }, (_, p) => {
         const indices = [];
@@ -453,7 +454,8 @@ export async function sessionsRun({ n, mix = "half", log, resumeTimeoutMs = 180_
             .join(" | ")}`,
         );
     };
-    const order = (i) => (i % 2 ? ["gateway", "reference"] : ["reference", "gateway"]);
+    // One side alone (`--sessions-sides gateway`) is for profiling a change, not for the table.
+    const order = (i) => (i % 2 ? ["gateway", "reference"] : ["reference", "gateway"]).filter((name) => sides[name]);
     const timed = async (name, f) => {
       const pids = sides[name].pids();
       const cpu0 = cpuSeconds(pids);
@@ -554,11 +556,11 @@ export async function sessionsRun({ n, mix = "half", log, resumeTimeoutMs = 180_
 }
 
 /** Every N in turn, a fresh pair of stacks each. */
-export async function sessionsBench({ ns, mix, log }) {
+export async function sessionsBench({ ns, mix, log, sides }) {
   const out = { measured: true, ns, mix, referenceMaxConsumers: REFERENCE_MAX_CONSUMERS, byN: {} };
   for (const n of ns) {
     try {
-      out.byN[n] = await sessionsRun({ n, mix, log });
+      out.byN[n] = await sessionsRun({ n, mix, log, only: sides });
     } catch (e) {
       log(`sessions ${n}: ${e.stack}`);
       out.byN[n] = { n, measured: false, reason: e.message.split("\n")[0].slice(0, 300) };
