@@ -388,7 +388,13 @@ const all = (gens, cmd, args) => Promise.all(gens.map((g) => g.ask(cmd, args))).
 // -- the scenario --------------------------------------------------------------------------
 
 /** One N, both sides. */
-export async function sessionsRun({ n, mix = "half", log, resumeTimeoutMs = 180_000, only = ["reference", "gateway"] }) {
+export async function sessionsRun({
+  n,
+  mix = "half",
+  log,
+  resumeTimeoutMs = 180_000,
+  only = ["reference", "gateway"],
+}) {
   const tag = `s${process.pid}-${n}`;
   const sides = {};
   const gens = {};
