@@ -1,7 +1,7 @@
 // How gateways of one account learn about each other's clients: this gateway's answer on
 // `$MQG.alive.<id>` (with gateway users, each account's admin liveness actor answers
 // instead, src/actors/admin/liveness.ts) and its claims when client ids connect here.
-import { Context, Effect, Layer } from "effect";
+import { Context, Effect, FiberSet, Layer } from "effect";
 import { ClaimAnnouncer } from "../../actors/claimAnnouncer.js";
 import { announceClaims, answerLiveness } from "../../actors/liveness.js";
 import { Actors } from "./actors.js";
@@ -22,13 +22,17 @@ export class Liveness extends Context.Service<Liveness, { readonly claims: Claim
         const liveness = answerLiveness({ nc: core.nc, id, clients, directory, log });
         yield* Effect.addFinalizer(() => Effect.sync(() => liveness.unsubscribe()));
       }
-      const claims = new ClaimAnnouncer(
-        (account, payload) =>
-          void services.jetstream(account).then(
-            ({ lease }) => announceClaims(lease.nc, id, payload),
-            () => {},
+      // Each announcement is a fiber of this layer: one still waiting for its account's
+      // connection when the gateway stops is interrupted, not left running. A claim that
+      // cannot be sent (no connection in its account) is dropped, as it always was.
+      const run = yield* FiberSet.makeRuntime<never, void, never>();
+      const claims = new ClaimAnnouncer((account, payload) => {
+        run(
+          Effect.tryPromise(async () => announceClaims((await services.jetstream(account)).lease.nc, id, payload)).pipe(
+            Effect.ignore,
           ),
-      );
+        );
+      });
       return { claims };
     }),
   );
