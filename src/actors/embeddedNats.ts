@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { Deferred, Effect, type Scope } from "effect";
+import { Data, Deferred, Effect, type Scope } from "effect";
 import type { Logger } from "../log.js";
 import { embeddedNatsMachine } from "../machines/embeddedNats.js";
 import { startMachine } from "./machineActor.js";
@@ -30,6 +30,15 @@ export interface EmbeddedNats {
   /** Ends the child for good (the machine goes to `stopped`). */
   readonly stop: Effect.Effect<void>;
 }
+
+/**
+ * nats-server exited before it was ready. Its last line is the only word on why; read
+ * here, where that line is, so the start can say "port in use" without parsing a message.
+ */
+export class NatsServerRefused extends Data.TaggedError("NatsServerRefused")<{
+  readonly message: string;
+  readonly portInUse: boolean;
+}> {}
 
 /**
  * Runs nats-server as a child process, restarting it when it dies, until the scope
@@ -76,9 +85,15 @@ export const embeddedNats = (options: EmbeddedNatsOptions): Effect.Effect<Embedd
             if (child === proc) child = undefined;
             if (code !== 0 && signal === null && actor.getSnapshot().value === "starting") {
               // It refused to start (port taken, bad store): say why instead of looping.
+              const line = lastLine(seen);
               Deferred.doneUnsafe(
                 firstReady,
-                Effect.fail(new Error(`nats-server exited with ${code}: ${lastLine(seen)}`)),
+                Effect.fail(
+                  new NatsServerRefused({
+                    message: `nats-server exited with ${code}: ${line}`,
+                    portInUse: /address already in use/i.test(line),
+                  }),
+                ),
               );
             }
             actor.send({ type: "EXITED", code, signal });

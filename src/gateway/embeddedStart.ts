@@ -28,7 +28,7 @@ export const startEmbedded = (
     const at = config.nats.embedded_listen;
     const setup = yield* Effect.tryPromise({
       try: () => prepareEmbedded(config, gatewayIds),
-      catch: (e) => new StartupError(plainMessage(e)),
+      catch: (e) => new StartupError({ message: plainMessage(e) }),
     });
     const embedded = yield* embeddedNats({
       binary,
@@ -43,7 +43,8 @@ export const startEmbedded = (
     }).pipe(Effect.mapError((e) => embeddedNatsFailure(at, e)));
     const adminFile = yield* Effect.tryPromise({
       try: () => setup.writeAdminFile(embedded.url),
-      catch: (e) => new StartupError(`cannot write the admin credential for mq-gateway ctl: ${plainMessage(e)}`),
+      catch: (e) =>
+        new StartupError({ message: `cannot write the admin credential for mq-gateway ctl: ${plainMessage(e)}` }),
     });
     deps.log.info({ file: adminFile }, "admin credential for mq-gateway ctl written");
     return { url: embedded.url, admin: setup.admin };
@@ -56,5 +57,5 @@ export const startEmbedded = (
 export const joinEmbedded = (config: GatewayConfig, url: string): Effect.Effect<EmbeddedStarted, StartupError> =>
   Effect.tryPromise({
     try: async () => ({ url, admin: (await embeddedAdmin(config)).credentials }),
-    catch: (e) => new StartupError(plainMessage(e)),
+    catch: (e) => new StartupError({ message: plainMessage(e) }),
   });

@@ -2,16 +2,17 @@
 // which config key and which flag move it. Effect's Cause is for the code; a person
 // reads the sentence (CONTRACT: exit 2 "could not bind a listener or reach anything it
 // must reach at start").
-import { AuthorizationError } from "@nats-io/transport-node";
-import { Cause } from "effect";
+import { AuthorizationError, UserAuthenticationExpiredError } from "@nats-io/transport-node";
+import { Cause, Data } from "effect";
+import type { NatsServerRefused } from "../actors/embeddedNats.js";
 import { describeCredentials } from "../actors/gatewayCredentials.js";
 import type { HostPort } from "../actors/listeners.js";
 import type { Credentials } from "../config/schema.js";
 
-/** A failure at start whose message is already the sentence to show. */
-export class StartupError extends Error {
-  override readonly name = "StartupError";
-}
+/** A failure at start whose message is already the sentence to show: the operator's to fix, not a bug. */
+export class StartupError extends Data.TaggedError("StartupError")<{ readonly message: string }> {}
+
+const startupError = (message: string) => new StartupError({ message });
 
 /** Where each listener of the gateway is configured, for "move it with ...". */
 export const LISTENERS = {
@@ -42,34 +43,34 @@ export function listenFailure(
   const { what } = LISTENERS[name];
   switch (error.code) {
     case "EADDRINUSE":
-      return new StartupError(
+      return startupError(
         `port ${at.port} (${what}, ${address(at)}) is in use: ${moveIt(name)}, or stop what holds it`,
       );
     case "EACCES":
-      return new StartupError(
+      return startupError(
         `cannot listen for ${what} on ${address(at)}: permission denied (ports below 1024 need root or CAP_NET_BIND_SERVICE): ${moveIt(name)}`,
       );
     case "EADDRNOTAVAIL":
-      return new StartupError(
+      return startupError(
         `cannot listen for ${what} on ${address(at)}: ${at.host} is not an address of this machine: ${moveIt(name)}`,
       );
     default:
-      return new StartupError(`cannot listen for ${what} on ${address(at)}: ${error.message}: ${moveIt(name)}`);
+      return startupError(`cannot listen for ${what} on ${address(at)}: ${error.message}: ${moveIt(name)}`);
   }
 }
 
 /** The embedded nats-server refused to start; nats-server's own last line says why. */
-export function embeddedNatsFailure(at: HostPort, error: Error): StartupError {
-  if (/address already in use/i.test(error.message)) {
-    return new StartupError(
+export function embeddedNatsFailure(at: HostPort, error: Error | NatsServerRefused): StartupError {
+  if ("_tag" in error && error._tag === "NatsServerRefused" && error.portInUse) {
+    return startupError(
       `port ${at.port} (${LISTENERS.nats.what}, ${address(at)}) is in use, perhaps by another nats-server: ${moveIt("nats")}, or use that server with --nats nats://${address(at)}`,
     );
   }
-  return new StartupError(`the embedded nats-server could not start: ${error.message}`);
+  return startupError(`the embedded nats-server could not start: ${error.message}`);
 }
 
 export function noNatsServer(): StartupError {
-  return new StartupError(
+  return startupError(
     "no nats-server found (looked at $NATS_SERVER_BIN, the package's .tools/ and PATH): install nats-server 2.10 or newer " +
       "(e.g. apt-get install nats-server, or a release from github.com/nats-io/nats-server), set NATS_SERVER_BIN=/path/to/nats-server, " +
       "or use a running NATS with --nats nats://HOST:4222",
@@ -94,20 +95,20 @@ export function natsUnreachable(
   const hint = embedded
     ? ""
     : " (is nats-server running there? set nats.servers or --nats, or leave them out to run the embedded nats-server)";
-  return new StartupError(`cannot reach NATS at ${servers.join(", ")}: ${why}${hint}`);
+  return startupError(`cannot reach NATS at ${servers.join(", ")}: ${why}${hint}`);
 }
 
 /** NATS answered, and refused the credentials: the server is there, the user is what to look at. */
 function natsRefused(servers: readonly string[], why: string, presented: PresentedUser | undefined): StartupError {
   const at = servers.join(", ");
   if (!presented) {
-    return new StartupError(
+    return startupError(
       `NATS at ${at} refused a connection without credentials (${why}): it requires a user; set gateway_users ` +
         "(the gateway's user in each client account, docs/accounts.md)",
     );
   }
   const key = `gateway_users.${presented.account}`;
-  return new StartupError(
+  return startupError(
     `NATS at ${at} refused the credentials of ${key} (${describeCredentials(presented.credentials)}): ${why}; ` +
       `check ${key} against the users nats-server knows`,
   );
@@ -115,9 +116,9 @@ function natsRefused(servers: readonly string[], why: string, presented: Present
 
 function isAuthRefusal(error: unknown): boolean {
   for (let e: unknown = error, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
-    if (e instanceof AuthorizationError) return true;
+    // nats.js names a refusal (violation, timeout, expiry); the bridge marks its own connect failures.
+    if (e instanceof AuthorizationError || e instanceof UserAuthenticationExpiredError) return true;
     if ((e as { auth?: unknown }).auth === true) return true;
-    if (/authorization violation|authentication (timeout|expired)|user authentication/i.test(e.message)) return true;
   }
   return false;
 }

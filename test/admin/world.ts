@@ -30,7 +30,7 @@ export const FLEET_CONFIG = {
 
 /**
  * Client users of each account, and "anon-a", which unauthenticated connections become.
- * Only the gateway's core connection uses it (run.ts connects it without credentials), so
+ * Only the gateway's core connection uses it (src/gateway/layers/nats.ts connects it without credentials), so
  * it gets what a gateway user gets rather than a client's default permissions.
  */
 export const CLIENT_USERS = {

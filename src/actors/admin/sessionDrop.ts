@@ -2,6 +2,7 @@ import { Effect, type Scope } from "effect";
 import type { Logger } from "../../log.js";
 import { adminSessionDropMachine } from "../../machines/adminSessionDrop.js";
 import type { AccountServices } from "../accountServices.js";
+import { ActorTasks } from "../actorTasks.js";
 import type { ClientRegistry } from "../clients.js";
 import { awaitDone, startMachine } from "../machineActor.js";
 import type { SessionStore } from "../mqtt/sessionStore.js";
@@ -35,21 +36,24 @@ export const sessionDropActor = (
   answer: (reply: SessionDropReply) => void,
 ): Effect.Effect<void, never, Scope.Scope> =>
   Effect.gen(function* () {
-    const fail = (e: unknown) => actor.send({ type: "FAILED", reason: e instanceof Error ? e.message : String(e) });
+    // Each step's NATS work is a fiber of this actor: what is still out when it ends is interrupted.
+    const tasks = yield* ActorTasks.scoped((e) =>
+      actor.send({ type: "FAILED", reason: e instanceof Error ? e.message : String(e) }),
+    );
     let unwatch: (() => void) | undefined;
     const actor = yield* startMachine(adminSessionDropMachine, {
       input: { timeoutMs: deps.timeoutMs },
       registry: deps.registry,
       on: {
         read: () =>
-          void readSession(deps.services, account, clientId).then(
+          tasks.run(
+            () => readSession(deps.services, account, clientId),
             (found) =>
               actor.send(
                 found
                   ? { type: "FOUND", owner: found.session.connected ? (found.session.owner ?? deps.id) : undefined }
                   : { type: "NOT_FOUND" },
               ),
-            fail,
           ),
         kick: ({ owner }) => {
           if (owner === deps.id) {
@@ -58,20 +62,23 @@ export const sessionDropActor = (
           }
           // Its gateway answers once the connection has left it; one that does not answer is
           // gone (the sweeper settles what it left): the record goes all the same.
-          void deps
-            .adminRequest(`$MQG.admin.server.${owner}.kick`, { client_id: clientId, account }, deps.timeoutMs - 500)
-            .catch((e: unknown) => {
-              deps.log.info(
-                { owner, client_id: clientId, err: (e as Error).message },
-                "session drop: its gateway did not answer the kick",
-              );
-            })
-            .then(() => actor.send({ type: "KICKED" }));
+          tasks.run(
+            () =>
+              deps
+                .adminRequest(`$MQG.admin.server.${owner}.kick`, { client_id: clientId, account }, deps.timeoutMs - 500)
+                .catch((e: unknown) => {
+                  deps.log.info(
+                    { owner, client_id: clientId, err: (e as Error).message },
+                    "session drop: its gateway did not answer the kick",
+                  );
+                }),
+            () => actor.send({ type: "KICKED" }),
+          );
         },
         delete: () =>
-          void deleteSession(deps.services, deps.store, account, clientId).then(
+          tasks.run(
+            () => deleteSession(deps.services, deps.store, account, clientId),
             (consumers) => actor.send({ type: "DELETED", consumers }),
-            fail,
           ),
         dropped: ({ kicked, consumers }) =>
           answer({ dropped: true, client_id: clientId, account, kicked: kicked ?? null, consumers }),

@@ -1,5 +1,6 @@
 import { Effect, type Scope } from "effect";
 import { adminStoreRequestMachine } from "../../machines/adminStoreRequest.js";
+import { ActorTasks } from "../actorTasks.js";
 import { awaitDone, startMachine } from "../machineActor.js";
 import type { ActorRegistry } from "../registry.js";
 
@@ -17,15 +18,15 @@ export const storeTask = (
   answer: (outcome: { ok: true; reply: object } | { ok: false; reason: string }) => void,
 ): Effect.Effect<void, never, Scope.Scope> =>
   Effect.gen(function* () {
+    // The asking is a fiber of this actor: a request still out when the actor ends is interrupted.
+    const tasks = yield* ActorTasks.scoped((e) =>
+      actor.send({ type: "FAILED", reason: e instanceof Error ? e.message : String(e) }),
+    );
     const actor = yield* startMachine(adminStoreRequestMachine, {
       input: { timeoutMs: STORE_TIMEOUT_MS },
       registry,
       on: {
-        ask: () =>
-          void work().then(
-            (reply) => actor.send({ type: "ANSWERED", reply }),
-            (e: unknown) => actor.send({ type: "FAILED", reason: e instanceof Error ? e.message : String(e) }),
-          ),
+        ask: () => tasks.run(work, (reply) => actor.send({ type: "ANSWERED", reply })),
         answer: ({ reply }) => answer({ ok: true, reply }),
         failed: ({ reason }) => answer({ ok: false, reason }),
       },
