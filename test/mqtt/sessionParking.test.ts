@@ -2,7 +2,8 @@
 // subscriptions parked on the gateway for a while; a resume there reads on with no JetStream
 // request (docs/decisions/session-parking.md). Seen from outside: every message published
 // meanwhile arrives once, in order, and the account sees no UNPIN or RESET for the resume,
-// while a resume elsewhere takes the consumers over as before.
+// while a resume elsewhere takes the consumers over as before (and asks UNPIN and RESET only
+// where an older reader's pull still waits or something is held: protocol/consumerTakeover.ts).
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import type { MqttClient } from "mqtt";
@@ -121,7 +122,7 @@ describe("parked stored subscriptions", () => {
     await pub.endAsync();
   });
 
-  it("a session whose consumers never delivered (never pinned) is not parked: its resume takes them over, and gets what came meanwhile", async () => {
+  it("a session whose consumers never delivered (never pinned) is not parked: its resume fences what an ended pull may hold, and gets what came meanwhile", async () => {
     const clientId = `unpinned-${Date.now()}`;
     const received: string[] = [];
     const pub = await connectMqtt(gws[0]!.port("mqtt"), { protocolVersion: 5 });
@@ -131,7 +132,41 @@ describe("parked stored subscriptions", () => {
     // Its ended pulls, with no pin id, could be given the pin by these and keep it from the next reader.
     const sent = await publishAll(pub, 0, 6);
     sub = await resumeAndCheck(gws[0]!, clientId, received, pub, sent, 6, 10);
-    expect(takeoverOps(before)).toEqual(["RESET", "RESET", "UNPIN", "UNPIN"]);
+    // Per consumer, what its INFO called for (protocol/consumerTakeover.ts): a pin the server
+    // gave a pull that had ended (it pins a waiting pull before it finds nobody listens) is
+    // fenced; a rewind only ever after a fence, where a pull still waited or something was held.
+    const perConsumer = new Map<string, string[]>();
+    for (const t of takeovers.slice(before)) {
+      const [op, consumer] = t.split(" ") as [string, string];
+      perConsumer.set(consumer, [...(perConsumer.get(consumer) ?? []), op]);
+    }
+    for (const ops of perConsumer.values()) expect([["UNPIN"], ["UNPIN", "RESET"]]).toContainEqual(ops);
+    await sub.endAsync(false, { reasonCode: 0, properties: { sessionExpiryInterval: 0 } });
+    await pub.endAsync();
+  });
+
+  it("a session whose consumers never delivered, resumed once their pulls expired, is read on with neither UNPIN nor RESET, and gets what came meanwhile", async () => {
+    const clientId = `expired-pulls-${Date.now()}`;
+    const received: string[] = [];
+    const jsm = await jetstreamManager(nc);
+    const consumersOf = async () => {
+      const all: Array<{ name: string; num_waiting: number; num_ack_pending: number }> = [];
+      for (const stream of ["PARK", "MQGW_MSGS"]) for await (const c of jsm.consumers.list(stream)) all.push(c);
+      return all;
+    };
+    const earlier = new Set((await consumersOf()).map((c) => c.name));
+    const pub = await connectMqtt(gws[0]!.port("mqtt"), { protocolVersion: 5 });
+    let sub = await subscriber(gws[0]!, clientId, received);
+    await sub.endAsync();
+    // Nothing of this session waits at the server any more (its ended pulls expired): nothing to fence or hand back.
+    await eventually(async () => {
+      const mine = (await consumersOf()).filter((c) => !earlier.has(c.name));
+      return mine.length === 2 && mine.every((c) => c.num_waiting === 0 && c.num_ack_pending === 0) ? true : undefined;
+    });
+    const sent = await publishAll(pub, 0, 6);
+    const before = takeovers.length;
+    sub = await resumeAndCheck(gws[0]!, clientId, received, pub, sent, 6, 10);
+    expect(takeoverOps(before)).toEqual([]);
     await sub.endAsync(false, { reasonCode: 0, properties: { sessionExpiryInterval: 0 } });
     await pub.endAsync();
   });

@@ -1,5 +1,6 @@
 import { type ConsumerConfig, JetStreamApiError, type JetStreamManager } from "@nats-io/jetstream";
 import type { Logger } from "../../log.js";
+import { pinnedIdOf, takeoverSteps } from "../../protocol/consumerTakeover.js";
 import { missingPermission } from "../client/missingPermission.js";
 
 /**
@@ -46,10 +47,23 @@ export function notInPlace(e: unknown): boolean {
   return e instanceof JetStreamApiError && (e.code === 10014 || e.code === 10160);
 }
 
-/** Fences older readers and rewinds to the ack floor; the new reader pulls once this is done. */
-export async function takeOver(jsm: JetStreamManager, stream: string, consumer: string): Promise<void> {
+/**
+ * Fences older readers and rewinds to the ack floor, as far as the consumer's state needs
+ * it (src/protocol/consumerTakeover.ts); the new reader pulls once this is done. False: the
+ * consumer has no pin group (an older gateway made it), so it is replaced the old way.
+ */
+export async function takeOver(jsm: JetStreamManager, stream: string, consumer: string): Promise<boolean> {
+  const info = await jsm.consumers.info(stream, consumer);
+  if (!(info.config.priority_groups ?? []).includes(PIN_GROUP)) return false;
+  const steps = takeoverSteps({
+    pinnedId: pinnedIdOf(info, PIN_GROUP),
+    waiting: info.num_waiting,
+    ackPending: info.num_ack_pending,
+  });
+  if (steps === "none") return true;
   await jsm.consumers.unpin(stream, consumer, PIN_GROUP);
-  await jsm.consumers.reset(stream, consumer);
+  if (steps === "unpin_reset") await jsm.consumers.reset(stream, consumer);
+  return true;
 }
 
 const refusedStreams = new Set<string>();

@@ -300,7 +300,7 @@ export class StoredDelivery {
    */
   private async takeOverInPlace(jsm: JetStreamManager, nc: NatsConnection, consumer: string): Promise<boolean> {
     try {
-      await takeOver(jsm, this.o.stream, consumer);
+      if (!(await takeOver(jsm, this.o.stream, consumer))) return false;
     } catch (e) {
       // A gateway user whose permissions predate UNPIN and RESET: the old way, said once.
       if (missingPermission(e)) inPlaceRefused(this.to.log, this.o.stream, e);
