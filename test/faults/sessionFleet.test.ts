@@ -5,7 +5,8 @@
 //   1 connect all, then subscribe all (a refused SUBSCRIBE is asked again),
 //   2 reconnect storms (every socket destroyed, all back at once, clean start 0),
 //   3 offline messages (all dropped, a message to all and one to each, all back): first with
-//     readers the server never pinned (the resumes take the consumers over: UNPIN, RESET),
+//     readers the server never pinned (the resumes take the consumers over: INFO, then UNPIN
+//     and RESET as the consumer's state needs),
 //     then with pinned readers the gateway keeps parked for the resumes to adopt
 //     (docs/decisions/session-parking.md),
 //   5 gateway restarts (SIGTERM, the same config and ports, devices back with backoff), then
@@ -65,7 +66,7 @@ describe("a fleet of persistent sessions through the sessions bench's phases whi
   const closedByGateway = new Map<string, number>();
   /** Second copies of a message a device received, by step and DUP flag. */
   const again = new Map<string, number>();
-  /** The JetStream takeover requests the account saw (UNPIN, RESET), by step. */
+  /** The JetStream takeover requests the account saw (INFO, UNPIN, RESET), by step. */
   const takeovers = new Map<string, number>();
   const timings: string[] = [];
   /** Deliveries later than 10 s after all were back, with their consumer's state then. */
@@ -82,7 +83,7 @@ describe("a fleet of persistent sessions through the sessions bench's phases whi
     nc.subscribe("$JS.API.CONSUMER.>", {
       callback: (_e, m) => {
         const op = m.subject.split(".")[3];
-        if (op === "UNPIN" || op === "RESET") tally(takeovers, `${step} ${op}`);
+        if (op === "INFO" || op === "UNPIN" || op === "RESET") tally(takeovers, `${step} ${op}`);
       },
     });
     await nc.flush();
@@ -338,8 +339,8 @@ describe("a fleet of persistent sessions through the sessions bench's phases whi
     ].join("; ");
   }
 
-  /** The account's UNPIN or RESET requests during this step. */
-  const takeoverRequests = (op: "UNPIN" | "RESET") => takeovers.get(`${step} ${op}`) ?? 0;
+  /** The account's consumer INFO, UNPIN or RESET requests during this step. */
+  const takeoverRequests = (op: "INFO" | "UNPIN" | "RESET") => takeovers.get(`${step} ${op}`) ?? 0;
   const parked = () => metric(gw, "mqgw_actors", { machine: "storedDelivery", state: "active.read.parked" });
 
   it("every session comes back present after every phase, gets each message once, and leaves no consumer behind", {
@@ -369,20 +370,21 @@ describe("a fleet of persistent sessions through the sessions bench's phases whi
     timings.push(`connect + subscribe ${Math.round(performance.now() - t0)} ms`);
 
     // 2: reconnect storms; the stall lands with the first CONNECTs, once a third are back, once two thirds are.
-    // Nothing was delivered yet, so no reader is pinned: every resume takes its consumers over (UNPIN, RESET).
+    // Nothing was delivered yet, so no reader is pinned: every resume takes its consumers over
+    // (an INFO each; UNPIN and RESET where an older pull still waits: protocol/consumerTakeover.ts).
     for (const at of [0, N / 3, (2 * N) / 3]) {
       t0 = begin(`storm, stall at ${at} back`);
       allAway();
       await Promise.all([...Array.from({ length: N }, (_, i) => resume(i)), stall(at)]);
       await expectWhole(step);
-      expect(takeoverRequests("UNPIN"), `${step}: a takeover per reader`).toBeGreaterThanOrEqual(2 * N);
+      expect(takeoverRequests("INFO"), `${step}: a takeover per reader`).toBeGreaterThanOrEqual(2 * N);
       timings.push(`${step} ${Math.round(performance.now() - t0)} ms`);
     }
 
     // 3: offline messages (one to all, one to each, sent while all are away). The first finds
     // readers nothing was delivered to: taken over. It delivers to every reader (the server
     // pins it) and the devices acknowledge all, so the next drops park every reader and the
-    // resumes, within the 20 s they are kept, adopt them: no UNPIN, no RESET.
+    // resumes, within the 20 s they are kept, adopt them: no INFO, UNPIN or RESET.
     const offline: Array<[string, number, Readers]> = [
       ["a", N / 3, "taken over"],
       ["b", 0, "parked"],
@@ -403,8 +405,11 @@ describe("a fleet of persistent sessions through the sessions bench's phases whi
       await Promise.all([...Array.from({ length: N }, (_, i) => resume(i)), stall(at)]);
       await expectWhole(step);
       if (readers === "parked")
-        expect(takeoverRequests("UNPIN") + takeoverRequests("RESET"), `${step}: readers adopted`).toBeLessThan(2 * N);
-      else expect(takeoverRequests("UNPIN"), `${step}: a takeover per reader`).toBeGreaterThanOrEqual(2 * N);
+        expect(
+          takeoverRequests("INFO") + takeoverRequests("UNPIN") + takeoverRequests("RESET"),
+          `${step}: readers adopted`,
+        ).toBeLessThan(2 * N);
+      else expect(takeoverRequests("INFO"), `${step}: a takeover per reader`).toBeGreaterThanOrEqual(2 * N);
       timings.push(`${step} ${Math.round(performance.now() - t0)} ms`);
     }
 
