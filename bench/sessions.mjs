@@ -212,7 +212,8 @@ async function startReference() {
   return s;
 }
 
-async function startGatewayEmbedded() {
+/** `at`: the checkout whose gateway runs (another one's, for an A/B of two builds). */
+export async function startGatewayEmbedded(at = root) {
   const dir = mkdtempSync(join(tmpdir(), "mqgw-sessions-gw-"));
   const natsPort = await freePort();
   const mqttPort = await freePort();
@@ -238,7 +239,7 @@ async function startGatewayEmbedded() {
     command: () => [
       process.execPath,
       ...gatewayNodeArgs,
-      join(root, "bin/mq-gateway.js"),
+      join(at, "bin/mq-gateway.js"),
       "run",
       "--config",
       join(dir, "gateway.json"),
@@ -281,7 +282,7 @@ async function consumers(s, owned) {
 }
 
 const rssMiB = (pids) => pids.reduce((a, p) => a + (alive(p) ? rssKiB(p) : 0), 0) / 1024;
-const cpuSeconds = (pids) => pids.reduce((a, p) => a + (alive(p) ? cpuMicros(p) : 0), 0) / 1e6;
+export const cpuSeconds = (pids) => pids.reduce((a, p) => a + (alive(p) ? cpuMicros(p) : 0), 0) / 1e6;
 
 /** One QoS 1 PUBLISH from a clean 3.1.1 session, resolved at its PUBACK. */
 async function publishOnce(port, topic, payload) {
@@ -323,7 +324,7 @@ async function publishOnce(port, topic, payload) {
 
 // -- the load ------------------------------------------------------------------------------
 
-function loadgen(spec) {
+export function loadgen(spec) {
   const p = fork(join(here, "sessionsLoadgen.mjs"), [JSON.stringify(spec)], {
     stdio: ["ignore", "inherit", "inherit", "ipc"],
   });
@@ -383,7 +384,7 @@ function merge(parts) {
   }
   return out;
 }
-const all = (gens, cmd, args) => Promise.all(gens.map((g) => g.ask(cmd, args))).then(merge);
+export const all = (gens, cmd, args) => Promise.all(gens.map((g) => g.ask(cmd, args))).then(merge);
 
 // -- the scenario --------------------------------------------------------------------------
 
