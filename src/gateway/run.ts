@@ -7,6 +7,7 @@ import { startAdmin } from "../actors/admin/start.js";
 import { amqpDoor, amqpSettingsFor } from "../actors/amqp/door.js";
 import { Bindings } from "../actors/bindings.js";
 import { ClaimAnnouncer } from "../actors/claimAnnouncer.js";
+import { NatsBridge, type NatsLease } from "../actors/client/natsBridge.js";
 import { ClientRegistry } from "../actors/clients.js";
 import { bridgeCredentials } from "../actors/gatewayCredentials.js";
 import { serveHttp } from "../actors/http.js";
@@ -24,7 +25,6 @@ import { RetainedMessages } from "../actors/mqtt/retained.js";
 import { SessionDirectory } from "../actors/mqtt/sessionDirectory.js";
 import { SessionSweeper } from "../actors/mqtt/sessionSweeper.js";
 import { sweepActor } from "../actors/mqtt/sweepActor.js";
-import { NatsBridge, type NatsLease } from "../actors/natsBridge.js";
 import { natsTlsOptions } from "../actors/natsTls.js";
 import { NoAuthBridge } from "../actors/noAuthBridge.js";
 import { Quotas } from "../actors/quotas.js";
@@ -120,7 +120,7 @@ const gateway = (
     });
     yield* Effect.addFinalizer(() => Effect.sync(() => core.release()));
     log.info(
-      { servers, server_version: core.nc.info?.version, server_name: core.nc.info?.server_name },
+      { servers, server_version: core.nats.info()?.version, server_name: core.nats.info()?.server_name },
       "connected to NATS",
     );
 
@@ -128,7 +128,7 @@ const gateway = (
     const unknownAccountOf = new Set<string>();
     const accounts = new AccountResolver(() => config.routing, {
       gatewayAccounts: () => Object.keys(config.gateway_users),
-      gatewayConnection: async (account) => (await services.jetstream(account)).lease.nc,
+      gatewayConnection: async (account) => (await services.jetstream(account)).lease.nats,
       learnt: (username, account, via) => log.debug({ user: username ?? null, account, via }, "client account learnt"),
       unknown: (username) => {
         const user = username ?? "";
@@ -150,11 +150,11 @@ const gateway = (
       core,
       () => config,
       log,
-      () => accounts.resolve(core.nc, undefined),
+      () => accounts.resolve(core.nats, undefined),
     );
     const messages = new MessageStore(services, () => config, log);
     const bindings = new Bindings(log, async (account) =>
-      account === null ? core.nc : (await services.jetstream(account)).lease.nc,
+      account === null ? core.nats : (await services.jetstream(account)).lease.nats,
     );
     yield* Effect.promise(() => bindings.load(config.bindings));
     // The gateway's own streams that exist with fewer replicas than wanted are named at start (streamReplicas.ts).
@@ -166,13 +166,13 @@ const gateway = (
     }
     // With gateway users, each account's liveness actor answers there (src/actors/admin/liveness.ts).
     if (Object.keys(config.gateway_users).length === 0) {
-      const liveness = answerLiveness({ nc: core.nc, id: config.id, clients, directory, log });
+      const liveness = answerLiveness({ nats: core.nats, id: config.id, clients, directory, log });
       yield* Effect.addFinalizer(() => Effect.sync(() => liveness.unsubscribe()));
     }
     const claims = new ClaimAnnouncer(
       (account, payload) =>
         void services.jetstream(account).then(
-          ({ lease }) => announceClaims(lease.nc, config.id, payload),
+          ({ lease }) => announceClaims(lease.nats, config.id, payload),
           () => {},
         ),
     );
@@ -197,10 +197,10 @@ const gateway = (
     }
     // Before the doors open: their first message is traced.
     const tracing = yield* scopedTracing(config.tracing, { id: config.id, version: VERSION }, log);
-    let mqttSettings = mqttSettingsOf(config, core.nc.info?.max_payload, tracing);
+    let mqttSettings = mqttSettingsOf(config, core.nats.info()?.max_payload, tracing);
     // The cap follows the server the gateway is connected to (a reconnect may reach another).
     const currentMqttSettings = () => {
-      const maxPayload = core.nc.info?.max_payload;
+      const maxPayload = core.nats.info()?.max_payload;
       if (maxPayload !== undefined && maxPayload !== mqttSettings.natsMaxPayload)
         mqttSettings = mqttSettingsOf(config, maxPayload, tracing);
       return mqttSettings;
@@ -226,7 +226,7 @@ const gateway = (
       metrics,
       log,
       settings: currentMqttSettings,
-      accountOf: (lease, username) => accounts.resolve(lease.nc, username),
+      accountOf: (lease, username) => accounts.resolve(lease.nats, username),
       maxConnectionsPerAccount: () => config.limits.max_connections_per_account,
       bans: bans.list,
       quotas,
@@ -234,7 +234,7 @@ const gateway = (
       directory,
       announce: (account, clientId, cleanStart) => claims.announce(account, clientId, cleanStart),
       remoteTakeover: async (account, clientId, owner, cleanStart) =>
-        requestTakeover((await services.jetstream(account)).lease.nc, owner, account, clientId, cleanStart),
+        requestTakeover((await services.jetstream(account)).lease.nats, owner, account, clientId, cleanStart),
     };
 
     // New clients are taken only while the gateway machine says so (opening, serving).
@@ -285,7 +285,7 @@ const gateway = (
       messages,
       supervisor,
       settings: amqpSettingsFor(() => config, tracing),
-      accountOf: (lease, username) => accounts.resolve(lease.nc, username),
+      accountOf: (lease, username) => accounts.resolve(lease.nats, username),
       gatewayId: config.id,
       version: VERSION,
       accepting,
@@ -405,7 +405,7 @@ const gateway = (
       () => config,
       async (next, changed) => {
         config = next;
-        mqttSettings = mqttSettingsOf(next, core.nc.info?.max_payload, tracing);
+        mqttSettings = mqttSettingsOf(next, core.nats.info()?.max_payload, tracing);
         log.level = next.log.level;
         if (changed.includes("bindings") || bindings.hasSkipped()) await bindings.load(next.bindings);
       },

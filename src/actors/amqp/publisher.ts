@@ -1,12 +1,12 @@
 import { type MsgHdrs, PermissionViolationError } from "@nats-io/transport-node";
 import { HeaderCache } from "../client/headerCache.js";
+import type { NatsLease } from "../client/natsBridge.js";
 import { headerBlock } from "../client/natsHeaders.js";
 import { RefusalTally } from "../client/refusalTally.js";
 import { AckInboxDenied } from "../client/storedPublisher.js";
 import { keepCopy, writeStored } from "../client/storedWrite.js";
 import type { MessageStore } from "../messageStore.js";
 import type { Metrics } from "../metrics.js";
-import type { NatsLease } from "../natsBridge.js";
 import type { NatsMessage } from "./inbound.js";
 
 /** What a publish came to, in AMQP terms: accepted, or rejected with a condition. */
@@ -61,7 +61,7 @@ export class Publisher {
   publish(m: NatsMessage): Promise<Settlement> {
     this.scheduleFlush();
     try {
-      this.lease.nc.publish(m.subject, m.payload, {
+      this.lease.nats.publish(m.subject, m.payload, {
         ...(m.headers ? { headers: this.headersOf(m.headers) } : {}),
         ...(m.reply ? { reply: m.reply } : {}),
       });
@@ -82,7 +82,7 @@ export class Publisher {
     // shared inbox, which it confirms first; one wait, no resend (no turn).
     const h = headerBlock(m.headers ?? [], msgId);
     const published = writeStored(
-      this.lease.nc,
+      this.lease.nats,
       this.metrics,
       m.subject,
       m.payload,
@@ -123,7 +123,7 @@ export class Publisher {
     const h = headerBlock(m.headers ?? [], msgId);
     this.scheduleFlush();
     try {
-      this.lease.nc.publish(m.subject, m.payload, { headers: h, ...(m.reply ? { reply: m.reply } : {}) });
+      this.lease.nats.publish(m.subject, m.payload, { headers: h, ...(m.reply ? { reply: m.reply } : {}) });
     } catch (e) {
       return unpublishable(e);
     }
@@ -180,7 +180,7 @@ export class Publisher {
     const batch = this.waiting;
     this.waiting = [];
     if (batch.length === 0) return;
-    this.lease.nc.flush().then(
+    this.lease.nats.taken().then(
       // The -ERRs reach the permission listener through nats.js's status stream; one more turn lets them land.
       () => setImmediate(() => this.settle(batch)),
       (e: Error) => {
