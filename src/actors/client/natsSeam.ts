@@ -114,9 +114,11 @@ export class NatsSeam {
   }
 
   /**
-   * NATS's verdict on everything published before: resolves once the server answered a PING
-   * sent after it and the `permissionDenied` of any refusal among it has been told.
-   * Everything that asks in one turn of the event loop shares one PING (see flushAndSettle).
+   * NATS's verdict on everything published in this turn of the event loop: resolves once the
+   * server answered a PING sent after it and the `permissionDenied` of any refusal among it
+   * has been told. Everyone asking in one turn, either door, shares one PING (flushAndSettle).
+   * Asked before the turn's first publish (AMQP's publisher), the PING leaves in the same
+   * socket write as the publishes (issue 16); asked after (MQTT), it follows them.
    */
   confirm(): Promise<void> {
     return flushAndSettle(this.nc);
