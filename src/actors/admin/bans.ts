@@ -68,7 +68,7 @@ export class Bans {
     const data = JSON.stringify(ban);
     const key = banKey(kind, value);
     if (forMs !== undefined && ttl) {
-      this.connection();
+      this.connection(); // throws "the admin connection is down" rather than nats.js's error of a closed one
       await js.publish(`$KV.${BANS_BUCKET}.${key}`, data, { ttl: `${Math.max(1, Math.ceil(forMs / 1000))}s` });
     } else await kv.put(key, data);
     // Known here at once, before the watch brings it back.

@@ -147,11 +147,6 @@ export class NatsSeam {
     return this.nc.requestMany(subject, body, { maxWait: waitMs, strategy: "timer" });
   }
 
-  /** A new reply subject under the connection's own inbox prefix (deliveryGuard.ts tells the gateway's own apart). */
-  inbox(): string {
-    return inboxOf(this.nc);
-  }
-
   /** The JetStream and stream-management clients of the connection's account; `pacer` paces their API requests. */
   async jetStream(
     timeoutMs: number,
