@@ -40,6 +40,23 @@ describe("the layout of src", () => {
     expect(importsDoor("mqtt").test('import { x } from "../mqtt/storedPublish.js";')).toBe(true);
   });
 
+  it("only actors/client touches a NATS connection; the rest goes through its seam (client/natsSeam.ts)", () => {
+    // Issue 23: a NatsConnection named, a lease's `.nc`, or nats.js's connect / jetstream /
+    // jetstreamManager imported (the JetStream and KV clients made from a connection).
+    // src/vendor patches nats.js; src/cli is a NATS client tool of its own.
+    const touchesConnection =
+      /\.nc\b|\["nc"\]|\bNatsConnection\b|import\s*(type\s*)?\{[^}]*\b(connect|jetstream|jetstreamManager)\b[^}]*\}\s*from\s*"@nats-io\/(transport-node|jetstream)"/;
+    const offending = sources("src").filter(
+      (f) => !/^src\/(actors\/client|vendor|cli)\//.test(f) && touchesConnection.test(text(f)),
+    );
+    expect(offending).toEqual([]);
+    // The rule sees the lines as the code wrote them before the seam.
+    expect(touchesConnection.test("    const nc = link.lease.nc;")).toBe(true);
+    expect(touchesConnection.test('import type { Msg, NatsConnection } from "@nats-io/transport-node";')).toBe(true);
+    expect(touchesConnection.test('import { jetstream, jetstreamManager } from "@nats-io/jetstream";')).toBe(true);
+    expect(touchesConnection.test('import { type JetStreamManager } from "@nats-io/jetstream";')).toBe(false);
+  });
+
   it("third-party internals are read or patched in src/vendor only", () => {
     // The names of the internals src/vendor wraps (docs/decisions/vendor-patches.md).
     const internals =

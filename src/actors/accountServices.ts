@@ -1,10 +1,11 @@
-import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream";
+import type { JetStreamClient, JetStreamManager } from "@nats-io/jetstream";
 import { type KV, Kvm } from "@nats-io/kv";
 import type { GatewayConfig } from "../config/schema.js";
 import type { Logger } from "../log.js";
-import { JetStreamApiPacer, pacedRequests } from "./client/jetStreamPacing.js";
+import { JetStreamApiPacer } from "./client/jetStreamPacing.js";
+import type { NatsBridge, NatsLease } from "./client/natsBridge.js";
+import type { NatsSeam } from "./client/natsSeam.js";
 import { bridgeCredentials } from "./gatewayCredentials.js";
-import type { NatsBridge, NatsLease } from "./natsBridge.js";
 import { isStreamMissing } from "./streamMissing.js";
 import { createWithReplicas, reportReplicas } from "./streamReplicas.js";
 
@@ -42,8 +43,8 @@ export class AccountServices {
    * The gateway's own connection, for what the server it reaches says of itself (its INFO:
    * whether it runs JetStream), when an account's JetStream handles cannot be made.
    */
-  serverConnection(): NatsLease["nc"] {
-    return this.core.nc;
+  serverConnection(): NatsSeam {
+    return this.core.nats;
   }
 
   jetstream(account: string): Promise<AccountJetStream> {
@@ -168,7 +169,13 @@ export class AccountServices {
     create: (replicas: number) => Promise<T>,
   ): Promise<T> {
     const { lease } = await this.jetstream(account);
-    return createWithReplicas({ kind, name, account }, lease.nc, this.config().mqtt.stream_replicas, this.log, create);
+    return createWithReplicas(
+      { kind, name, account },
+      lease.nats.info(),
+      this.config().mqtt.stream_replicas,
+      this.log,
+      create,
+    );
   }
 
   /** At start: warns of each of the gateway's existing streams in the account with fewer replicas than wanted. */
@@ -176,7 +183,7 @@ export class AccountServices {
     const { mqtt } = this.config();
     const { jsm, lease } = await this.jetstream(account);
     const streams = [`KV_${mqtt.sessions_bucket}`, mqtt.retained_stream, mqtt.messages_stream].filter((s) => s !== "");
-    await reportReplicas(account, jsm, lease.nc, mqtt.stream_replicas, streams, this.log);
+    await reportReplicas(account, jsm, lease.nats.info(), mqtt.stream_replicas, streams, this.log);
   }
 
   private async open(account: string): Promise<AccountJetStream> {
@@ -202,12 +209,7 @@ export class AccountServices {
       pacer = new JetStreamApiPacer();
       this.pacers.set(account, pacer);
     }
-    const paced = pacedRequests(lease.nc, pacer);
-    return {
-      lease,
-      js: jetstream(paced, { timeout: 5_000 }),
-      jsm: await jetstreamManager(paced, { timeout: 5_000 }),
-    };
+    return { lease, ...(await lease.nats.jetStream(5_000, pacer)) };
   }
 
   /** JetStream API and KV requests waiting for their turn, in every account (mqgw_jetstream_api_waiting). */

@@ -1,5 +1,5 @@
-import type { NatsConnection } from "@nats-io/transport-node";
 import type { RoutingRule } from "../config/schema.js";
+import type { NatsSeam } from "./client/natsSeam.js";
 
 /**
  * How the gateway learns a client's account without anything from the client's own
@@ -9,7 +9,7 @@ export interface AccountLookup {
   /** The accounts the gateway has a user of its own in (gateway_users). */
   readonly gatewayAccounts?: () => readonly string[];
   /** That user's connection, which asks its account's connz for the client's connection. */
-  readonly gatewayConnection?: (account: string) => Promise<NatsConnection>;
+  readonly gatewayConnection?: (account: string) => Promise<NatsSeam>;
   /** No way gave the account: the caller says so (once per user) and what the user needs. */
   readonly unknown?: (username: string | undefined) => void;
   /** Which way told it (for the debug log). */
@@ -28,30 +28,30 @@ export type AccountSource = "connect_info" | "user_info" | "account_connz";
  * share its user.
  */
 export class AccountResolver {
-  private readonly cache = new WeakMap<NatsConnection, Promise<string>>();
+  private readonly cache = new WeakMap<NatsSeam, Promise<string>>();
 
   constructor(
     private readonly rules: () => readonly RoutingRule[],
     private readonly lookup: AccountLookup = {},
   ) {}
 
-  resolve(nc: NatsConnection, username: string | undefined): Promise<string> {
+  resolve(nats: NatsSeam, username: string | undefined): Promise<string> {
     if (username !== undefined) {
       for (const rule of this.rules()) if (globMatch(rule.username, username)) return Promise.resolve(rule.account);
     }
-    let answer = this.cache.get(nc);
+    let answer = this.cache.get(nats);
     if (!answer) {
-      answer = this.learn(nc, username);
-      this.cache.set(nc, answer);
+      answer = this.learn(nats, username);
+      this.cache.set(nats, answer);
     }
     return answer;
   }
 
-  private async learn(nc: NatsConnection, username: string | undefined): Promise<string> {
+  private async learn(nats: NatsSeam, username: string | undefined): Promise<string> {
     const ways: Array<[AccountSource, () => Promise<string | undefined>]> = [
-      ["connect_info", () => toldAtConnect(nc)],
-      ["user_info", () => askUserInfo(nc)],
-      ["account_connz", () => this.listedIn(nc)],
+      ["connect_info", () => toldAtConnect(nats)],
+      ["user_info", () => askUserInfo(nats)],
+      ["account_connz", () => this.listedIn(nats)],
     ];
     for (const [via, ask] of ways) {
       const account = await ask();
@@ -64,10 +64,10 @@ export class AccountResolver {
   }
 
   /** The gateway account whose connz lists this connection (its server id and client id). */
-  private async listedIn(nc: NatsConnection): Promise<string | undefined> {
+  private async listedIn(nats: NatsSeam): Promise<string | undefined> {
     const { gatewayAccounts, gatewayConnection } = this.lookup;
-    const serverId = nc.info?.server_id;
-    const cid = nc.info?.client_id;
+    const serverId = nats.info()?.server_id;
+    const cid = nats.info()?.client_id;
     if (!gatewayAccounts || !gatewayConnection || !serverId || cid === undefined) return undefined;
     const found = await Promise.all(
       gatewayAccounts().map(async (account) => {
@@ -88,18 +88,18 @@ export class AccountResolver {
  * ready at that PONG, so the INFO may not have been read yet: one more PING's PONG comes
  * after it. Read at once: a later INFO (cluster changes) replaces it without repeating it.
  */
-async function toldAtConnect(nc: NatsConnection): Promise<string | undefined> {
+async function toldAtConnect(nats: NatsSeam): Promise<string | undefined> {
   const told = () => {
-    const info = nc.info as { connect_info?: boolean; remote_account?: string } | undefined;
+    const info = nats.info() as { connect_info?: boolean; remote_account?: string } | undefined;
     return info?.connect_info && info.remote_account ? info.remote_account : undefined;
   };
-  if (told() === undefined) await nc.flush().catch(() => {});
+  if (told() === undefined) await nats.taken().catch(() => {});
   return told();
 }
 
-async function askUserInfo(nc: NatsConnection): Promise<string | undefined> {
+async function askUserInfo(nats: NatsSeam): Promise<string | undefined> {
   try {
-    const reply = await nc.request("$SYS.REQ.USER.INFO", "", { timeout: 1_000 });
+    const reply = await nats.request("$SYS.REQ.USER.INFO", "", 1_000);
     const info = reply.json<{ data?: { account?: string } }>();
     return info.data?.account || undefined;
   } catch {
@@ -115,11 +115,8 @@ const CONNZ_WAIT_MS = 1_000;
  * answers the account's connz ping with the account's connections there, filtered by cid
  * (a cid is per server, so only the client's server's answer counts).
  */
-async function listsConnection(gw: NatsConnection, serverId: string, cid: number): Promise<boolean> {
-  const replies = await gw.requestMany("$SYS.REQ.ACCOUNT.PING.CONNZ", JSON.stringify({ cid }), {
-    maxWait: CONNZ_WAIT_MS,
-    strategy: "timer",
-  });
+async function listsConnection(gw: NatsSeam, serverId: string, cid: number): Promise<boolean> {
+  const replies = await gw.gather("$SYS.REQ.ACCOUNT.PING.CONNZ", JSON.stringify({ cid }), CONNZ_WAIT_MS);
   for await (const m of replies) {
     if (m.data.length === 0) continue;
     const r = m.json<{ server?: { id?: string }; data?: { connections?: Array<{ cid?: number }> } }>();

@@ -1,8 +1,7 @@
-import { jetstreamManager } from "@nats-io/jetstream";
-import type { NatsConnection } from "@nats-io/transport-node";
 import type { Binding } from "../config/schema.js";
 import type { Logger } from "../log.js";
 import { patternCovers, patternsOverlap, subjectMatches } from "../protocol/subjects.js";
+import type { NatsSeam } from "./client/natsSeam.js";
 
 export interface BoundStream {
   readonly stream: string;
@@ -28,7 +27,7 @@ export class Bindings {
   constructor(
     private readonly log: Logger,
     /** The gateway's own connection in an account (null: the single-account case). */
-    private readonly connectionFor: (account: string | null) => Promise<NatsConnection>,
+    private readonly connectionFor: (account: string | null) => Promise<NatsSeam>,
   ) {}
 
   /** Reads each bound stream's subjects; a missing stream is logged and skipped. */
@@ -37,8 +36,7 @@ export class Bindings {
     const skipped: string[] = [];
     for (const b of bindings) {
       try {
-        const nc = await this.connectionFor(b.account);
-        const jsm = await jetstreamManager(nc, { timeout: 2_000 });
+        const { jsm } = await (await this.connectionFor(b.account)).jetStream(2_000);
         const info = await jsm.streams.info(b.stream);
         next.push({ stream: b.stream, account: b.account, subjects: info.config.subjects ?? [] });
         if (this.skipped.includes(b.stream))

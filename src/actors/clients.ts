@@ -1,4 +1,4 @@
-import type { NatsConnection } from "@nats-io/transport-node";
+import type { NatsSeam } from "./client/natsSeam.js";
 
 /**
  * Every connected client of this gateway, whatever its protocol: what `list` shows,
@@ -24,7 +24,7 @@ export interface ClientHandle {
   /** Bytes held for the client on their way out: read when /clients is asked. */
   heldBytes?(): number;
   /** The (shared) NATS connection the client rides; admin rebalance moves it. */
-  natsConnection?(): NatsConnection;
+  natsConnection?(): NatsSeam;
   kick(): void;
   /** Closed by the gateway itself (lame duck, shutdown). */
   shutdown(): void;

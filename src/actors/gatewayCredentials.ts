@@ -2,7 +2,7 @@ import { readFile } from "node:fs/promises";
 import { credsAuthenticator, nkeyAuthenticator } from "@nats-io/transport-node";
 import type { Credentials as ConfigCredentials } from "../config/schema.js";
 import { resolveSecret } from "../config/secrets.js";
-import type { Credentials } from "./natsBridge.js";
+import type { Credentials } from "./client/natsBridge.js";
 
 /** The gateway's own users (admin, gateway_users) as bridge credentials, secrets resolved now. */
 export async function bridgeCredentials(c: ConfigCredentials): Promise<Credentials> {

@@ -1,6 +1,6 @@
-import type { NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "../log.js";
 import { claimsOf } from "./claimAnnouncer.js";
+import type { NatsSeam } from "./client/natsSeam.js";
 import type { ClientRegistry } from "./clients.js";
 import type { SessionDirectory } from "./mqtt/sessionDirectory.js";
 
@@ -22,7 +22,7 @@ interface AliveRequest {
 }
 
 export interface LivenessOptions {
-  readonly nc: NatsConnection;
+  readonly nats: NatsSeam;
   readonly id: string;
   readonly clients: ClientRegistry;
   readonly directory: SessionDirectory;
@@ -40,9 +40,9 @@ export interface LivenessOptions {
  * client id is one live connection across the gateways, whatever its session expiry.
  */
 export function answerLiveness(options: LivenessOptions): { unsubscribe(): void } {
-  const { nc, id, clients, directory, log } = options;
+  const { nats, id, clients, directory, log } = options;
   const accountOf = (named: string | undefined) => options.account ?? named ?? "";
-  const alive = nc.subscribe(aliveSubject(id), {
+  const alive = nats.subscribe(aliveSubject(id), {
     callback: (e, m) => {
       // A refused subscription reports its error here, with no message; the bridge logs it.
       if (e) return;
@@ -74,7 +74,7 @@ export function answerLiveness(options: LivenessOptions): { unsubscribe(): void 
       });
     },
   });
-  const claims = nc.subscribe(claimSubject("*"), {
+  const claims = nats.subscribe(claimSubject("*"), {
     callback: (e, m) => {
       if (e || m.subject === claimSubject(id)) return;
       let message: unknown;
@@ -114,9 +114,9 @@ function resumedBy(cleanStart: boolean | undefined): boolean | undefined {
 }
 
 /** Sends a message of claims (claimAnnouncer.ts) to the other gateways of the account. */
-export function announceClaims(nc: NatsConnection, id: string, payload: string): void {
+export function announceClaims(nats: NatsSeam, id: string, payload: string): void {
   try {
-    nc.publish(claimSubject(id), payload);
+    nats.publish(claimSubject(id), payload);
   } catch {
     // The gateway's connection is closing: the session's store check still applies.
   }
@@ -129,22 +129,22 @@ export function announceClaims(nc: NatsConnection, id: string, payload: string):
  * the sessions bucket keep its late writes from overwriting the new connection's.
  */
 export async function requestTakeover(
-  nc: NatsConnection,
+  nats: NatsSeam,
   owner: string,
   account: string,
   clientId: string,
   cleanStart: boolean,
 ): Promise<boolean> {
   try {
-    await nc.request(aliveSubject(owner), "", { timeout: PING_TIMEOUT_MS });
+    await nats.request(aliveSubject(owner), "", PING_TIMEOUT_MS);
   } catch {
     return false;
   }
   try {
-    await nc.request(
+    await nats.request(
       aliveSubject(owner),
       JSON.stringify({ takeover: { account, client_id: clientId, clean_start: cleanStart } }),
-      { timeout: TAKEOVER_TIMEOUT_MS },
+      TAKEOVER_TIMEOUT_MS,
     );
   } catch {
     // Alive a moment ago: treat it as released.

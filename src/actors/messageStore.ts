@@ -139,7 +139,7 @@ export class MessageStore {
     try {
       // Sent again while the store does not answer (a node lost, JetStream loading), within the bound.
       const ack = await publishPatiently(
-        publisher.nc,
+        publisher.nats,
         publisher,
         MSGS_PREFIX + subject,
         payload,
@@ -173,7 +173,7 @@ export class MessageStore {
       await this.ensureStream(account, handles.jsm);
     } catch (e) {
       // NATS or JetStream on its way back (nats.js reports a loading JetStream as "not enabled"): ask again.
-      if (isTimeout(e) || (handles && answersLater(e, handles.lease.nc))) throw new ComingBack(e);
+      if (isTimeout(e) || (handles && answersLater(e, handles.lease.nats))) throw new ComingBack(e);
       if (!isAbsent(e)) throw e; // unknown (NATS away, JetStream busy): the write is refused, not skipped
       this.absentUntil.set(account, Date.now() + RETRY_MS);
       if (!this.warned.has(account)) {
@@ -186,7 +186,7 @@ export class MessageStore {
       return undefined;
     }
     this.absentUntil.delete(account);
-    const publisher = StoredPublisher.of(handles.lease.nc);
+    const publisher = StoredPublisher.of(handles.lease.nats);
     this.ready.set(account, publisher);
     return publisher;
   }

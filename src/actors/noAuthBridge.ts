@@ -1,4 +1,4 @@
-import { type Credentials, NatsBridge, type NatsLease } from "./natsBridge.js";
+import { type Credentials, NatsBridge, type NatsLease } from "./client/natsBridge.js";
 
 /**
  * The bridge in front of the embedded nats-server, which authenticates nobody: its client

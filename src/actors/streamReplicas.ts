@@ -1,5 +1,5 @@
 import { JetStreamApiError, type JetStreamManager } from "@nats-io/jetstream";
-import type { NatsConnection } from "@nats-io/transport-node";
+import type { ServerInfo } from "@nats-io/transport-node";
 import type { Logger } from "../log.js";
 
 /**
@@ -16,9 +16,9 @@ export const REPLICAS_KEY = "mqtt.stream_replicas";
 const NOT_CLUSTERED = 10074;
 const FEWER_PEERS = new Set([NOT_CLUSTERED, 10005, 10023]);
 
-export function wantedReplicas(nc: NatsConnection, configured: number | null): number {
+/** `info`: what the server the gateway's connection is on says of itself (its INFO). */
+export function wantedReplicas(info: ServerInfo | undefined, configured: number | null): number {
   if (configured !== null) return configured;
-  const info = nc.info;
   if (!info?.cluster) return 1;
   return Math.min(3, info.connect_urls?.length || 3);
 }
@@ -34,12 +34,12 @@ function apiCode(e: unknown): number | undefined {
  */
 export async function createWithReplicas<T>(
   what: { readonly kind: string; readonly name: string; readonly account: string },
-  nc: NatsConnection,
+  info: ServerInfo | undefined,
   configured: number | null,
   log: Logger,
   create: (replicas: number) => Promise<T>,
 ): Promise<T> {
-  const wanted = wantedReplicas(nc, configured);
+  const wanted = wantedReplicas(info, configured);
   for (let replicas = wanted; ; replicas--) {
     try {
       const made = await create(replicas);
@@ -67,12 +67,12 @@ export async function createWithReplicas<T>(
 export async function reportReplicas(
   account: string,
   jsm: JetStreamManager,
-  nc: NatsConnection,
+  info: ServerInfo | undefined,
   configured: number | null,
   streams: readonly string[],
   log: Logger,
 ): Promise<void> {
-  const wanted = wantedReplicas(nc, configured);
+  const wanted = wantedReplicas(info, configured);
   for (const stream of streams) {
     let replicas: number;
     try {

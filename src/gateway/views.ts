@@ -3,12 +3,12 @@
 // to the primary, which merges every worker's (workerChannel.ts, workersHttp.ts).
 
 import type { AdminStatus } from "../actors/admin/start.js";
+import type { NatsLease } from "../actors/client/natsBridge.js";
 import type { ClientRegistry } from "../actors/clients.js";
 import { type ClientsPage, clientsPage, readQuery } from "../actors/http/clients.js";
 import { type Handler, sendJson } from "../actors/http.js";
 import type { MachineActor } from "../actors/machineActor.js";
 import type { Metrics } from "../actors/metrics.js";
-import type { NatsLease } from "../actors/natsBridge.js";
 import type { ActorRegistry } from "../actors/registry.js";
 import type { gatewayMachine } from "../machines/gateway.js";
 import { VERSION } from "./version.js";
@@ -47,7 +47,7 @@ export function gatewayViews(deps: {
           id: deps.id,
           version: VERSION,
           nats: natsUp ? "connected" : "disconnected",
-          nats_server: { version: core.nc.info?.version ?? null, name: core.nc.info?.server_name ?? null },
+          nats_server: { version: core.nats.info()?.version ?? null, name: core.nats.info()?.server_name ?? null },
           admin_account: deps.admin.account(),
           admin: deps.admin.state(),
           listeners: deps.listeners,

@@ -1,13 +1,13 @@
 // How many replicas the gateway asks for, and how it steps down when the cluster cannot
 // place them (src/actors/streamReplicas.ts), against JetStream's own error answers.
 import { JetStreamApiError } from "@nats-io/jetstream";
-import type { NatsConnection } from "@nats-io/transport-node";
+import type { ServerInfo } from "@nats-io/transport-node";
 import { describe, expect, it } from "vitest";
 import { createWithReplicas, wantedReplicas } from "../../src/actors/streamReplicas.js";
 import { createLogger } from "../../src/log.js";
 
 const log = createLogger({ level: "silent", format: "json" });
-const server = (info: Record<string, unknown>) => ({ info }) as unknown as NatsConnection;
+const server = (info: Record<string, unknown>) => info as unknown as ServerInfo;
 const single = server({});
 const cluster = (n: number) =>
   server({ cluster: "c", connect_urls: Array.from({ length: n }, (_, i) => `127.0.0.1:${4222 + i}`) });

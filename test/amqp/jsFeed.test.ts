@@ -5,6 +5,7 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FeedSink, Pending } from "../../src/actors/amqp/feed.js";
 import { jetStreamFeed } from "../../src/actors/amqp/jsFeed.js";
+import { NatsSeam } from "../../src/actors/client/natsSeam.js";
 import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
 import { eventually } from "../helpers/poll.js";
 
@@ -55,7 +56,7 @@ describe("jetStreamFeed", () => {
     for (let i = 0; i < 5; i++) nc.publish(`feed.${name}`, `m${i}`);
     await nc.flush();
     const s = sink();
-    const feed = jetStreamFeed({ nc, stream: "FEED", consumer: name, source: "feed.>", sink: s, expiresMs: 5_000, ackWaitMs: 30_000 });
+    const feed = jetStreamFeed({ nats: NatsSeam.of(nc), stream: "FEED", consumer: name, source: "feed.>", sink: s, expiresMs: 5_000, ackWaitMs: 30_000 });
     feed.want(2);
     await eventually(() => (s.offered.length === 2 ? true : undefined), 5_000, "two offered");
     // The link holds those two now: it wants nothing more.
@@ -74,7 +75,7 @@ describe("jetStreamFeed", () => {
   it("renews a pull that ran out, so a message published later still arrives", async () => {
     const name = await consumer("renew");
     const s = sink();
-    const feed = jetStreamFeed({ nc, stream: "FEED", consumer: name, source: "feed.>", sink: s, expiresMs: 1_000, ackWaitMs: 30_000 });
+    const feed = jetStreamFeed({ nats: NatsSeam.of(nc), stream: "FEED", consumer: name, source: "feed.>", sink: s, expiresMs: 1_000, ackWaitMs: 30_000 });
     feed.want(1);
     await eventually(() => (s.refills() > 0 ? true : undefined), 5_000, "the first pull expired");
     feed.want(1);
@@ -86,7 +87,7 @@ describe("jetStreamFeed", () => {
   it("a drain pull returns at once when nothing is there", async () => {
     const name = await consumer("drain");
     const feed = jetStreamFeed({
-      nc,
+      nats: NatsSeam.of(nc),
       stream: "FEED",
       consumer: name,
       source: "feed.>",
@@ -105,14 +106,14 @@ describe("jetStreamFeed", () => {
     nc.publish(`feed.${name}`, "held");
     await nc.flush();
     const s = sink();
-    const feed = jetStreamFeed({ nc, stream: "FEED", consumer: name, source: "feed.>", sink: s, expiresMs: 5_000, ackWaitMs: 30_000 });
+    const feed = jetStreamFeed({ nats: NatsSeam.of(nc), stream: "FEED", consumer: name, source: "feed.>", sink: s, expiresMs: 5_000, ackWaitMs: 30_000 });
     feed.want(1);
     await eventually(() => (s.offered.length === 1 ? true : undefined), 5_000, "held");
     feed.close();
     // Given back: the next reader gets it at once, not after the ack wait.
     const next = sink();
     const again = jetStreamFeed({
-      nc,
+      nats: NatsSeam.of(nc),
       stream: "FEED",
       consumer: name,
       source: "feed.>",
@@ -135,7 +136,7 @@ describe("jetStreamFeed", () => {
       fault: (e) => void faults.push(`${e.condition} ${e.description}`),
     });
     const missing = jetStreamFeed({
-      nc,
+      nats: NatsSeam.of(nc),
       stream: "FEED",
       consumer: "never-made",
       source: "feed.>",
@@ -150,7 +151,7 @@ describe("jetStreamFeed", () => {
 
     const name = await consumer("deleted");
     const feed = jetStreamFeed({
-      nc,
+      nats: NatsSeam.of(nc),
       stream: "FEED",
       consumer: name,
       source: "feed.>",
@@ -182,7 +183,7 @@ describe("jetStreamFeed", () => {
       // As the receiver link does: a refill asks for the credit again.
       const refill = s.refill;
       const feed = jetStreamFeed({
-        nc: bareNc,
+        nats: NatsSeam.of(bareNc),
         stream: "FEED",
         consumer: "later",
         source: "feed.>",

@@ -1,15 +1,15 @@
 import { readFile } from "node:fs/promises";
-import type { NatsConnection } from "@nats-io/transport-node";
 import type { Credentials } from "../../config/schema.js";
+import type { NatsSeam } from "../client/natsSeam.js";
 
 /**
  * The admin account's name for /healthz: what NATS says of the admin user, else what the
  * config implies (a creds file's JWT names its account's public key; a server without
  * authentication has only the global account), else unknown (null).
  */
-export async function adminAccountName(nc: NatsConnection, credentials: Credentials): Promise<string | null> {
+export async function adminAccountName(nats: NatsSeam, credentials: Credentials): Promise<string | null> {
   try {
-    const reply = await nc.request("$SYS.REQ.USER.INFO", "", { timeout: 2_000 });
+    const reply = await nats.request("$SYS.REQ.USER.INFO", "", 2_000);
     const account = reply.json<{ data?: { account?: string } }>().data?.account;
     if (account) return account;
   } catch {
@@ -19,7 +19,7 @@ export async function adminAccountName(nc: NatsConnection, credentials: Credenti
     const account = await credsAccount(credentials.creds_file).catch(() => undefined);
     if (account) return account;
   }
-  return nc.info?.auth_required ? null : "$G";
+  return nats.info()?.auth_required ? null : "$G";
 }
 
 /** The account public key of a user JWT in a creds file (operator mode). */

@@ -1,12 +1,19 @@
-import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import type { JetStreamClient } from "@nats-io/jetstream";
 import { type KV, Kvm, KvWatchInclude } from "@nats-io/kv";
-import type { NatsConnection } from "@nats-io/transport-node";
 import { BANS_BUCKET } from "../../config/permissions.js";
 import type { Logger } from "../../log.js";
 import { ActorTasks } from "../actorTasks.js";
+import type { NatsSeam } from "../client/natsSeam.js";
 import { once } from "../once.js";
 import { isStreamMissing } from "../streamMissing.js";
 import { type Ban, type BanKind, BanList, banKey } from "./banList.js";
+
+/** The bans bucket, and the JetStream client a ban with a TTL is published with. */
+interface Bucket {
+  readonly kv: KV;
+  readonly js: JetStreamClient;
+  readonly ttl: boolean;
+}
 
 /** How long the delete marker of an expired ban stays, so that every watcher hears it. */
 const MARKER_TTL_MS = 60_000;
@@ -22,8 +29,8 @@ const RETRY_MAX_MS = 60_000;
  */
 export class Bans {
   readonly list = new BanList();
-  private nc: NatsConnection | undefined;
-  private bucket: Promise<{ kv: KV; ttl: boolean }> | undefined;
+  private nats: NatsSeam | undefined;
+  private bucket: Promise<Bucket> | undefined;
   /** The watch of the bucket on the admin connection now; interrupted when that goes. */
   private readonly watching = new ActorTasks((e) =>
     this.log.error(
@@ -35,21 +42,21 @@ export class Bans {
   constructor(private readonly log: Logger) {}
 
   /** The admin connection is (again) serving: follow the bucket on it. */
-  follow(nc: NatsConnection): void {
-    if (this.nc === nc) return;
+  follow(nats: NatsSeam): void {
+    if (this.nats === nats) return;
     this.stop();
-    this.nc = nc;
-    this.watching.run((stop) => this.watch(nc, stop));
+    this.nats = nats;
+    this.watching.run((stop) => this.watch(nats, stop));
   }
 
   stop(): void {
     this.watching.interrupt();
-    this.nc = undefined;
+    this.nats = undefined;
     this.bucket = undefined;
   }
 
   async ban(kind: BanKind, value: string, reason: string | undefined, forMs: number | undefined): Promise<Ban> {
-    const { kv, ttl } = await this.open();
+    const { kv, js, ttl } = await this.open();
     const now = Date.now();
     const ban: Ban = {
       kind,
@@ -61,7 +68,7 @@ export class Bans {
     const data = JSON.stringify(ban);
     const key = banKey(kind, value);
     if (forMs !== undefined && ttl) {
-      const js = jetstream(this.connection(), { timeout: 5_000 });
+      this.connection(); // throws "the admin connection is down" rather than nats.js's error of a closed one
       await js.publish(`$KV.${BANS_BUCKET}.${key}`, data, { ttl: `${Math.max(1, Math.ceil(forMs / 1000))}s` });
     } else await kv.put(key, data);
     // Known here at once, before the watch brings it back.
@@ -104,30 +111,30 @@ export class Bans {
     return now.inForce();
   }
 
-  private connection(): NatsConnection {
-    if (!this.nc || this.nc.isClosed()) throw new Error("the admin connection is down");
-    return this.nc;
+  private connection(): NatsSeam {
+    if (!this.nats || this.nats.isClosed()) throw new Error("the admin connection is down");
+    return this.nats;
   }
 
   /** Opens the bucket, creating it on first use (as the sessions bucket is). */
-  private open(): Promise<{ kv: KV; ttl: boolean }> {
+  private open(): Promise<Bucket> {
     if (!this.bucket) {
-      const nc = this.connection();
-      const opening = (async () => {
-        const kvm = new Kvm(jetstream(nc, { timeout: 5_000 }));
-        const jsm = await jetstreamManager(nc, { timeout: 5_000 });
+      const nats = this.connection();
+      const opening = (async (): Promise<Bucket> => {
+        const { js, jsm } = await nats.jetStream(5_000);
+        const kvm = new Kvm(js);
         try {
           const info = await jsm.streams.info(`KV_${BANS_BUCKET}`);
-          return { kv: await kvm.open(BANS_BUCKET), ttl: info.config.allow_msg_ttl === true };
+          return { kv: await kvm.open(BANS_BUCKET), js, ttl: info.config.allow_msg_ttl === true };
         } catch (e) {
           if (!isStreamMissing(e)) throw e;
         }
         this.log.info({ bucket: BANS_BUCKET }, "creating the bans bucket in the admin account");
         try {
-          return { kv: await kvm.create(BANS_BUCKET, { history: 1, markerTTL: MARKER_TTL_MS }), ttl: true };
+          return { kv: await kvm.create(BANS_BUCKET, { history: 1, markerTTL: MARKER_TTL_MS }), js, ttl: true };
         } catch {
           // A nats-server before 2.11 takes no per-record TTL: expired bans stop matching all the same.
-          return { kv: await kvm.create(BANS_BUCKET, { history: 1 }), ttl: false };
+          return { kv: await kvm.create(BANS_BUCKET, { history: 1 }), js, ttl: false };
         }
       })();
       this.bucket = opening;
@@ -139,7 +146,7 @@ export class Bans {
   }
 
   /** Follows every write to the bucket from its current values on; tried again while the connection lasts. */
-  private async watch(nc: NatsConnection, stop: AbortSignal): Promise<void> {
+  private async watch(nats: NatsSeam, stop: AbortSignal): Promise<void> {
     let retry: ReturnType<typeof setTimeout> | undefined;
     let iterator: { stop(): void } | undefined;
     stop.addEventListener("abort", () => {
@@ -154,7 +161,7 @@ export class Bans {
       ),
     );
     let waitMs = RETRY_MS;
-    while (!stop.aborted && this.nc === nc && !nc.isClosed()) {
+    while (!stop.aborted && this.nats === nats && !nats.isClosed()) {
       try {
         const { kv } = await this.open();
         const watch = await kv.watch();

@@ -1,8 +1,6 @@
 import {
   AuthorizationError,
-  connect,
   type Msg,
-  type NatsConnection,
   PermissionViolationError,
   type Subscription,
   type TlsOptions,
@@ -12,6 +10,7 @@ import type { Credentials } from "../../config/schema.js";
 import type { Logger } from "../../log.js";
 import { type AdminConnectionEvent, adminConnectionMachine } from "../../machines/adminConnection.js";
 import { ActorTasks } from "../actorTasks.js";
+import { dial, type NatsSeam } from "../client/natsSeam.js";
 import { bridgeCredentials, describeCredentials } from "../gatewayCredentials.js";
 import { type MachineActor, startMachine } from "../machineActor.js";
 import { once } from "../once.js";
@@ -30,7 +29,7 @@ export interface AdminConnectionOptions {
   readonly onRequest: (msg: Msg) => void;
   readonly tls?: TlsOptions | undefined;
   /** Told each connection that serves (the bans bucket is followed on it). */
-  readonly onServing?: (nc: NatsConnection) => void;
+  readonly onServing?: (nats: NatsSeam) => void;
   /** True once the gateway stops: the connection then goes on purpose, which is not worth a warning. */
   readonly stopping?: () => boolean;
 }
@@ -44,7 +43,7 @@ export class AdminConnection {
   private actor: MachineActor<typeof adminConnectionMachine> | undefined;
   /** Reports that arrive before startMachine has handed over the actor. */
   private early: AdminConnectionEvent[] = [];
-  private nc: NatsConnection | undefined;
+  private nats: NatsSeam | undefined;
   private readonly subs = new Map<string, Subscription>();
 
   constructor(private readonly options: AdminConnectionOptions) {}
@@ -62,13 +61,13 @@ export class AdminConnection {
   }
 
   maxPayload(): number {
-    return this.nc?.info?.max_payload ?? 1024 * 1024;
+    return this.nats?.info()?.max_payload ?? 1024 * 1024;
   }
 
   /** A request to another gateway's admin subjects (a session drop asks the session's gateway to kick). */
   async request(subject: string, body: object, timeoutMs: number): Promise<Record<string, unknown>> {
-    if (!this.nc || this.nc.isClosed()) throw new Error("the admin connection is down");
-    const reply = await this.nc.request(subject, JSON.stringify(body), { timeout: timeoutMs });
+    if (!this.nats || this.nats.isClosed()) throw new Error("the admin connection is down");
+    const reply = await this.nats.request(subject, JSON.stringify(body), timeoutMs);
     return reply.json<Record<string, unknown>>();
   }
 
@@ -104,7 +103,7 @@ export class AdminConnection {
           subscribe: () => this.subscribeAll(),
           serving: ({ account, server }) => {
             log.info({ admin_account: account, server }, "admin connection serving the admin subjects");
-            if (this.nc) this.options.onServing?.(this.nc);
+            if (this.nats) this.options.onServing?.(this.nats);
           },
           warn: ({ message, reason, retryInMs }) => {
             // A stopping gateway closes its NATS (the embedded nats-server stops with it): expected, said once at info.
@@ -136,10 +135,10 @@ export class AdminConnection {
   private async connect(ended: AbortSignal): Promise<void> {
     await this.closeConnection(false);
     const { servers, id, credentials } = this.options;
-    let nc: NatsConnection;
+    let nats: NatsSeam;
     try {
       const creds = await bridgeCredentials(credentials);
-      nc = await connect({
+      nats = await dial({
         servers: [...servers],
         ...(creds.user !== undefined ? { user: creds.user } : {}),
         ...(creds.pass !== undefined ? { pass: creds.pass } : {}),
@@ -160,27 +159,28 @@ export class AdminConnection {
       return;
     }
     // Not handed over yet counts as running: this connect is the machine's first command.
-    if (ended.aborted || this.actor?.getSnapshot().status === "stopped") return void (await nc.close());
-    this.nc = nc;
-    this.watch(nc);
-    const account = await adminAccountName(nc, credentials);
-    if (this.nc === nc) this.send({ type: "CONNECTED", account, server: nc.info?.server_name ?? "" });
+    if (ended.aborted || this.actor?.getSnapshot().status === "stopped") return void (await nats.close(false));
+    this.nats = nats;
+    this.watch(nats);
+    const account = await adminAccountName(nats, credentials);
+    if (this.nats === nats) this.send({ type: "CONNECTED", account, server: nats.serverName() });
   }
 
-  private watch(nc: NatsConnection): void {
-    void (async () => {
-      for await (const s of nc.status()) {
-        if (this.nc !== nc) return;
-        if (s.type === "disconnect") this.send({ type: "DISCONNECTED" });
-        else if (s.type === "reconnect") this.send({ type: "RECONNECTED", server: nc.info?.server_name ?? "" });
-      }
-    })();
-    void nc.closed().then((e) => {
-      // A connection closed on purpose (closeConnection) is no longer `this.nc`.
-      if (this.nc !== nc) return;
-      this.nc = undefined;
-      this.subs.clear();
-      this.send({ type: "CLOSED", reason: e instanceof Error ? e.message : "connection closed" });
+  private watch(nats: NatsSeam): void {
+    // What concerns a connection replaced since (closeConnection, a new connect) is not this one's to tell.
+    nats.watch({
+      disconnected: () => {
+        if (this.nats === nats) this.send({ type: "DISCONNECTED" });
+      },
+      reconnected: () => {
+        if (this.nats === nats) this.send({ type: "RECONNECTED", server: nats.serverName() });
+      },
+      closed: (e) => {
+        if (this.nats !== nats) return;
+        this.nats = undefined;
+        this.subs.clear();
+        this.send({ type: "CLOSED", reason: e ? e.message : "connection closed" });
+      },
     });
   }
 
@@ -191,11 +191,11 @@ export class AdminConnection {
   }
 
   private subscribe(subject: string): void {
-    const nc = this.nc;
-    if (!nc || nc.isClosed() || this.subs.has(subject)) return;
+    const nats = this.nats;
+    if (!nats || nats.isClosed() || this.subs.has(subject)) return;
     let sub: Subscription;
     try {
-      sub = nc.subscribe(subject, {
+      sub = nats.subscribe(subject, {
         callback: (e, msg) => {
           if (!e) return this.options.onRequest(msg);
           if (this.subs.get(subject) === sub) this.subs.delete(subject);
@@ -220,10 +220,9 @@ export class AdminConnection {
   }
 
   private async closeConnection(drain: boolean): Promise<void> {
-    const nc = this.nc;
-    this.nc = undefined;
+    const nats = this.nats;
+    this.nats = undefined;
     this.subs.clear();
-    if (!nc || nc.isClosed()) return;
-    await (drain ? nc.drain() : nc.close()).catch(() => nc.close().catch(() => {}));
+    await nats?.close(drain);
   }
 }

@@ -1,11 +1,11 @@
 import { Effect, type Scope } from "effect";
 import type { Credentials } from "../../config/schema.js";
 import type { Logger } from "../../log.js";
+import type { NatsBridge } from "../client/natsBridge.js";
 import type { ClientRegistry } from "../clients.js";
 import { bridgeCredentials } from "../gatewayCredentials.js";
 import { answerLiveness } from "../liveness.js";
 import type { SessionDirectory } from "../mqtt/sessionDirectory.js";
-import type { NatsBridge } from "../natsBridge.js";
 
 /**
  * `$MQG.alive.<id>` in one client account, on the gateway user's connection there: the
@@ -34,7 +34,7 @@ export const livenessActor = (deps: {
       (l) => Effect.sync(() => l.release()),
     );
     const sub = answerLiveness({
-      nc: lease.nc,
+      nats: lease.nats,
       id: deps.id,
       clients: deps.clients,
       directory: deps.directory,

@@ -1,11 +1,10 @@
-import type { NatsConnection } from "@nats-io/transport-node";
 import { Effect, type Scope } from "effect";
 import { formatDuration } from "../../config/units.js";
 import type { Logger } from "../../log.js";
 import { adminRebalanceMachine } from "../../machines/adminRebalance.js";
+import type { NatsSeam } from "../client/natsSeam.js";
 import type { ClientRegistry } from "../clients.js";
 import { awaitDone, startMachine } from "../machineActor.js";
-import { moveConnection } from "../natsBridge.js";
 import type { ActorRegistry } from "../registry.js";
 import type { Supervisor } from "../supervisor.js";
 import type { RebalanceReply, RebalanceRequest } from "./rebalanceRequest.js";
@@ -34,17 +33,17 @@ export function rebalancer(deps: {
   return (request) => {
     if (deps.supervisor.has(id)) return { started: false, reason: "a rebalance is already running on this gateway" };
     const target = targetOf(request.server);
-    const on = (nc: NatsConnection) =>
-      target.kind === "url" ? nc.getServer() === target.listen : nc.info?.server_name === target.name;
+    const on = (nats: NatsSeam) =>
+      target.kind === "url" ? nats.listen() === target.listen : nats.serverName() === target.name;
     // Clients with equal credentials share one connection: moving it moves them all.
-    const all = new Set<NatsConnection>();
+    const all = new Set<NatsSeam>();
     for (const h of deps.clients.all()) {
-      const nc = h.account === request.account ? h.natsConnection?.() : undefined;
-      if (nc && !nc.isClosed()) all.add(nc);
+      const nats = h.account === request.account ? h.natsConnection?.() : undefined;
+      if (nats && !nats.isClosed()) all.add(nats);
     }
     if (all.size === 0)
       return { started: false, reason: `no client of account ${request.account} is connected to this gateway` };
-    const toMove = [...all].filter((nc) => !on(nc));
+    const toMove = [...all].filter((nats) => !on(nats));
     if (toMove.length === 0)
       return {
         started: false,
@@ -62,20 +61,20 @@ export function rebalancer(deps: {
  * of this gateway that is on that server now, if any, then every other entry of the
  * first connection's pool (configured servers plus those the cluster announced).
  */
-function candidatesFor(target: ReturnType<typeof targetOf>, first: NatsConnection, clients: ClientRegistry): string[] {
+function candidatesFor(target: ReturnType<typeof targetOf>, first: NatsSeam, clients: ClientRegistry): string[] {
   if (target.kind === "url") return [target.listen];
   const out = new Set<string>();
   for (const h of clients.all()) {
-    const nc = h.natsConnection?.();
-    if (nc && !nc.isClosed() && nc.info?.server_name === target.name && nc.getServer()) out.add(nc.getServer());
+    const nats = h.natsConnection?.();
+    if (nats && !nats.isClosed() && nats.serverName() === target.name && nats.listen()) out.add(nats.listen());
   }
-  const current = first.getServer();
-  for (const s of first.getServers()) if (s.listen !== current) out.add(s.listen);
+  const current = first.listen();
+  for (const s of first.pool()) if (s !== current) out.add(s);
   return [...out];
 }
 
 const rebalanceActor = (
-  queue: NatsConnection[],
+  queue: NatsSeam[],
   candidates: string[],
   target: ReturnType<typeof targetOf>,
   request: RebalanceRequest,
@@ -98,13 +97,13 @@ const rebalanceActor = (
       registry: deps.registry,
       on: {
         move: ({ index, url }) => {
-          const nc = queue[index];
-          if (!nc || nc.isClosed()) {
+          const nats = queue[index];
+          if (!nats || nats.isClosed()) {
             actor.send({ type: "SKIPPED" });
             return;
           }
-          const from = nc.info?.server_name ?? "";
-          void moveConnection(nc, url, MOVE_TIMEOUT_MS).then(
+          const from = nats.serverName();
+          void nats.moveTo(url, MOVE_TIMEOUT_MS).then(
             (r) => {
               if (stopped()) return;
               const landed =

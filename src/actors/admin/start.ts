@@ -3,12 +3,12 @@ import type { GatewayConfig } from "../../config/schema.js";
 import type { Logger } from "../../log.js";
 import type { gatewayMachine } from "../../machines/gateway.js";
 import type { AccountServices } from "../accountServices.js";
+import type { NatsBridge } from "../client/natsBridge.js";
 import type { ClientRegistry } from "../clients.js";
 import type { MachineActor } from "../machineActor.js";
 import type { Metrics } from "../metrics.js";
 import type { KvSessionStore } from "../mqtt/kvSessionStore.js";
 import type { SessionDirectory } from "../mqtt/sessionDirectory.js";
-import type { NatsBridge } from "../natsBridge.js";
 import { natsTlsOptions } from "../natsTls.js";
 import type { ActorRegistry } from "../registry.js";
 import { type Supervisor, withRestarts } from "../supervisor.js";
@@ -91,7 +91,7 @@ export function startAdmin(deps: {
     registry: deps.registry,
     scopes,
     tls: natsTlsOptions(config.nats.tls),
-    onServing: (nc) => deps.bans.follow(nc),
+    onServing: (nats) => deps.bans.follow(nats),
     stopping: () => {
       const gw = deps.gateway.getSnapshot();
       return gw.status !== "active" || gw.matches("stopping");

@@ -9,12 +9,12 @@ import { ActorTasks } from "../actorTasks.js";
 import type { BanCheck } from "../admin/banList.js";
 import type { Bindings } from "../bindings.js";
 import { acquireNatsAccess } from "../client/natsAccess.js";
+import type { NatsBridge, NatsLease } from "../client/natsBridge.js";
 import type { ClientHandle, ClientRegistry } from "../clients.js";
 import type { MachineActor } from "../machineActor.js";
 import { awaitDone, startMachine } from "../machineActor.js";
 import type { MessageStore } from "../messageStore.js";
 import type { Metrics } from "../metrics.js";
-import type { NatsBridge, NatsLease } from "../natsBridge.js";
 import type { Quotas } from "../quotas.js";
 import type { ActorRegistry } from "../registry.js";
 import { type LinkContext, linkContext } from "./context.js";
@@ -326,7 +326,7 @@ class AmqpClientConnection {
       subscriptions: () => this.links.receiverCount(),
       // AMQP has no QoS: a link's settlement mode is not one.
       subscriptionList: () => this.links.receiverSources().map((filter) => ({ filter, qos: null })),
-      natsConnection: () => lease.nc,
+      natsConnection: () => lease.nats,
       kick: () => this.actor.send({ type: "KICK" }),
       shutdown: () => this.actor.send({ type: "SHUTDOWN" }),
       // AMQP has no client-id takeover (CONTRACT: "same client id connects again" is MQTT's).

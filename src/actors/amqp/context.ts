@@ -1,10 +1,10 @@
-import { type JetStreamManager, jetstreamManager } from "@nats-io/jetstream";
+import type { JetStreamManager } from "@nats-io/jetstream";
 import type { Logger } from "../../log.js";
 import { clientMessageLimit } from "../../protocol/natsLimits.js";
 import type { Bindings } from "../bindings.js";
+import type { NatsLease } from "../client/natsBridge.js";
 import type { MessageStore } from "../messageStore.js";
 import type { Metrics } from "../metrics.js";
-import type { NatsLease } from "../natsBridge.js";
 import type { ClientQuota } from "../quotas.js";
 import type { ActorRegistry } from "../registry.js";
 import type { Outflow } from "./outflow.js";
@@ -55,14 +55,17 @@ export function linkContext(o: {
   let jsm: Promise<JetStreamManager> | undefined;
   return {
     ...o,
-    maxMessageSize: clientMessageLimit(o.lease.nc.info?.max_payload),
+    maxMessageSize: clientMessageLimit(o.lease.nats.info()?.max_payload),
     publisher: new Publisher(o.lease, o.account, o.messages, o.metrics, o.settings.storedPublishTimeoutMs),
     jsm: () => {
       // Made once; a failure (JetStream off, no permission) is retried by the next link.
-      jsm ??= jetstreamManager(o.lease.nc, { timeout: 5_000 }).catch((e: unknown) => {
-        jsm = undefined;
-        throw e;
-      });
+      jsm ??= o.lease.nats
+        .jetStream(5_000)
+        .then(({ jsm }) => jsm)
+        .catch((e: unknown) => {
+          jsm = undefined;
+          throw e;
+        });
       return jsm;
     },
   };

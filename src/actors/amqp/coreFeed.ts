@@ -1,6 +1,6 @@
-import type { NatsConnection } from "@nats-io/transport-node";
 import { clientReply, coreDeliverable } from "../../protocol/deliveryGuard.js";
 import { headerPairsReader } from "../client/headerPairs.js";
+import type { NatsSeam } from "../client/natsSeam.js";
 import { holdReadGrant } from "../client/readGrant.js";
 import { type Feed, type FeedSink, unauthorizedRead } from "./feed.js";
 
@@ -9,11 +9,11 @@ import { type Feed, type FeedSink, unauthorizedRead } from "./feed.js";
  * withdrawing it ends the link. Nothing is redelivered, so settling is only counting;
  * what the client has no credit for waits in the link's bounded queue.
  */
-export function coreFeed(nc: NatsConnection, subject: string, sink: FeedSink): Feed {
+export function coreFeed(nats: NatsSeam, subject: string, sink: FeedSink): Feed {
   // The pairs from the bytes, one array for a run of equal blocks (so the link reads their metadata once).
   const pairsOf = headerPairsReader();
   const grant = holdReadGrant(
-    nc,
+    nats,
     subject,
     (message) => sink.fault(unauthorizedRead(subject, message)),
     (m) => {

@@ -1,12 +1,13 @@
-import type { Msg, NatsConnection } from "@nats-io/transport-node";
+import type { Msg } from "@nats-io/transport-node";
 import { storedDeliverable } from "../../protocol/deliveryGuard.js";
 import { parseJsAckReply } from "../../protocol/jsAckReply.js";
-import { ACK, JetStreamPull, NAK, nakAfter, type PullReader, settle, TERM, WPI } from "../client/jetStreamPull.js";
+import { ACK, type JetStreamPull, NAK, nakAfter, type PullReader, TERM, WPI } from "../client/jetStreamPull.js";
+import type { NatsSeam } from "../client/natsSeam.js";
 import type { ActorRegistry } from "../registry.js";
 import type { Feed, FeedSink, Outcome, Pending } from "./feed.js";
 
 export interface JetStreamFeedOptions {
-  readonly nc: NatsConnection;
+  readonly nats: NatsSeam;
   readonly stream: string;
   readonly consumer: string;
   /** The link's source address: a delivery on a subject outside it is never offered (deliveryGuard.ts). */
@@ -75,8 +76,7 @@ class JetStreamFeed implements Feed, PullReader {
   private readonly keepAlive: ReturnType<typeof setInterval>;
 
   constructor(private readonly o: JetStreamFeedOptions) {
-    this.pull = new JetStreamPull({
-      nc: o.nc,
+    this.pull = o.nats.pull({
       stream: o.stream,
       consumer: o.consumer,
       reader: this,
@@ -87,7 +87,7 @@ class JetStreamFeed implements Feed, PullReader {
     // A message the client holds longer than the ack wait would be sent again to someone; +WPI restarts its clock.
     this.keepAlive = setInterval(
       () => {
-        for (const m of this.held) if (m.ack) settle(this.o.nc, m.ack.subject, WPI);
+        for (const m of this.held) if (m.ack) this.o.nats.settle(m.ack.subject, WPI);
       },
       Math.max(1_000, Math.floor(o.ackWaitMs / 3)),
     );
@@ -106,16 +106,16 @@ class JetStreamFeed implements Feed, PullReader {
     if (!this.held.delete(m) || !m.ack) return;
     if (outcome === "rejected" && reason !== undefined) {
       // The client's error goes with the TERM: JetStream's MSG_TERMINATED advisory carries it as the reason.
-      settle(this.o.nc, m.ack.subject, new TextEncoder().encode(`+TERM ${reason}`));
+      this.o.nats.settle(m.ack.subject, new TextEncoder().encode(`+TERM ${reason}`));
       return;
     }
     if (this.o.shared && (outcome === "skipped" || outcome === "undeliverable")) {
       // Not acked away from the other receivers: back to the queue, and kept from this link.
       if (outcome === "undeliverable") this.refuseHere(m.ack.subject);
-      settle(this.o.nc, m.ack.subject, nakAfter(passDelayMs(m.ack.redeliveries)));
+      this.o.nats.settle(m.ack.subject, nakAfter(passDelayMs(m.ack.redeliveries)));
       return;
     }
-    settle(this.o.nc, m.ack.subject, ACK_BODY[outcome]);
+    this.o.nats.settle(m.ack.subject, ACK_BODY[outcome]);
   }
 
   private refuseHere(ackSubject: string): void {
@@ -132,7 +132,7 @@ class JetStreamFeed implements Feed, PullReader {
   close(): void {
     clearInterval(this.keepAlive);
     this.pull.stop();
-    for (const m of this.held) if (m.ack) settle(this.o.nc, m.ack.subject, NAK);
+    for (const m of this.held) if (m.ack) this.o.nats.settle(m.ack.subject, NAK);
     this.held.clear();
   }
 
@@ -143,7 +143,7 @@ class JetStreamFeed implements Feed, PullReader {
     if (!storedDeliverable([this.o.source], m.subject)) {
       // Only an operator queue whose filter changed after attach delivers outside its
       // address: not the client's to read, and not ours to drop; JetStream offers it again later.
-      settle(this.o.nc, reply, new TextEncoder().encode(`-NAK {"delay":${this.o.ackWaitMs * 1_000_000}}`));
+      this.o.nats.settle(reply, new TextEncoder().encode(`-NAK {"delay":${this.o.ackWaitMs * 1_000_000}}`));
       return;
     }
     const redeliveries = redeliveriesOf(reply);
@@ -151,7 +151,7 @@ class JetStreamFeed implements Feed, PullReader {
       const seq = parseJsAckReply(reply)?.streamSeq;
       if (seq !== undefined && this.notHere.has(seq)) {
         // The client said not here: the queue's other receivers get it.
-        settle(this.o.nc, reply, nakAfter(passDelayMs(redeliveries)));
+        this.o.nats.settle(reply, nakAfter(passDelayMs(redeliveries)));
         this.o.sink.refill();
         return;
       }

@@ -1,12 +1,12 @@
 import { type MsgHdrs, PermissionViolationError } from "@nats-io/transport-node";
 import { HeaderCache } from "../client/headerCache.js";
+import type { NatsLease } from "../client/natsBridge.js";
 import { headerBlock } from "../client/natsHeaders.js";
 import { RefusalTally } from "../client/refusalTally.js";
 import { AckInboxDenied } from "../client/storedPublisher.js";
 import { keepCopy, writeStored } from "../client/storedWrite.js";
 import type { MessageStore } from "../messageStore.js";
 import type { Metrics } from "../metrics.js";
-import type { NatsLease } from "../natsBridge.js";
 import type { NatsMessage } from "./inbound.js";
 
 /** What a publish came to, in AMQP terms: accepted, or rejected with a condition. */
@@ -22,11 +22,6 @@ const denied = (subject: string, description = `not authorized to publish to ${s
   reason: "not_authorized",
 });
 
-interface Waiting {
-  readonly subject: string;
-  readonly resolve: (s: Settlement) => void;
-}
-
 /**
  * Publishes one AMQP connection's messages on its client's NATS connection and tells
  * each delivery what became of it (CONTRACT: nothing is acknowledged that NATS did not
@@ -34,13 +29,12 @@ interface Waiting {
  *
  * NATS answers a refused publish with `-ERR Permissions Violation`, and answers a PING
  * only after the -ERRs of everything published before it. So publishes wait for the
- * next flush, one per turn of the event loop for all of them, and each refusal the
- * server reported (counted per subject) rejects one publish to that subject.
+ * seam's `confirm` (client/natsSeam.ts: one PING per turn of the event loop for every
+ * publish on the connection, MQTT's too), and each refusal the server reported (counted
+ * per subject) rejects one publish to that subject.
  */
 export class Publisher {
   private readonly refusals = new RefusalTally();
-  private waiting: Waiting[] = [];
-  private flushScheduled = false;
   private readonly unlisten: () => void;
   /** The last header pairs published and their nats.js headers, encoded once: a link's messages mostly carry the same few. Made on first use. */
   private headers: HeaderCache | undefined;
@@ -59,16 +53,18 @@ export class Publisher {
 
   /** A core publish; settles once NATS has taken it or refused it. */
   publish(m: NatsMessage): Promise<Settlement> {
-    this.scheduleFlush();
+    // Asked before the publish: its PING leaves in the publish's own write (natsSeam.ts `confirm`).
+    const confirmed = this.lease.nats.confirm();
     try {
-      this.lease.nc.publish(m.subject, m.payload, {
+      this.lease.nats.publish(m.subject, m.payload, {
         ...(m.headers ? { headers: this.headersOf(m.headers) } : {}),
         ...(m.reply ? { reply: m.reply } : {}),
       });
     } catch (e) {
+      confirmed.catch(() => {});
       return Promise.resolve(unpublishable(e));
     }
-    return this.confirm(m.subject);
+    return this.verdict(confirmed, m.subject);
   }
 
   /**
@@ -82,7 +78,7 @@ export class Publisher {
     // shared inbox, which it confirms first; one wait, no resend (no turn).
     const h = headerBlock(m.headers ?? [], msgId);
     const published = writeStored(
-      this.lease.nc,
+      this.lease.nats,
       this.metrics,
       m.subject,
       m.payload,
@@ -91,7 +87,7 @@ export class Publisher {
       this.storedTimeoutMs,
     );
     // Its -ERR, if NATS refuses it, must be counted off here and not charged to a core publish.
-    const confirmed = this.confirm(m.subject);
+    const confirmed = this.verdict(this.lease.nats.confirm(), m.subject);
     try {
       await published;
       await confirmed;
@@ -121,13 +117,14 @@ export class Publisher {
    */
   async keep(m: NatsMessage, msgId: string): Promise<Settlement> {
     const h = headerBlock(m.headers ?? [], msgId);
-    this.scheduleFlush();
+    const confirmed = this.lease.nats.confirm();
     try {
-      this.lease.nc.publish(m.subject, m.payload, { headers: h, ...(m.reply ? { reply: m.reply } : {}) });
+      this.lease.nats.publish(m.subject, m.payload, { headers: h, ...(m.reply ? { reply: m.reply } : {}) });
     } catch (e) {
+      confirmed.catch(() => {});
       return unpublishable(e);
     }
-    const published = await this.confirm(m.subject);
+    const published = await this.verdict(confirmed, m.subject);
     if (!published.ok) return published;
     try {
       await keepCopy(this.messages, this.metrics, this.account, m.subject, m.payload, h);
@@ -150,60 +147,26 @@ export class Publisher {
 
   close(): void {
     this.unlisten();
-    for (const w of this.waiting.splice(0))
-      w.resolve({ ok: false, condition: "amqp:internal-error", description: "connection closed", reason: "closed" });
-  }
-
-  private confirm(subject: string): Promise<Settlement> {
-    return new Promise((resolve) => {
-      this.waiting.push({ subject, resolve });
-      this.scheduleFlush();
-    });
   }
 
   /**
-   * Everything published in this turn rides on one PING, sent in a microtask so it takes
-   * the transport the publishes took (natsBridge.ts flushAndSettle: a later macrotask let
-   * a reconnect in between acknowledge a publish lost with the old server). Scheduled
-   * before the turn's first publish, that microtask runs before the one nats.js queues to
-   * write the publishes, so the PING leaves in the same write as they do, not in a write
-   * of its own (issue 16). A publish a later microtask makes waits for the next PING.
+   * NATS's verdict on the publish to `subject` that `confirmed` (the seam's `confirm`, asked
+   * before it) vouches for: a refusal the server reported for that subject rejects it.
    */
-  private scheduleFlush(): void {
-    if (this.flushScheduled) return;
-    this.flushScheduled = true;
-    queueMicrotask(() => this.flush());
-  }
-
-  private flush(): void {
-    this.flushScheduled = false;
-    const batch = this.waiting;
-    this.waiting = [];
-    if (batch.length === 0) return;
-    this.lease.nc.flush().then(
-      // The -ERRs reach the permission listener through nats.js's status stream; one more turn lets them land.
-      () => setImmediate(() => this.settle(batch)),
-      (e: Error) => {
-        for (const w of batch)
-          w.resolve({
-            ok: false,
-            condition: "amqp:internal-error",
-            description: `NATS flush failed: ${e.message}`,
-            reason: "flush_failed",
-          });
+  private verdict(confirmed: Promise<void>, subject: string): Promise<Settlement> {
+    return confirmed.then(
+      () => {
+        if (!this.refusals.delete(subject)) return ACCEPTED;
+        this.metrics.refused("amqp", "not_authorized");
+        return denied(subject);
       },
+      (e: Error) => ({
+        ok: false,
+        condition: "amqp:internal-error",
+        description: `NATS flush failed: ${e.message}`,
+        reason: "flush_failed",
+      }),
     );
-  }
-
-  private settle(batch: Waiting[]): void {
-    for (const w of batch) {
-      if (!this.refusals.delete(w.subject)) {
-        w.resolve(ACCEPTED);
-        continue;
-      }
-      this.metrics.refused("amqp", "not_authorized");
-      w.resolve(denied(w.subject));
-    }
   }
 }
 

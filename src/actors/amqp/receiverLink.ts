@@ -239,7 +239,7 @@ export class ReceiverLink implements LinkEdge<Machine>, FeedSink, OutflowLink {
       return;
     }
     // A refused subscribe is reported before the flush's PONG (a FAULT the machine keeps: the attach is refused).
-    await this.ctx.lease.nc.flush().catch(() => {});
+    await this.ctx.lease.nats.taken().catch(() => {});
     this.sndSettleMode = plan.kind !== "stream" && plan.settled ? 1 : 0;
     sendIfActive(this.actor, {
       type: "RESOLVED",

@@ -3,7 +3,7 @@ import type { SaslMechanism } from "../../config/schema.js";
 import type { Login } from "../../machines/amqpConnection.js";
 import { loginCredentials } from "../../protocol/natsLogin.js";
 import type { ServerMechanism } from "../../vendor/rhea.js";
-import { bridgeCredentialsOf } from "../natsBridge.js";
+import { bridgeCredentialsOf } from "../client/natsBridge.js";
 
 /**
  * The SASL mechanisms the gateway offers. Neither checks a password itself: the login

@@ -7,8 +7,8 @@ import type { ConsumerInfo } from "@nats-io/jetstream";
 import { AckPolicy, DeliverPolicy } from "@nats-io/jetstream";
 import { nanos } from "@nats-io/transport-node";
 import type { LinkError } from "../../machines/amqpLink.js";
+import type { NatsLease } from "../client/natsBridge.js";
 import { holdReadGrant } from "../client/readGrant.js";
-import type { NatsLease } from "../natsBridge.js";
 import type { LinkContext } from "./context.js";
 import { coreFeed } from "./coreFeed.js";
 import { openDurable } from "./durable.js";
@@ -35,22 +35,22 @@ export interface FeedOwner {
 }
 
 export async function openFeed(plan: SourcePlan, o: FeedOwner): Promise<Feed> {
-  const { nc } = o.ctx.lease;
-  if (plan.kind === "core") return coreFeed(nc, plan.subject, o.sink);
+  const { nats } = o.ctx.lease;
+  if (plan.kind === "core") return coreFeed(nats, plan.subject, o.sink);
   // The JetStream API reads a stream whatever the subject: the client's permission to
   // read it is held, and withdrawn, where NATS judges it (readGrant.ts). Until the
   // flush, a refusal is the attach's; after it, a withdrawal ends the link.
   let verdict = { kind: "asking" } as { kind: "asking" | "granted" } | { kind: "refused"; message: string };
-  const grant = holdReadGrant(nc, plan.subject, (message) => {
+  const grant = holdReadGrant(nats, plan.subject, (message) => {
     if (verdict.kind === "granted") o.sink.fault(unauthorizedRead(plan.subject, message));
     else verdict = { kind: "refused", message };
   });
   try {
     // NATS answers a refused SUB before the PONG: no consumer is made for a reader it refuses.
-    await nc.flush().catch(() => {});
+    await nats.taken().catch(() => {});
     if (verdict.kind === "refused") throw unauthorizedRead(plan.subject, verdict.message);
     verdict = { kind: "granted" };
-    return grantedFeed(await openStoredFeed(plan, nc, o), grant);
+    return grantedFeed(await openStoredFeed(plan, nats, o), grant);
   } catch (e) {
     grant.release();
     throw e;
@@ -59,7 +59,7 @@ export async function openFeed(plan: SourcePlan, o: FeedOwner): Promise<Feed> {
 
 async function openStoredFeed(
   plan: Exclude<SourcePlan, { kind: "core" }>,
-  nc: NatsLease["nc"],
+  nats: NatsLease["nats"],
   o: FeedOwner,
 ): Promise<Feed> {
   const jsm = await o.ctx.jsm().catch((e: Error) => {
@@ -95,7 +95,7 @@ async function openStoredFeed(
     if (problem) throw problem;
   }
   return jetStreamFeed({
-    nc,
+    nats,
     stream: plan.stream,
     consumer: info.name,
     source: plan.subject,

@@ -1,6 +1,6 @@
 import type { ClientRegistry } from "../clients.js";
 import type { Metrics } from "../metrics.js";
-import type { Credentials, NatsBridge, NatsLease } from "../natsBridge.js";
+import type { Credentials, NatsBridge, NatsLease } from "./natsBridge.js";
 
 /** What getting a client onto NATS needs, the same for every door. */
 export interface NatsAccessDeps {

@@ -1,4 +1,5 @@
-import type { Msg, NatsConnection, Subscription } from "@nats-io/transport-node";
+import type { Msg, Subscription } from "@nats-io/transport-node";
+import type { NatsSeam } from "./natsSeam.js";
 
 /**
  * A reader's permission to read `subject`, held where NATS judges it: a subscription on
@@ -17,14 +18,14 @@ export interface ReadGrant {
 }
 
 export function holdReadGrant(
-  nc: NatsConnection,
+  nats: NatsSeam,
   subject: string,
   /** NATS refused or withdrew the subscription (its error message). */
   withdrawn: (message: string) => void,
   /** The live messages, for a reader that is served by this very subscription. */
   onMessage?: (m: Msg) => void,
 ): ReadGrant {
-  let sub: Subscription | undefined = nc.subscribe(subject, {
+  let sub: Subscription | undefined = nats.subscribe(subject, {
     callback: (e, m) => {
       if (e) {
         sub = undefined;

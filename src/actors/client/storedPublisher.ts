@@ -8,7 +8,7 @@ import {
   TimeoutError,
 } from "@nats-io/transport-node";
 import { readPubAck } from "../../protocol/pubAck.js";
-import { inboxOf } from "../natsBridge.js";
+import { inboxOf, type NatsSeam } from "./natsSeam.js";
 
 /** `p`, or a timeout error after `ms` (a flush while NATS is away waits for its return). */
 function within(p: Promise<void>, ms: number): Promise<void> {
@@ -72,11 +72,11 @@ export class AckInboxDenied extends Error {
 export class StoredPublisher {
   private static readonly byConnection = new WeakMap<NatsConnection, StoredPublisher>();
 
-  static of(nc: NatsConnection): StoredPublisher {
-    let p = StoredPublisher.byConnection.get(nc);
+  static of(nats: NatsSeam): StoredPublisher {
+    let p = StoredPublisher.byConnection.get(nats.nc);
     if (!p) {
-      p = new StoredPublisher(nc);
-      StoredPublisher.byConnection.set(nc, p);
+      p = new StoredPublisher(nats);
+      StoredPublisher.byConnection.set(nats.nc, p);
     }
     return p;
   }
@@ -89,9 +89,13 @@ export class StoredPublisher {
   private inbox: Promise<void> | "granted" | undefined;
   private sweeper: ReturnType<typeof setInterval> | undefined;
 
-  private constructor(readonly nc: NatsConnection) {
+  /** The connection it publishes on (`nats.nc`, kept at hand: every publish uses it). */
+  readonly nc: NatsConnection;
+
+  private constructor(readonly nats: NatsSeam) {
+    this.nc = nats.nc;
     // _INBOX.MQGW.<id> on a client's connection: recognisably the gateway's (deliveryGuard.ts).
-    this.prefix = `${inboxOf(nc)}.`;
+    this.prefix = `${inboxOf(this.nc)}.`;
     // Lives as long as the NATS connection, not an actor: its status iterator ends when it closes, and its failure is caught inside.
     void this.watchDenials();
   }

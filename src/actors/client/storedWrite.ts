@@ -1,6 +1,7 @@
-import { type MsgHdrs, type NatsConnection, NoRespondersError, TimeoutError } from "@nats-io/transport-node";
+import { type MsgHdrs, NoRespondersError, TimeoutError } from "@nats-io/transport-node";
 import type { MessageStore, StoreOutcome } from "../messageStore.js";
 import type { Metrics } from "../metrics.js";
+import type { NatsSeam } from "./natsSeam.js";
 import { type StoredAck, StoredPublisher } from "./storedPublisher.js";
 
 // The stored-write step both doors take for a message that is stored: into the stream a
@@ -25,8 +26,8 @@ export const STORED_ATTEMPT_MS = 5_000;
  * server without JetStream, "no responders" is the answer; so is anything else (a
  * refusal, a JetStream error).
  */
-export function answersLater(e: unknown, nc: NatsConnection): boolean {
-  return isTimeout(e) || (isNoResponders(e) && nc.info?.jetstream === true);
+export function answersLater(e: unknown, nats: NatsSeam): boolean {
+  return isTimeout(e) || (isNoResponders(e) && nats.info()?.jetstream === true);
 }
 
 /** Nobody took the request: no stream for the subject, or JetStream not (yet) there. */
@@ -120,7 +121,7 @@ export class Turn {
  * (250 ms doubling, at most 2 s) so a loading JetStream is not flooded.
  */
 export async function publishPatiently(
-  nc: NatsConnection,
+  nats: NatsSeam,
   publisher: StoredPublisher,
   subject: string,
   payload: Uint8Array,
@@ -137,7 +138,7 @@ export async function publishPatiently(
         return await publisher.publishWith(subject, payload, headers, Math.max(1, Math.min(STORED_ATTEMPT_MS, left)));
       } catch (e) {
         // Without a turn (AMQP's store copies) nothing is sent again: one wait, as before.
-        if (!answersLater(e, nc) || !turn || (!release && !turn.mayResend())) throw e;
+        if (!answersLater(e, nats) || !turn || (!release && !turn.mayResend())) throw e;
         const pause = pauseAfter(e, attempt);
         if (deadline - Date.now() <= pause) throw e;
         release ??= turn?.hold();
@@ -159,7 +160,7 @@ export async function publishPatiently(
  * stream's acks, which each door answers as a denial.
  */
 export async function writeStored(
-  nc: NatsConnection,
+  nats: NatsSeam,
   metrics: Metrics,
   subject: string,
   payload: Uint8Array,
@@ -168,7 +169,7 @@ export async function writeStored(
   boundMs = STORED_ANSWER_MS,
 ): Promise<StoredAck> {
   const started = performance.now();
-  const ack = await publishPatiently(nc, StoredPublisher.of(nc), subject, payload, headers, turn, boundMs);
+  const ack = await publishPatiently(nats, StoredPublisher.of(nats), subject, payload, headers, turn, boundMs);
   metrics.jsAckLatency.observe((performance.now() - started) / 1000);
   return ack;
 }

@@ -4,7 +4,7 @@ import type { ConnectRequest, WillMessage } from "../../machines/mqttConnection.
 import { ConnackV4, Reason } from "../../protocol/mqttReasons.js";
 import { tooLong } from "../../protocol/natsLimits.js";
 import { loginCredentials } from "../../protocol/natsLogin.js";
-import { bridgeCredentialsOf, type Credentials } from "../natsBridge.js";
+import { bridgeCredentialsOf, type Credentials } from "../client/natsBridge.js";
 import type { MqttSettings } from "./settings.js";
 
 /** What a CONNECT asks for, or the CONNACK that refuses it (then the connection closes). */

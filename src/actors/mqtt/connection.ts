@@ -11,9 +11,9 @@ import { badPublishTopic, noTopicFilter, splitFrames, unsupportedConnectLevel } 
 import { propertiesProblem } from "../../protocol/mqttPropertyBlocks.js";
 import { Reason } from "../../protocol/mqttReasons.js";
 import { beforeConnect, type ParserSettings, parsePacket, settingsAfterConnect } from "../../vendor/mqttPacket.js";
+import type { LeaseListener, LeaseStatus, NatsLease } from "../client/natsBridge.js";
 import type { ClientHandle } from "../clients.js";
 import type { MachineActor } from "../machineActor.js";
-import type { LeaseListener, LeaseStatus, NatsLease } from "../natsBridge.js";
 import { ClientBytes } from "./clientBytes.js";
 import { authAnswer, connackPacket, readConnect } from "./connect.js";
 import type { MqttDeps } from "./deps.js";

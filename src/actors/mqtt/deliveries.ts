@@ -4,12 +4,12 @@ import { storedDeliverable } from "../../protocol/deliveryGuard.js";
 import { LastMeta } from "../../protocol/headers.js";
 import { natsToMqttPublish, type OutboundPublish, type SubscriptionOptions } from "../../protocol/natsToMqtt.js";
 import { headerPairsOf } from "../client/headerPairs.js";
+import { ReadPermission } from "../client/readPermission.js";
 import { traceMqttDelivery } from "../tracing/hops.js";
 import type { Hop } from "../tracing/tracing.js";
 import type { ClientLink } from "./link.js";
 import { OutboundFlow } from "./outbound.js";
 import { type OverlapMember, Overlaps } from "./overlaps.js";
-import { ReadPermission } from "./readPermission.js";
 import type { RetainedMessages } from "./retained.js";
 import type { OutboundRecord } from "./sessionStore.js";
 import type { StoredDelivery } from "./storedDelivery.js";
@@ -70,7 +70,7 @@ export class Deliveries {
   /** Opens a subscription's core NATS side; `viaConsumer`: the messages its consumer delivers instead. */
   listen(plan: Omit<ActiveSubscription, "nats">, viaConsumer: OverlapMember["viaConsumer"]): ActiveSubscription {
     const sub = openSubscription(
-      this.link.lease.nc,
+      this.link.lease.nats,
       plan,
       (s, subject, headers, data, reply, options) => this.deliver(s, subject, headers, data, reply, false, options),
       // The copies its consumer delivers are dropped before any header is read (most of
@@ -214,7 +214,7 @@ export class Deliveries {
   }
 
   private mayRead(sub: ActiveSubscription, subject: string): true | Promise<boolean | undefined> {
-    this.permission ??= new ReadPermission(this.link.lease.nc, this.link.denied.subscribe);
+    this.permission ??= new ReadPermission(this.link.lease.nats, this.link.denied.subscribe);
     return this.permission.mayRead(sub.subjects, subject);
   }
 }

@@ -1,8 +1,8 @@
 import type { Logger } from "../../log.js";
 import type { BanCheck } from "../admin/banList.js";
+import type { NatsBridge, NatsLease } from "../client/natsBridge.js";
 import type { ClientRegistry } from "../clients.js";
 import type { Metrics } from "../metrics.js";
-import type { NatsBridge, NatsLease } from "../natsBridge.js";
 import type { Quotas } from "../quotas.js";
 import type { ActorRegistry } from "../registry.js";
 import type { ConnectBuffers } from "./connectBuffers.js";

@@ -1,5 +1,5 @@
+import type { NatsLease } from "../client/natsBridge.js";
 import type { ClientHandle } from "../clients.js";
-import type { NatsLease } from "../natsBridge.js";
 import type { ClientSession } from "./session.js";
 
 /**
@@ -49,8 +49,8 @@ export class MqttClientHandle implements ClientHandle {
   natsServer(): string {
     return this.lease.server();
   }
-  natsConnection(): NatsLease["nc"] {
-    return this.lease.nc;
+  natsConnection(): NatsLease["nats"] {
+    return this.lease.nats;
   }
   kick(): void {
     this.actor.send({ type: "KICK" });

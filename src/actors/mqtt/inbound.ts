@@ -1,14 +1,13 @@
-import type { NatsConnection } from "@nats-io/transport-node";
 import type { Packet } from "mqtt-packet";
 import type { WillMessage } from "../../machines/mqttConnection.js";
 import { Reason } from "../../protocol/mqttReasons.js";
 import type { InboundPublish, PublishProperties } from "../../protocol/mqttToNats.js";
 import type { Bindings } from "../bindings.js";
 import { headerBlock, toNatsHeaders } from "../client/natsHeaders.js";
+import type { NatsSeam } from "../client/natsSeam.js";
 import { AckInboxDenied } from "../client/storedPublisher.js";
 import { keepCopy, PublishOrder, STORED_ANSWER_MS, writeStored } from "../client/storedWrite.js";
 import type { MessageStore } from "../messageStore.js";
-import { flushAndSettle } from "../natsBridge.js";
 import { tracedPublish } from "../tracing/hops.js";
 import type { Hop } from "../tracing/tracing.js";
 import type { InboundState } from "./inboundState.js";
@@ -185,7 +184,7 @@ export class InboundPublisher {
     const mapped = this.map(inbound, undefined, false);
     if (!mapped) return;
     const { subject, reply, pairs } = mapped;
-    const nc = link.lease.nc;
+    const nats = link.lease.nats;
     if (!link.lease.connected()) {
       this.dropOnce(inbound.topic, "NATS is unreachable", "nats_unavailable");
       return;
@@ -193,13 +192,13 @@ export class InboundPublisher {
     try {
       // A bare publish's headers are the same every time: encoded once (mqttToNats.ts, bareHeaders).
       const bareOptions = this.mapping.bareOptionsFor(pairs);
-      if (bareOptions) nc.publish(subject, inbound.payload, bareOptions);
+      if (bareOptions) nats.publish(subject, inbound.payload, bareOptions);
       else if (pairs || reply)
-        nc.publish(subject, inbound.payload, {
+        nats.publish(subject, inbound.payload, {
           ...(pairs ? { headers: toNatsHeaders(pairs) } : {}),
           ...(reply ? { reply } : {}),
         });
-      else nc.publish(subject, inbound.payload);
+      else nats.publish(subject, inbound.payload);
     } catch (e) {
       if (link.denied.publish.delete(subject)) return this.notAuthorized(inbound, undefined, subject, false);
       link.metrics.refused("mqtt", "nats_error");
@@ -207,7 +206,7 @@ export class InboundPublisher {
       return;
     }
     link.metrics.messageIn("mqtt", "published");
-    this.countUnflushed(nc, inbound.payload.byteLength);
+    this.countUnflushed(nats, inbound.payload.byteLength);
   }
 
   /**
@@ -226,7 +225,7 @@ export class InboundPublisher {
     const mapped = this.map(inbound, messageId, isWill);
     if (!mapped) return;
     const { subject, reply, pairs } = mapped;
-    const nc = link.lease.nc;
+    const nats = link.lease.nats;
     if (inbound.qos === 0) {
       if (!isWill && !link.lease.connected()) {
         // nats.js would buffer it and discard it at the next reconnect attempt: drop it here, counted.
@@ -263,12 +262,12 @@ export class InboundPublisher {
       if (stream) {
         // A raw publish with its reply on one shared inbox, not js.publish (docs/performance.md).
         // Sent again while the stream does not answer, up to STORED_ANSWER_MS (client/storedWrite.ts).
-        const ack = await writeStored(nc, link.metrics, subject, inbound.payload, h, turn);
+        const ack = await writeStored(nats, link.metrics, subject, inbound.payload, h, turn);
         link.metrics.messageIn("mqtt", ack.duplicate ? "stored_duplicate" : "stored");
       } else {
-        nc.publish(subject, inbound.payload, { headers: h, ...(reply ? { reply } : {}) });
+        nats.publish(subject, inbound.payload, { headers: h, ...(reply ? { reply } : {}) });
         // The server answers a refused publish with -ERR before the flush's PONG; a refused one is not kept.
-        await flushAndSettle(nc);
+        await nats.confirm();
         if (link.denied.publish.delete(subject)) return this.notAuthorized(inbound, messageId, subject, isWill, msgId);
         step = "store";
         const kept = await keepCopy(this.store, link.metrics, link.account, subject, inbound.payload, h, turn, started);
@@ -312,15 +311,15 @@ export class InboundPublisher {
     isWill: boolean,
   ): Promise<void> {
     const { link } = this;
-    const nc = link.lease.nc;
+    const nats = link.lease.nats;
     try {
-      nc.publish(subject, inbound.payload, {
+      nats.publish(subject, inbound.payload, {
         ...(pairs ? { headers: toNatsHeaders(pairs) } : {}),
         ...(reply ? { reply } : {}),
       });
       link.metrics.messageIn("mqtt", "published");
-      if (!inbound.retain) return this.countUnflushed(nc, inbound.payload.byteLength);
-      await flushAndSettle(nc);
+      if (!inbound.retain) return this.countUnflushed(nats, inbound.payload.byteLength);
+      await nats.confirm();
     } catch (e) {
       if (link.denied.publish.delete(subject)) return this.notAuthorized(inbound, undefined, subject, isWill);
       link.metrics.refused("mqtt", "nats_error");
@@ -343,13 +342,13 @@ export class InboundPublisher {
   }
 
   /** Every megabyte of QoS 0, wait for NATS to have taken it before reading more (backpressure). */
-  private countUnflushed(nc: NatsConnection, bytes: number): void {
+  private countUnflushed(nats: NatsSeam, bytes: number): void {
     this.unflushed += bytes;
     if (this.flushing || this.unflushed < QOS0_FLUSH_BYTES) return;
     this.flushing = true;
     this.unflushed = 0;
-    void nc
-      .flush()
+    void nats
+      .taken()
       .catch(() => {})
       .then(() => {
         this.flushing = false;

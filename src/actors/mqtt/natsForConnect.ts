@@ -1,8 +1,8 @@
 import type { ConnectRequest, mqttConnectionMachine } from "../../machines/mqttConnection.js";
 import { ConnackV4, Reason } from "../../protocol/mqttReasons.js";
 import { acquireNatsAccess } from "../client/natsAccess.js";
+import type { LeaseListener, NatsLease } from "../client/natsBridge.js";
 import type { MachineActor } from "../machineActor.js";
-import type { LeaseListener, NatsLease } from "../natsBridge.js";
 import { credentialsOf } from "./connect.js";
 import type { MqttDeps } from "./deps.js";
 

@@ -1,5 +1,6 @@
-import type { Msg, NatsConnection } from "@nats-io/transport-node";
-import { JetStreamPull, type PullReader } from "../client/jetStreamPull.js";
+import type { Msg } from "@nats-io/transport-node";
+import type { JetStreamPull, PullReader } from "../client/jetStreamPull.js";
+import type { NatsSeam } from "../client/natsSeam.js";
 
 /**
  * Pull requests of a durable pull consumer that overlap (docs/performance.md, QoS 1): the
@@ -21,7 +22,7 @@ export class PullWindow implements PullReader {
   private stopWaking: (() => void) | undefined;
 
   constructor(
-    nc: NatsConnection,
+    nats: NatsSeam,
     stream: string,
     consumer: string,
     private readonly window: number,
@@ -33,8 +34,7 @@ export class PullWindow implements PullReader {
     /** A pinned consumer's priority group (pinnedTakeover.ts). */
     group?: string | undefined,
   ) {
-    this.pull = new JetStreamPull({
-      nc,
+    this.pull = nats.pull({
       stream,
       consumer,
       reader: this,

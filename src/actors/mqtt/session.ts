@@ -3,7 +3,6 @@ import { Reason, SubackFailureV4 } from "../../protocol/mqttReasons.js";
 import type { AccountServices } from "../accountServices.js";
 import type { Bindings } from "../bindings.js";
 import type { MessageStore } from "../messageStore.js";
-import { flushAndSettle } from "../natsBridge.js";
 import { newUniqueId } from "../publishId.js";
 import type { ActorRegistry } from "../registry.js";
 import { removeRecordedConsumers, removeSessionConsumer } from "./consumerRemoval.js";
@@ -154,7 +153,7 @@ export class ClientSession {
     }
     // NATS judges them again (permissions may have changed since they were saved) before
     // any stored delivery, which reads with the gateway's own user, starts.
-    await flushAndSettle(this.link.lease.nc).catch(() => {});
+    await this.link.lease.nats.confirm().catch(() => {});
     const first: Promise<unknown>[] = [];
     for (const e of opened) {
       const [main, ...parents] = e.sub.subjects;
@@ -223,7 +222,7 @@ export class ClientSession {
       granted.push(plan.value.options.qos);
     }
     // NATS answers a subscription it refuses with -ERR before the flush's PONG.
-    await flushAndSettle(link.lease.nc).catch(() => {});
+    await link.lease.nats.confirm().catch(() => {});
     for (const f of fresh) {
       const [main, ...parents] = f.entry.sub.subjects;
       // `a/#` is `a.>` plus `a`: a user allowed `a.>` but not `a` keeps the subscription

@@ -1,7 +1,7 @@
 import { type KV, KvWatchInclude } from "@nats-io/kv";
-import type { NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "../../log.js";
 import type { AccountServices } from "../accountServices.js";
+import type { NatsSeam } from "../client/natsSeam.js";
 import { aliveSubject } from "../liveness.js";
 import type { KvSessionStore } from "./kvSessionStore.js";
 import { namedConsumers, removeOrphanConsumers } from "./orphanConsumers.js";
@@ -56,7 +56,7 @@ export class SessionSweeper {
     const alive = new Map<string, Promise<boolean>>();
     const isAlive = (owner: string) => {
       let a = alive.get(owner);
-      if (!a) alive.set(owner, (a = ping(lease.nc, owner)));
+      if (!a) alive.set(owner, (a = ping(lease.nats, owner)));
       return a;
     };
     let settled = 0;
@@ -159,10 +159,10 @@ export class SessionSweeper {
 
 const keyClientId = (key: string): string => Buffer.from(key, "base64url").toString("utf8");
 
-async function ping(nc: NatsConnection, owner: string): Promise<boolean> {
+async function ping(nats: NatsSeam, owner: string): Promise<boolean> {
   if (!owner) return false;
   try {
-    await nc.request(aliveSubject(owner), "", { timeout: PING_TIMEOUT_MS });
+    await nats.request(aliveSubject(owner), "", PING_TIMEOUT_MS);
     return true;
   } catch {
     return false;

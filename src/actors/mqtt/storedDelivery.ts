@@ -1,11 +1,12 @@
 import { type ConsumerConfig, DeliverPolicy, JetStreamApiError, type JetStreamManager } from "@nats-io/jetstream";
-import type { Msg, NatsConnection } from "@nats-io/transport-node";
+import type { Msg } from "@nats-io/transport-node";
 import { type StoredDeliveryEmitted, storedDeliveryMachine } from "../../machines/storedDelivery.js";
 import { parseJsAckReply } from "../../protocol/jsAckReply.js";
 import { ActorTasks } from "../actorTasks.js";
 import { limitReached } from "../client/jetStreamLimits.js";
-import { ACK, settle } from "../client/jetStreamPull.js";
+import { ACK } from "../client/jetStreamPull.js";
 import { missingPermission } from "../client/missingPermission.js";
+import type { NatsSeam } from "../client/natsSeam.js";
 import { startChildMachine } from "../machineActor.js";
 import { inPlaceRefused, notInPlace, PIN_GROUP, takeOver, takesOverInPlace } from "./pinnedTakeover.js";
 import { PullWindow } from "./pullWindow.js";
@@ -59,7 +60,7 @@ export class StoredDelivery {
   private readonly skip: Set<number>;
   /** Reads the consumer while the machine is `reading`. */
   private window: PullWindow | undefined;
-  private nc: NatsConnection | undefined;
+  private nats: NatsSeam | undefined;
   /** The consumer read now, or the one a resume takes over until its successor is made. */
   private current: string;
   /** A consumer to take over (a resume, a lost one): read its floor (`ask`), then retire it. */
@@ -198,12 +199,12 @@ export class StoredDelivery {
       if (this.o.store && (await this.o.store.ensure(this.o.account)) === undefined)
         throw new StoreRefused("no MQTT store in this account");
       const { jsm, lease } = await this.o.services.jetstream(this.o.account);
-      const inPlace = takesOverInPlace(lease.nc.info?.version);
+      const inPlace = takesOverInPlace(lease.nats.info()?.version);
       if (
         !this.making &&
         this.takeover?.ask &&
         inPlace &&
-        (await this.takeOverInPlace(jsm, lease.nc, this.takeover.name))
+        (await this.takeOverInPlace(jsm, lease.nats, this.takeover.name))
       )
         return;
       if (!this.making) {
@@ -251,12 +252,12 @@ export class StoredDelivery {
       if (this.takeover && this.takeover.name !== making.name) this.retiring.add(this.takeover.name);
       this.takeover = undefined;
       this.making = undefined;
-      this.nc = lease.nc;
+      this.nats = lease.nats;
       if (making.name !== this.current) {
         this.current = making.name;
         this.to.onConsumer?.(making.name);
       }
-      this.window = this.reader(lease.nc, making.name, making.config.priority_groups !== undefined);
+      this.window = this.reader(lease.nats, making.name, making.config.priority_groups !== undefined);
       this.send({ type: "OPENED" });
       this.window.start();
       if (this.retiring.size > 0) this.send({ type: "RETIRE" });
@@ -279,9 +280,9 @@ export class StoredDelivery {
   }
 
   /** Pulled with overlapping requests (pullWindow.ts) rather than `consume()`. */
-  private reader(nc: NatsConnection, consumer: string, pinned: boolean): PullWindow {
+  private reader(nats: NatsSeam, consumer: string, pinned: boolean): PullWindow {
     return new PullWindow(
-      nc,
+      nats,
       this.o.stream,
       consumer,
       Math.min(this.o.maxAckPending, 256),
@@ -298,7 +299,7 @@ export class StoredDelivery {
    * cannot be (gone, made unpinned by an older gateway, refused): replaced the old way. No
    * INFO: the reset starts at the server's ack floor; the record's, if higher, is skipped.
    */
-  private async takeOverInPlace(jsm: JetStreamManager, nc: NatsConnection, consumer: string): Promise<boolean> {
+  private async takeOverInPlace(jsm: JetStreamManager, nats: NatsSeam, consumer: string): Promise<boolean> {
     try {
       if (!(await takeOver(jsm, this.o.stream, consumer))) return false;
     } catch (e) {
@@ -308,9 +309,9 @@ export class StoredDelivery {
       throw e;
     }
     if (this.ended) return true;
-    this.nc = nc;
+    this.nats = nats;
     this.takeover = undefined;
-    this.window = this.reader(nc, consumer, true);
+    this.window = this.reader(nats, consumer, true);
     this.send({ type: "OPENED" });
     this.window.start();
     return true;
@@ -449,6 +450,6 @@ export class StoredDelivery {
   }
 
   private settle(reply: string, body: Uint8Array): void {
-    if (this.nc) settle(this.nc, reply, body);
+    this.nats?.settle(reply, body);
   }
 }

@@ -1,4 +1,4 @@
-import type { Msg, NatsConnection, Subscription } from "@nats-io/transport-node";
+import type { Msg, Subscription } from "@nats-io/transport-node";
 import type { ISubscription } from "mqtt-packet";
 import { clientReply, coreDeliverable } from "../../protocol/deliveryGuard.js";
 import { Reason } from "../../protocol/mqttReasons.js";
@@ -9,6 +9,7 @@ import type { Result } from "../../protocol/result.js";
 import { err, ok } from "../../protocol/result.js";
 import { filterToSubscription } from "../../protocol/topic.js";
 import { headerPairsReader } from "../client/headerPairs.js";
+import type { NatsSeam } from "../client/natsSeam.js";
 import type { MqttSettings } from "./settings.js";
 
 /** One MQTT subscription: its filter, options and the NATS subscriptions behind it. */
@@ -88,7 +89,7 @@ function hasWildcard(subject: string): boolean {
 
 /** Opens the NATS subscriptions of a planned MQTT subscription on the client's connection. */
 export function openSubscription(
-  nc: NatsConnection,
+  nats: NatsSeam,
   plan: Omit<ActiveSubscription, "nats">,
   onMessage: OnMessage,
   /**
@@ -102,7 +103,7 @@ export function openSubscription(
   for (const subject of plan.subjects) {
     const headerPairsOf = headerPairsReader();
     active.nats.push(
-      nc.subscribe(subject, {
+      nats.subscribe(subject, {
         ...(plan.queue ? { queue: plan.queue } : {}),
         callback: (e, m) => {
           if (e) return;

@@ -53,10 +53,10 @@ export class Doors extends Context.Service<
       const id = config().id;
       // Before the doors open: their first message is traced.
       const tracing = yield* scopedTracing(config().tracing, { id, version: VERSION }, log);
-      let mqttSettings = mqttSettingsOf(config(), core.nc.info?.max_payload, tracing);
+      let mqttSettings = mqttSettingsOf(config(), core.nats.info()?.max_payload, tracing);
       // The cap follows the server the gateway is connected to (a reconnect may reach another).
       const currentMqttSettings = () => {
-        const maxPayload = core.nc.info?.max_payload;
+        const maxPayload = core.nats.info()?.max_payload;
         if (maxPayload !== undefined && maxPayload !== mqttSettings.natsMaxPayload)
           mqttSettings = mqttSettingsOf(config(), maxPayload, tracing);
         return mqttSettings;
@@ -72,7 +72,7 @@ export class Doors extends Context.Service<
         metrics,
         log,
         settings: currentMqttSettings,
-        accountOf: (lease, username) => resolver.resolve(lease.nc, username),
+        accountOf: (lease, username) => resolver.resolve(lease.nats, username),
         maxConnectionsPerAccount: () => config().limits.max_connections_per_account,
         bans: bans.list,
         quotas,
@@ -80,7 +80,7 @@ export class Doors extends Context.Service<
         directory,
         announce: (account, clientId, cleanStart) => claims.announce(account, clientId, cleanStart),
         remoteTakeover: async (account, clientId, owner, cleanStart) =>
-          requestTakeover((await services.jetstream(account)).lease.nc, owner, account, clientId, cleanStart),
+          requestTakeover((await services.jetstream(account)).lease.nats, owner, account, clientId, cleanStart),
       };
 
       // Set by open: the gateway machine's word on whether new clients are taken (opening, serving).
@@ -105,7 +105,7 @@ export class Doors extends Context.Service<
         messages,
         supervisor,
         settings: amqpSettingsFor(config, tracing),
-        accountOf: (lease, username) => resolver.resolve(lease.nc, username),
+        accountOf: (lease, username) => resolver.resolve(lease.nats, username),
         gatewayId: id,
         version: VERSION,
         accepting: () => accepting(),
@@ -165,7 +165,7 @@ export class Doors extends Context.Service<
           for (const c of closers.splice(0)) c();
         },
         reloaded: (next) => {
-          mqttSettings = mqttSettingsOf(next, core.nc.info?.max_payload, tracing);
+          mqttSettings = mqttSettingsOf(next, core.nats.info()?.max_payload, tracing);
         },
       };
     }),

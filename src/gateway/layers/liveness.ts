@@ -19,7 +19,7 @@ export class Liveness extends Context.Service<Liveness, { readonly claims: Claim
       const { services } = yield* Accounts;
       const id = config().id;
       if (Object.keys(config().gateway_users).length === 0) {
-        const liveness = answerLiveness({ nc: core.nc, id, clients, directory, log });
+        const liveness = answerLiveness({ nats: core.nats, id, clients, directory, log });
         yield* Effect.addFinalizer(() => Effect.sync(() => liveness.unsubscribe()));
       }
       // Each announcement is a fiber of this layer: one still waiting for its account's
@@ -28,7 +28,7 @@ export class Liveness extends Context.Service<Liveness, { readonly claims: Claim
       const run = yield* FiberSet.makeRuntime<never, void, never>();
       const claims = new ClaimAnnouncer((account, payload) => {
         run(
-          Effect.tryPromise(async () => announceClaims((await services.jetstream(account)).lease.nc, id, payload)).pipe(
+          Effect.tryPromise(async () => announceClaims((await services.jetstream(account)).lease.nats, id, payload)).pipe(
             Effect.ignore,
           ),
         );

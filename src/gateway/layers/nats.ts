@@ -3,7 +3,7 @@
 // gateway's own connection. Released after everything that uses NATS, before the supervisor.
 import { Context, Effect, Layer } from "effect";
 import { bridgeCredentials } from "../../actors/gatewayCredentials.js";
-import { NatsBridge, type NatsLease } from "../../actors/natsBridge.js";
+import { NatsBridge, type NatsLease } from "../../actors/client/natsBridge.js";
 import { natsTlsOptions } from "../../actors/natsTls.js";
 import { NoAuthBridge } from "../../actors/noAuthBridge.js";
 import type { GatewayConfig } from "../../config/schema.js";
@@ -66,7 +66,7 @@ export class Nats extends Context.Service<
       });
       yield* Effect.addFinalizer(() => Effect.sync(() => core.release()));
       log.info(
-        { servers, server_version: core.nc.info?.version, server_name: core.nc.info?.server_name },
+        { servers, server_version: core.nats.info()?.version, server_name: core.nats.info()?.server_name },
         "connected to NATS",
       );
       return { servers, adminConfig, bridge, core };

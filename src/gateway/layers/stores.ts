@@ -28,7 +28,7 @@ export class Accounts extends Context.Service<
       const unknownAccountOf = new Set<string>();
       const resolver = new AccountResolver(() => config().routing, {
         gatewayAccounts: () => Object.keys(config().gateway_users),
-        gatewayConnection: async (account) => (await services.jetstream(account)).lease.nc,
+        gatewayConnection: async (account) => (await services.jetstream(account)).lease.nats,
         learnt: (username, account, via) =>
           log.debug({ user: username ?? null, account, via }, "client account learnt"),
         unknown: (username) => {
@@ -47,7 +47,7 @@ export class Accounts extends Context.Service<
         },
       });
       const services: AccountServices = new AccountServices(bridge, core, config, log, () =>
-        resolver.resolve(core.nc, undefined),
+        resolver.resolve(core.nats, undefined),
       );
       readApiWaitingFrom(() => services.apiWaiting());
       return { resolver, services };
@@ -67,7 +67,7 @@ export class Stores extends Context.Service<
       const { services } = yield* Accounts;
       const messages = new MessageStore(services, config, log);
       const bindings = new Bindings(log, async (account) =>
-        account === null ? core.nc : (await services.jetstream(account)).lease.nc,
+        account === null ? core.nats : (await services.jetstream(account)).lease.nats,
       );
       yield* Effect.promise(() => bindings.load(config().bindings));
       // The gateway's own streams that exist with fewer replicas than wanted are named at

@@ -1,5 +1,4 @@
-import type { NatsConnection } from "@nats-io/transport-node";
-import { flushAndSettle } from "../natsBridge.js";
+import type { NatsSeam } from "./natsSeam.js";
 
 /**
  * May NATS deliver `subject` to this client? Retained and stored messages are read with
@@ -16,7 +15,7 @@ export class ReadPermission {
   private readonly known = new Map<string, { readonly answer: Promise<boolean | undefined>; readonly at: number }>();
 
   constructor(
-    private readonly nc: NatsConnection,
+    private readonly nats: NatsSeam,
     /** Subjects NATS refused a subscription to on this connection (claimed by the asker). */
     private readonly deniedSubscribe: Set<string>,
   ) {}
@@ -38,9 +37,9 @@ export class ReadPermission {
     let probe: { unsubscribe(): void } | undefined;
     try {
       // Throws once the connection drains (the client left, its lease let go): unknown.
-      probe = this.nc.subscribe(subject, { callback: () => {} });
+      probe = this.nats.subscribe(subject, { callback: () => {} });
       // A refused subscription is answered with -ERR before the flush's PONG.
-      await flushAndSettle(this.nc);
+      await this.nats.confirm();
       return !this.deniedSubscribe.delete(subject);
     } catch {
       this.known.delete(subject);

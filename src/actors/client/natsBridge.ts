@@ -3,22 +3,20 @@ import {
   type Authenticator,
   AuthorizationError,
   connect,
-  createInbox,
   jwtAuthenticator,
-  type NatsConnection,
-  PermissionViolationError,
   type TlsOptions,
 } from "@nats-io/transport-node";
 import { Deferred, Effect } from "effect";
-import type { Logger } from "../log.js";
-import { natsConnectionMachine } from "../machines/natsConnection.js";
-import { clientInboxPrefix, gatewayInboxPrefix } from "../protocol/deliveryGuard.js";
-import type { LoginCredentials } from "../protocol/natsLogin.js";
-import { inboxPrefixOf, installNatsPatches } from "../vendor/natsjs.js";
-import type { MachineActor } from "./machineActor.js";
-import { startMachine } from "./machineActor.js";
-import type { ActorRegistry } from "./registry.js";
-import type { Supervisor } from "./supervisor.js";
+import type { Logger } from "../../log.js";
+import { natsConnectionMachine } from "../../machines/natsConnection.js";
+import { clientInboxPrefix, gatewayInboxPrefix } from "../../protocol/deliveryGuard.js";
+import type { LoginCredentials } from "../../protocol/natsLogin.js";
+import { installNatsPatches } from "../../vendor/natsjs.js";
+import type { MachineActor } from "../machineActor.js";
+import { startMachine } from "../machineActor.js";
+import type { ActorRegistry } from "../registry.js";
+import type { Supervisor } from "../supervisor.js";
+import { NatsSeam } from "./natsSeam.js";
 
 /** What a client presents: NATS decides what it may do, the gateway keeps no user list. */
 export interface Credentials {
@@ -46,7 +44,8 @@ export type ConnectionRole = "client" | "gateway";
 
 /** A client's hold on a NATS connection made with its own credentials. */
 export interface NatsLease {
-  readonly nc: NatsConnection;
+  /** What the client may do on its connection (client/natsSeam.ts): the only way to it. */
+  readonly nats: NatsSeam;
   /** The nats-server this connection is on now (its server_name). */
   server(): string;
   connected(): boolean;
@@ -82,7 +81,7 @@ class Lease implements NatsLease {
   private holding: Shared | undefined;
 
   constructor(
-    readonly nc: NatsConnection,
+    readonly nats: NatsSeam,
     private readonly entry: Shared,
     private readonly bridge: NatsBridge,
     private readonly key: string,
@@ -91,7 +90,7 @@ class Lease implements NatsLease {
   }
 
   server(): string {
-    return this.nc.info?.server_name ?? "";
+    return this.nats.serverName();
   }
 
   connected(): boolean {
@@ -141,9 +140,9 @@ export class NatsConnectError extends Error {
 
 interface Shared {
   refs: number;
-  ready: Promise<NatsConnection>;
+  ready: Promise<NatsSeam>;
   /** Once connected: its server pool is where new connections dial too (pool()). */
-  nc?: NatsConnection;
+  nats?: NatsSeam;
   actor?: MachineActor<typeof natsConnectionMachine>;
   listeners: Set<LeaseListener>;
   released: Deferred.Deferred<void>;
@@ -193,14 +192,14 @@ export class NatsBridge {
     }
     entry.refs++;
     const held = entry;
-    let nc: NatsConnection;
+    let nats: NatsSeam;
     try {
-      nc = await held.ready;
+      nats = await held.ready;
     } catch (e) {
       this.releaseRef(key, held);
       throw e;
     }
-    return new Lease(nc, held, this, key);
+    return new Lease(nats, held, this, key);
   }
 
   /** Number of NATS connections open for clients now. */
@@ -223,14 +222,14 @@ export class NatsBridge {
    */
   private pool(): string[] {
     const known = new Set(this.options.servers);
-    for (const entry of this.shared.values()) for (const s of entry.nc?.getServers() ?? []) known.add(s.listen);
+    for (const entry of this.shared.values()) for (const s of entry.nats?.pool() ?? []) known.add(s);
     return [...known];
   }
 
   private open(key: string, creds: Credentials, role: ConnectionRole): Shared {
     const { gatewayId, supervisor, registry, log, onReconnect, tls } = this.options;
     const servers = this.pool();
-    let resolveReady!: (nc: NatsConnection) => void;
+    let resolveReady!: (nats: NatsSeam) => void;
     let rejectReady!: (e: Error) => void;
     const entry: Shared = {
       refs: 0,
@@ -299,20 +298,34 @@ export class NatsBridge {
         }),
       );
       actor.send({ type: "CONNECTED", server: nc.info?.server_name ?? "" });
-      watchStatus(nc, actor, entry, onReconnect, (reason, auth) => {
-        // Gone for good: the next acquire opens a new connection (after a pause, when NATS refused the user).
-        if (shared.get(key) === entry) shared.delete(key);
-        if (auth) refuse(key);
-        log.info(
-          { key, reason },
-          auth
-            ? "NATS no longer accepts a connection's user: closing its clients"
-            : "a NATS connection closed: closing its clients",
-        );
-        for (const l of [...entry.listeners]) l.natsGone?.(reason, auth);
+      const nats = NatsSeam.of(nc);
+      nats.watch({
+        disconnected: () => actor.send({ type: "DISCONNECTED" }),
+        reconnected: (server) => {
+          onReconnect?.();
+          actor.send({ type: "RECONNECTED", server });
+        },
+        permissionDenied: (subject, op) => {
+          for (const l of entry.listeners) l.natsPermissionError?.(subject, op);
+        },
+        closed: (error, auth) => {
+          if (error) {
+            // Gone for good: the next acquire opens a new connection (after a pause, when NATS refused the user).
+            if (shared.get(key) === entry) shared.delete(key);
+            if (auth) refuse(key);
+            log.info(
+              { key, reason: error.message },
+              auth
+                ? "NATS no longer accepts a connection's user: closing its clients"
+                : "a NATS connection closed: closing its clients",
+            );
+            for (const l of [...entry.listeners]) l.natsGone?.(error.message, auth);
+          }
+          actor.send({ type: "CLOSED" });
+        },
       });
-      entry.nc = nc;
-      resolveReady(nc);
+      entry.nats = nats;
+      resolveReady(nats);
       // Held until the last client lets go (or the supervisor stops everything).
       yield* Deferred.await(entry.released);
       actor.send({ type: "RELEASE_LAST" });
@@ -334,109 +347,6 @@ export class NatsBridge {
 /** How long refused credentials are answered without asking NATS again. */
 const REFUSED_CREDENTIALS_MS = 5_000;
 
-function watchStatus(
-  nc: NatsConnection,
-  actor: MachineActor<typeof natsConnectionMachine>,
-  entry: Shared,
-  onReconnect: (() => void) | undefined,
-  gone: (reason: string, auth: boolean) => void,
-): void {
-  void (async () => {
-    for await (const s of nc.status()) {
-      switch (s.type) {
-        case "disconnect":
-          actor.send({ type: "DISCONNECTED" });
-          break;
-        case "reconnect":
-          onReconnect?.();
-          actor.send({ type: "RECONNECTED", server: nc.info?.server_name ?? s.server });
-          break;
-        case "error": {
-          const e = s.error;
-          if (e instanceof PermissionViolationError) {
-            const op = e.operation === "publish" ? "publish" : "subscribe";
-            for (const l of entry.listeners) l.natsPermissionError?.(e.subject, op);
-          }
-          break;
-        }
-        default:
-          break;
-      }
-    }
-  })();
-  void nc.closed().then((e) => {
-    // nats.js closes on its own only when NATS refused the user twice in a row
-    // (ignoreAuthErrorAbort: false; reconnects are otherwise unlimited): not a drain of ours.
-    if (e instanceof Error)
-      gone(e.message, e instanceof AuthorizationError || /authoriz|authenticat|revoked|expired/i.test(e.message));
-    actor.send({ type: "CLOSED" });
-  });
-}
-
-/**
- * Admin rebalance: moves one (shared) connection to `url` now, with every client on it.
- * The pool becomes `url` alone for the switch (so the reconnect dials it first), then
- * `url` plus the old pool again, so a later failure can go anywhere. Resolves once the
- * connection is up again, or after `timeoutMs`, with where it is then.
- */
-export async function moveConnection(
-  nc: NatsConnection,
-  url: string,
-  timeoutMs: number,
-): Promise<{ server: string; listen: string; reconnected: boolean }> {
-  const before = nc.getServers().map((s) => s.listen);
-  const status = nc.status();
-  try {
-    nc.setServers([url]);
-    const reconnected = new Promise<boolean>((resolve) => {
-      const timer = setTimeout(() => resolve(false), timeoutMs);
-      void (async () => {
-        for await (const s of status) {
-          if (s.type === "reconnect") break;
-        }
-        clearTimeout(timer);
-        resolve(true);
-      })();
-    });
-    await nc.reconnect();
-    const ok = await reconnected;
-    return { server: nc.info?.server_name ?? "", listen: nc.getServer(), reconnected: ok };
-  } finally {
-    (status as { stop?: () => void }).stop?.();
-    if (!nc.isClosed()) nc.setServers([...new Set([url, ...before])]);
-  }
-}
-
-/**
- * Flush, then let the bridge's status watcher run: a -ERR for what was sent arrives before
- * the flush's PONG, but nats.js reports it through an async iterator one turn later.
- *
- * Everything that asks in one turn of the event loop (one batch of socket reads) shares
- * one PING, sent when the turn's synchronous work is done, so it follows every publish of
- * that turn: a QoS 1 publish asked for a PING of its own, a socket write and a server
- * round of work each. Measured on the QoS 1 rows of
- * the bench (docs/decisions/mqtt-store.md): 18k -> 28-38k msgs/s, 35-43 -> 16-22 µs gateway
- * CPU and 22 -> 12-14 µs nats-server CPU per message.
- */
-export function flushAndSettle(nc: NatsConnection): Promise<void> {
-  let shared = turnFlush.get(nc);
-  if (shared) return shared;
-  // A microtask, not a later macrotask: the PING must go out on the transport that took
-  // the publishes it vouches for (nats.js writes them in a microtask too, queued first); a
-  // reconnect in between would let a PONG from the new server acknowledge publishes lost
-  // with the old one.
-  shared = Promise.resolve()
-    .then(() => {
-      // From here on a caller needs a PING after its own publish: a new one.
-      turnFlush.delete(nc);
-      return nc.flush();
-    })
-    .then(() => new Promise<void>((resolve) => setImmediate(resolve)));
-  turnFlush.set(nc, shared);
-  return shared;
-}
-const turnFlush = new WeakMap<NatsConnection, Promise<void>>();
-
 /** A login as the bridge takes it. */
 export function bridgeCredentialsOf(login: LoginCredentials): Credentials {
   switch (login.kind) {
@@ -449,11 +359,6 @@ export function bridgeCredentialsOf(login: LoginCredentials): Credentials {
     case "anonymous":
       return {};
   }
-}
-
-/** A new reply subject under the connection's own inbox prefix (vendor/natsjs.ts reads it). */
-export function inboxOf(nc: NatsConnection): string {
-  return createInbox(inboxPrefixOf(nc));
 }
 
 /** Clients with equal credentials share one connection; the key never holds a secret in clear. */
