@@ -93,7 +93,8 @@ function shared(machine: AnyStateMachine, snapshot: AnyMachineSnapshot): AnyMach
     if (!next) {
       if (known.size >= CONFIGURATIONS_KEPT) return snapshot;
       next = {};
-      (at.next ??= new Map()).set(node, next);
+      at.next ??= new Map();
+      at.next.set(node, next);
     }
     at = next;
   }
