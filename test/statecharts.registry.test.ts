@@ -22,8 +22,8 @@ const door = createMachine({
 /** Tracks and starts an actor the way startMachine does, untracking when it ends. */
 function live(registry: ActorRegistry, id: string) {
   const actor = new MachineActor(door, undefined, undefined, id);
-  const untrack = registry.track("door", actor);
-  actor.whenEnded(() => untrack());
+  registry.track("door", actor);
+  actor.whenEnded(() => registry.untrack(actor));
   actor.start();
   return actor;
 }

@@ -28,7 +28,7 @@ export const mqttConnectionActor = (
           id: `mqtt-${cid}`,
           input: { connectTimeoutMs: settings.connectTimeoutMs, maxKeepaliveSec: settings.maxKeepaliveSec },
           registry: deps.registry,
-          onEmit: (e) => client.command(e),
+          commands: client,
         }),
       ),
       Effect.flatMap((actor) => {
