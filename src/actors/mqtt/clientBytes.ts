@@ -14,7 +14,7 @@ export class ClientBytes {
   /** Bytes of messages held outside the socket: the QoS 1/2 backlog, deliveries waiting for CONNACK. */
   waiting = 0;
   /** Made on the first stored subscription, or the first time the bound is reached. */
-  private readonly drainListeners = new Set<() => void>();
+  private drainListeners: Set<() => void> | undefined;
   /** The socket's `drain` listener, attached on first need. */
   private drainListener: (() => void) | undefined;
   /** The QoS 1/2 backlog's pump (outbound.ts): the socket took everything, the backlog may follow. */
@@ -77,7 +77,7 @@ export class ClientBytes {
   settled(): void {
     if (!this.wasFull || this.held() >= this.limit) return;
     this.wasFull = false;
-    for (const wake of [...this.drainListeners]) wake();
+    if (this.drainListeners) for (const wake of [...this.drainListeners]) wake();
   }
 
   private reached(): void {
@@ -95,15 +95,17 @@ export class ClientBytes {
   /** `wake` runs when the bytes held go below the bound after reaching it; the returned function stops that. */
   onDrain(wake: () => void): () => void {
     this.watchDrain();
-    this.drainListeners.add(wake);
-    return () => this.drainListeners.delete(wake);
+    const listeners = this.drainListeners ?? new Set();
+    this.drainListeners = listeners;
+    listeners.add(wake);
+    return () => listeners.delete(wake);
   }
 
   /** The connection ends: no stuck check outlives it. */
   close(): void {
     if (this.stuckTimer !== undefined) clearTimeout(this.stuckTimer);
     this.stuckTimer = undefined;
-    this.drainListeners.clear();
+    this.drainListeners?.clear();
     this.onSocketDrain = undefined;
   }
 
