@@ -4,7 +4,7 @@ import { type CommandTaker, type EndListener, type MachineActor, startOwnedMachi
 import type { ActorRegistry } from "../registry.js";
 import type { ClientLink } from "./link.js";
 import type { ClientSession, SessionDeps } from "./session.js";
-import type { Claimant, SessionDirectory } from "./sessionDirectory.js";
+import type { Claim, Claimant, SessionDirectory } from "./sessionDirectory.js";
 import { type LoadedSession, SessionStoreUnread } from "./sessionStore.js";
 
 /** What the session tells its connection, and asks of the gateway on its behalf (the connection implements it). */
@@ -41,7 +41,7 @@ export interface SessionActorOptions {
 export class SessionActor implements Claimant, CommandTaker<EmittedFrom<typeof mqttSessionMachine>>, EndListener {
   readonly actor: MachineActor<typeof mqttSessionMachine>;
   private loaded: LoadedSession | undefined;
-  private release: (() => void) | undefined;
+  private claim: Claim | undefined;
   private whenDone: Promise<void> | undefined;
   private resolveDone: (() => void) | undefined;
   private readonly link: ClientLink;
@@ -116,7 +116,7 @@ export class SessionActor implements Claimant, CommandTaker<EmittedFrom<typeof m
     switch (e.type) {
       case "claim":
         owner.announceSession();
-        this.release = this.directory.claim(account, clientId, this);
+        this.claim = this.directory.claim(account, clientId, this);
         return;
       case "load":
         return void deps.store.load(account, clientId).then(
@@ -190,7 +190,7 @@ export class SessionActor implements Claimant, CommandTaker<EmittedFrom<typeof m
     // Nothing this session asked to write goes out any more, and the next session of this
     // client id, here, may read the store now.
     this.session.stopWriting();
-    this.release?.();
+    this.claim?.release();
     this.resolveDone?.();
   }
 }
