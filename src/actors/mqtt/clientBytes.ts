@@ -23,7 +23,7 @@ export class ClientBytes {
   /** The socket's `drain` listener, attached on first need. */
   private drainListener: (() => void) | undefined;
   /** The QoS 1/2 backlog's pump (outbound.ts): the socket took everything, the backlog may follow. */
-  onSocketDrain: (() => void) | undefined;
+  onSocketDrain: { socketDrained(): void } | undefined;
   /** The bound was reached since the last wake (a scheduling guard: who waits is woken once). */
   private wasFull = false;
   private stuckTimer: ReturnType<typeof setTimeout> | undefined;
@@ -115,7 +115,7 @@ export class ClientBytes {
   private watchDrain(): void {
     if (this.drainListener) return;
     this.drainListener = () => {
-      this.onSocketDrain?.();
+      this.onSocketDrain?.socketDrained();
       this.settled();
     };
     this.socket.on("drain", this.drainListener);
