@@ -22,8 +22,8 @@ const door = createMachine({
 /** Tracks and starts an actor the way startMachine does, untracking when it ends. */
 function live(registry: ActorRegistry, id: string) {
   const actor = new MachineActor(door, undefined, undefined, id);
-  const untrack = registry.track("door", actor);
-  actor.whenEnded(() => untrack());
+  registry.track("door", actor);
+  actor.whenEnded(() => registry.untrack(actor));
   actor.start();
   return actor;
 }
@@ -70,5 +70,15 @@ describe("ActorRegistry transitions, for the live statecharts page", () => {
     const ring = new RecentTransitions(3);
     for (let i = 1; i <= 5; i++) ring.add(i, `E${i}`, "", "");
     expect(ring.toArray().map((t) => t.event)).toEqual(["E3", "E4", "E5"]);
+    // Each kept transition starts where the one before it ended, the oldest too after the ring turned.
+    const path = new RecentTransitions(2);
+    for (const [from, to] of [
+      ["", "a"],
+      ["a", "b"],
+      ["b", "c"],
+      ["c", "d"],
+    ])
+      path.add(1, "E", from!, to!);
+    expect(path.toArray().map((t) => `${t.from}>${t.to}`)).toEqual(["b>c", "c>d"]);
   });
 });

@@ -22,6 +22,8 @@ interface StartOptions<M extends AnyStateMachine> {
   readonly on?: EmitHandlers<M>;
   /** Or one handler for every command (one function per actor instead of one per command). */
   readonly onEmit?: (event: EmittedFrom<M>) => void;
+  /** Or an object whose `command` takes every command: no closure per actor (one per connection adds up). */
+  readonly commands?: CommandTaker<EmittedFrom<M>>;
   /** Where delays are timed (a test's simulated clock); the process's timers by default. */
   readonly clock?: Clock;
 }
@@ -40,7 +42,21 @@ const processTimers: Clock = {
 /** Who follows an actor's snapshots (the registry's entry for the live statecharts page). */
 export interface SnapshotWatcher {
   seen(snapshot: { status: string; value?: unknown }, event: { type: string }): void;
+  /** The actor was retired: it leaves whatever tracks it. */
+  untrack?(): void;
 }
+
+/** An object that takes an actor's commands (its edge), in place of a handler closure. */
+export interface CommandTaker<E> {
+  command(event: E): void;
+}
+
+/** An object told once when an actor ends (no argument: done or stopped; else its error), in place of a closure. */
+export interface EndListener {
+  ended(error?: unknown): void;
+}
+type OnEnd = ((error?: unknown) => void) | EndListener;
+const tell = (to: OnEnd, error: unknown): void => (typeof to === "function" ? to(error) : to.ended(error));
 
 let nextId = 0;
 
@@ -64,14 +80,15 @@ export class MachineActor<M extends AnyStateMachine> {
   private stepping = true;
   private over = false;
   private timers: Map<string, unknown> | undefined = undefined;
-  private ends: Array<(error?: unknown) => void> | undefined = undefined;
+  /** One listener (the owner, nearly always), or several. */
+  private ends: OnEnd | OnEnd[] | undefined = undefined;
   /** Until `start` carries it out; then let go (the actor keeps only its current snapshot). */
   private initial: Step | undefined;
 
   constructor(
     readonly machine: M,
     input: InputFrom<M>,
-    private readonly onEmit: ((event: EmittedFrom<M>) => void) | undefined,
+    private readonly onEmit: ((event: EmittedFrom<M>) => void) | CommandTaker<EmittedFrom<M>> | undefined,
     id?: string,
     private readonly clock: Clock = processTimers,
   ) {
@@ -116,18 +133,39 @@ export class MachineActor<M extends AnyStateMachine> {
     this.finish(undefined);
   }
 
+  /**
+   * Stops the actor and takes it out of the registry that tracks it, once: what the
+   * owner of a started machine calls (a method, not a closure per actor).
+   */
+  retire(): void {
+    this.stop();
+    const watcher = this.watcher;
+    this.watcher = undefined;
+    watcher?.untrack?.();
+  }
+
   /** Calls `f` once when the actor ends (done or stopped: no argument; failed: its error); at once if it has. */
-  whenEnded(f: (error?: unknown) => void): () => void {
-    if (this.over) {
-      f(this.snapshot.status === "error" ? this.snapshot.error : undefined);
-      return () => {};
+  whenEnded(f: OnEnd): () => void {
+    this.listenEnd(f);
+    return () => this.unlistenEnd(f);
+  }
+
+  /** `whenEnded` without the closure that undoes it: `unlistenEnd(f)` does. */
+  listenEnd(f: OnEnd): void {
+    if (this.over) return tell(f, this.snapshot.status === "error" ? this.snapshot.error : undefined);
+    const ends = this.ends;
+    if (ends === undefined) this.ends = f;
+    else if (Array.isArray(ends)) ends.push(f);
+    else this.ends = [ends, f];
+  }
+
+  unlistenEnd(f: OnEnd): void {
+    const ends = this.ends;
+    if (ends === f) this.ends = undefined;
+    else if (Array.isArray(ends)) {
+      const i = ends.indexOf(f);
+      if (i >= 0) ends.splice(i, 1);
     }
-    this.ends ??= [];
-    this.ends.push(f);
-    return () => {
-      const i = this.ends?.indexOf(f) ?? -1;
-      if (i >= 0) this.ends!.splice(i, 1);
-    };
   }
 
   private drain(): void {
@@ -160,7 +198,9 @@ export class MachineActor<M extends AnyStateMachine> {
     switch (effect.kind) {
       case "emit":
         try {
-          this.onEmit?.(effect.event as EmittedFrom<M>);
+          const to = this.onEmit;
+          if (typeof to === "function") to(effect.event as EmittedFrom<M>);
+          else to?.command(effect.event as EmittedFrom<M>);
         } catch (e) {
           this.fail(e);
         }
@@ -205,7 +245,8 @@ export class MachineActor<M extends AnyStateMachine> {
     this.timers = undefined;
     const ends = this.ends;
     this.ends = undefined;
-    if (ends) for (const f of ends) f(error);
+    if (Array.isArray(ends)) for (const f of ends) tell(f, error);
+    else if (ends) tell(ends, error);
   }
 }
 
@@ -248,29 +289,19 @@ function plainKey(input: unknown): string | undefined {
   return key;
 }
 
-function create<M extends AnyStateMachine>(
-  machine: M,
-  options: StartOptions<M>,
-): { actor: MachineActor<M>; stop: () => void } {
+/** A started actor (tracked by the registry if one is given); its owner ends it with `retire()`. */
+function create<M extends AnyStateMachine>(machine: M, options: StartOptions<M>): MachineActor<M> {
   const handlers = options.on as Record<string, ((e: unknown) => void) | undefined> | undefined;
-  const onEmit = options.onEmit
-    ? options.onEmit
-    : handlers
-      ? (e: EmittedFrom<M>) => handlers[(e as { type: string }).type]?.(e)
-      : undefined;
+  const onEmit =
+    options.commands ??
+    options.onEmit ??
+    (handlers ? (e: EmittedFrom<M>) => handlers[(e as { type: string }).type]?.(e) : undefined);
   const actor = new MachineActor(machine, options.input, onEmit, options.id, options.clock);
-  let untrack = options.registry?.track(machine.id, actor);
-  actor.start();
-  return {
-    actor,
-    stop: () => {
-      actor.stop();
-      // Once: the registry records the actor's leaving.
-      untrack?.();
-      untrack = undefined;
-    },
-  };
+  options.registry?.track(machine.id, actor);
+  return actor.start();
 }
+
+const retire = (actor: MachineActor<AnyStateMachine>) => Effect.sync(() => actor.retire());
 
 /**
  * Starts a machine as an actor owned by the current Scope: when the scope closes, for
@@ -283,8 +314,8 @@ export const startMachine = <M extends AnyStateMachine>(
 ): Effect.Effect<MachineActor<M>, never, Scope.Scope> =>
   Effect.acquireRelease(
     Effect.sync(() => create(machine, options)),
-    ({ stop }) => Effect.sync(stop),
-  ).pipe(Effect.map(({ actor }) => actor));
+    retire,
+  );
 
 /**
  * Waits until the actor reaches a final state (or stops); a failed actor becomes a
@@ -310,5 +341,11 @@ export function startChildMachine<M extends AnyStateMachine>(
   machine: M,
   options: StartOptions<M>,
 ): { actor: MachineActor<M>; stop: () => void } {
+  const actor = create(machine, options);
+  return { actor, stop: () => actor.retire() };
+}
+
+/** `startChildMachine` for an owner that keeps the actor and ends it with `actor.retire()` (no closure). */
+export function startOwnedMachine<M extends AnyStateMachine>(machine: M, options: StartOptions<M>): MachineActor<M> {
   return create(machine, options);
 }

@@ -24,7 +24,8 @@ export class ActorRegistry {
   /** Entries into each state (dotted path, parents included), per machine, since start: rates per state. */
   private readonly entries = new Map<string, Map<string, number>>();
 
-  track(machineId: string, actor: AnyActor): () => void {
+  /** Tracks the actor until `untrack(actor)` (its `retire()` calls it through the entry: no closure per actor). */
+  track(machineId: string, actor: AnyActor): void {
     let set = this.byMachine.get(machineId);
     if (!set) {
       set = new Set();
@@ -37,12 +38,16 @@ export class ActorRegistry {
     // still shows how an actor got where it is. Machines hear lifecycle events only (the
     // per-message work is plain functions in the actors), so this is off the hot path.
     actor.watcher = entry;
-    return () => {
-      set.delete(actor);
-      this.history.delete(actor);
-      // An actor tells its watcher of its final snapshot before its owner hears of the end.
-      entry.leave();
-    };
+  }
+
+  /** The actor leaves the registry; its last transition says so, once. */
+  untrack(actor: AnyActor): void {
+    const entry = this.history.get(actor);
+    if (!entry) return;
+    this.byMachine.get(entry.machine)?.delete(actor);
+    this.history.delete(actor);
+    // An actor tells its watcher of its final snapshot before its owner hears of the end.
+    entry.leave();
   }
 
   /** The remembered transitions of a tracked actor, oldest first. */
@@ -132,11 +137,15 @@ export class ActorRegistry {
     const from = entry.state;
     to = intern(to);
     let counts = this.entries.get(entry.machine);
-    if (!counts) this.entries.set(entry.machine, (counts = new Map()));
+    if (!counts) {
+      counts = new Map();
+      this.entries.set(entry.machine, counts);
+    }
     for (const path of enteredPaths(from, to)) counts.set(path, (counts.get(path) ?? 0) + 1);
     entry.state = to;
     // Most actors make a handful of transitions: the ring grows as they come, up to RECENT.
-    (entry.recent ??= new RecentTransitions(RECENT)).add(at, event, from, to);
+    entry.recent ??= new RecentTransitions(RECENT);
+    entry.recent.add(at, event, from, to);
     if (this.listeners.size === 0) return;
     const change: ActorTransition = { at, event, from, to, machine: entry.machine, actor: entry.actor };
     for (const l of this.listeners) l(change);
@@ -167,6 +176,10 @@ class Entry implements SnapshotWatcher {
     if (to !== this.state) this.registry?.record(this, event.type, to);
   }
 
+  untrack(): void {
+    this.registry?.untrack(this.actor);
+  }
+
   /** The actor left the registry: the last transition says so, and nothing after it is recorded. */
   leave(): void {
     const registry = this.registry;
@@ -194,7 +207,10 @@ function enteredPaths(from: string, to: string): readonly string[] {
   const before = withParents(from);
   const paths = [...withParents(to)].filter((p) => !before.has(p));
   if (enteringSize < 4096) {
-    if (!fromHere) entering.set(from, (fromHere = new Map()));
+    if (!fromHere) {
+      fromHere = new Map();
+      entering.set(from, fromHere);
+    }
     fromHere.set(to, paths);
     enteringSize++;
   }

@@ -15,11 +15,30 @@ export class SocketGate {
   /** Open sockets, and the bytes of those closed, per protocol: Node counts each socket's bytes itself. */
   private readonly open = { mqtt: new Set<Socket>(), amqp: new Set<Socket>() };
   private readonly closedBytes = { mqtt: { read: 0, written: 0 }, amqp: { read: 0, written: 0 } };
+  /**
+   * One `close` listener per protocol for all its sockets (Node calls it with the socket as
+   * `this`): a `once` wrapper and a closure per socket were about 0.2 KiB of each idle connection.
+   */
+  private readonly onClose: Record<GateProtocol, (this: Socket) => void> = {
+    mqtt: this.closer("mqtt"),
+    amqp: this.closer("amqp"),
+  };
 
   constructor(
     private readonly max: () => number,
     private readonly onRefused: (protocol: GateProtocol) => void,
   ) {}
+
+  private closer(protocol: GateProtocol): (this: Socket) => void {
+    const gate = this;
+    return function (this: Socket) {
+      // `close` comes once per socket; the set tells a socket counted here from any other.
+      if (!gate.open[protocol].delete(this)) return;
+      gate.count--;
+      gate.closedBytes[protocol].read += this.bytesRead;
+      gate.closedBytes[protocol].written += this.bytesWritten;
+    };
+  }
 
   /** False (and the socket destroyed) when the limit is reached. */
   admit(socket: Socket, protocol: GateProtocol): boolean {
@@ -31,12 +50,7 @@ export class SocketGate {
     }
     this.count++;
     this.open[protocol].add(socket);
-    socket.once("close", () => {
-      this.count--;
-      this.open[protocol].delete(socket);
-      this.closedBytes[protocol].read += socket.bytesRead;
-      this.closedBytes[protocol].written += socket.bytesWritten;
-    });
+    socket.on("close", this.onClose[protocol]);
     return true;
   }
 

@@ -38,7 +38,7 @@ export const isTimer = (event: EventObject): boolean => event.type.startsWith("x
 export function initialStep(machine: AnyStateMachine, input: unknown): Step {
   recorded = [];
   try {
-    const snapshot = machine.getInitialSnapshot(scope(), input);
+    const snapshot = shared(machine, machine.getInitialSnapshot(scope(), input));
     return { snapshot, effects: effectsOf(recorded) };
   } finally {
     recorded = undefined;
@@ -49,11 +49,70 @@ export function initialStep(machine: AnyStateMachine, input: unknown): Step {
 export function step(machine: AnyStateMachine, snapshot: AnyMachineSnapshot, event: EventObject): Step {
   recorded = [];
   try {
-    const next = machine.transition(snapshot, event, scope());
+    const next = shared(machine, machine.transition(snapshot, event, scope()));
     return { snapshot: next, effects: effectsOf(recorded) };
   } finally {
     recorded = undefined;
   }
+}
+
+/** What a snapshot derives from its configuration alone, kept once per configuration. */
+interface Configuration {
+  readonly nodes: AnyMachineSnapshot["_nodes"];
+  readonly value: AnyMachineSnapshot["value"];
+  readonly tags: AnyMachineSnapshot["tags"];
+}
+/** A trie over a configuration's state nodes, in the order xstate lists them. */
+interface ConfigurationTrie {
+  next?: Map<unknown, ConfigurationTrie>;
+  found?: Configuration;
+}
+const configurations = new WeakMap<AnyStateMachine, { trie: ConfigurationTrie; size: number }>();
+/** A machine has few configurations; a bound all the same. */
+const CONFIGURATIONS_KEPT = 1024;
+/** xstate copies a history value before it changes one (`exitStates`), so one empty one serves every snapshot. */
+const NO_HISTORY = {};
+
+/**
+ * The snapshot with its state nodes, value and tags shared with every other snapshot of
+ * the same configuration, and an empty history shared too. xstate builds them anew per
+ * step (a tags Set is 230 B even empty) and never changes them in place (a step copies
+ * `_nodes` into a Set and makes new arrays), so ten thousand idle connections in the
+ * same state hold one copy instead of ten thousand (docs/performance.md, issue 23).
+ */
+function shared(machine: AnyStateMachine, snapshot: AnyMachineSnapshot): AnyMachineSnapshot {
+  const s = snapshot as { -readonly [K in keyof AnyMachineSnapshot]: AnyMachineSnapshot[K] };
+  let known = configurations.get(machine);
+  if (!known) {
+    known = { trie: {}, size: 0 };
+    configurations.set(machine, known);
+  }
+  let at = known.trie;
+  for (const node of s._nodes) {
+    let next = at.next?.get(node);
+    if (!next) {
+      if (known.size >= CONFIGURATIONS_KEPT) return snapshot;
+      next = {};
+      at.next ??= new Map();
+      at.next.set(node, next);
+    }
+    at = next;
+  }
+  if (at.found) {
+    s._nodes = at.found.nodes;
+    s.value = at.found.value;
+    s.tags = at.found.tags;
+  } else {
+    at.found = { nodes: s._nodes, value: s.value, tags: s.tags };
+    known.size++;
+  }
+  if (s.historyValue !== NO_HISTORY && isEmpty(s.historyValue)) s.historyValue = NO_HISTORY;
+  return snapshot;
+}
+
+function isEmpty(o: object | undefined): boolean {
+  for (const _ in o) return false;
+  return true;
 }
 
 interface RecordedAction {

@@ -8,22 +8,27 @@ import type { MqttSettings } from "./settings.js";
  * the bound, QoS 0 and unstored QoS 1/2 messages are dropped and counted, stored deliveries
  * stop pulling (the messages stay in their stream), and the waiting ones stay waiting; the
  * socket's `drain` wakes them all. A client that stays at the bound while its socket takes no
- * byte for limits.write_deadline is stuck, and `onStuck` ends it (nats-server's slow consumer).
+ * byte for limits.write_deadline is stuck, and its owner (`protocolError`) ends it (nats-server's slow consumer).
  */
+/** Who ends a stuck client (MQTT 5: DISCONNECT 0x97). */
+interface StuckOwner {
+  protocolError(reasonCode: number, reason: string): void;
+}
+
 export class ClientBytes {
   /** Bytes of messages held outside the socket: the QoS 1/2 backlog, deliveries waiting for CONNACK. */
   waiting = 0;
   /** Made on the first stored subscription, or the first time the bound is reached. */
-  private readonly drainListeners = new Set<() => void>();
+  private drainListeners: Set<() => void> | undefined;
   /** The socket's `drain` listener, attached on first need. */
   private drainListener: (() => void) | undefined;
   /** The QoS 1/2 backlog's pump (outbound.ts): the socket took everything, the backlog may follow. */
-  onSocketDrain: (() => void) | undefined;
+  onSocketDrain: { socketDrained(): void } | undefined;
   /** The bound was reached since the last wake (a scheduling guard: who waits is woken once). */
   private wasFull = false;
   private stuckTimer: ReturnType<typeof setTimeout> | undefined;
-  /** Told once when found stuck (then dropped: nothing is checked again). */
-  private stuck: (() => void) | undefined;
+  /** Told once when found stuck (then dropped: nothing is checked again); the connection itself, not a closure. */
+  private stuck: StuckOwner | undefined;
   /** What had left the socket when the bound was reached: no change by the deadline is stuck. */
   private leftAtFull = 0;
 
@@ -37,9 +42,9 @@ export class ClientBytes {
     },
     /** Bytes gathered and not yet written, and bytes handed to the socket so far (outbox.ts). */
     private readonly outbox: { pending(): number; readonly written: number },
-    onStuck: () => void,
+    owner: StuckOwner,
   ) {
-    this.stuck = onStuck;
+    this.stuck = owner;
   }
 
   /** One MQTT connection's: ended as a slow consumer (MQTT 5: DISCONNECT 0x97) when stuck. */
@@ -47,11 +52,9 @@ export class ClientBytes {
     settings: Pick<MqttSettings, "maxClientBuffer" | "writeDeadlineMs">,
     socket: ClientBytes["socket"],
     outbox: ClientBytes["outbox"],
-    owner: { protocolError(reasonCode: number, reason: string): void },
+    owner: StuckOwner,
   ): ClientBytes {
-    return new ClientBytes(settings.maxClientBuffer, settings.writeDeadlineMs, socket, outbox, () =>
-      owner.protocolError(Reason.quotaExceeded, "slow consumer: nothing read for limits.write_deadline"),
-    );
+    return new ClientBytes(settings.maxClientBuffer, settings.writeDeadlineMs, socket, outbox, owner);
   }
 
   /** Everything held for the client now. */
@@ -77,7 +80,7 @@ export class ClientBytes {
   settled(): void {
     if (!this.wasFull || this.held() >= this.limit) return;
     this.wasFull = false;
-    for (const wake of [...this.drainListeners]) wake();
+    if (this.drainListeners) for (const wake of [...this.drainListeners]) wake();
   }
 
   private reached(): void {
@@ -95,22 +98,24 @@ export class ClientBytes {
   /** `wake` runs when the bytes held go below the bound after reaching it; the returned function stops that. */
   onDrain(wake: () => void): () => void {
     this.watchDrain();
-    this.drainListeners.add(wake);
-    return () => this.drainListeners.delete(wake);
+    const listeners = this.drainListeners ?? new Set();
+    this.drainListeners = listeners;
+    listeners.add(wake);
+    return () => listeners.delete(wake);
   }
 
   /** The connection ends: no stuck check outlives it. */
   close(): void {
     if (this.stuckTimer !== undefined) clearTimeout(this.stuckTimer);
     this.stuckTimer = undefined;
-    this.drainListeners.clear();
+    this.drainListeners?.clear();
     this.onSocketDrain = undefined;
   }
 
   private watchDrain(): void {
     if (this.drainListener) return;
     this.drainListener = () => {
-      this.onSocketDrain?.();
+      this.onSocketDrain?.socketDrained();
       this.settled();
     };
     this.socket.on("drain", this.drainListener);
@@ -136,7 +141,7 @@ export class ClientBytes {
       const stuck = this.stuck;
       this.close();
       this.stuck = undefined;
-      return stuck?.();
+      return stuck?.protocolError(Reason.quotaExceeded, "slow consumer: nothing read for limits.write_deadline");
     }
     this.armStuck();
   }

@@ -28,7 +28,7 @@ import { ConnectionLink, DeniedSubjects } from "./link.js";
 import { acquireNatsForConnect } from "./natsForConnect.js";
 import { Outbox } from "./outbox.js";
 import { type PacketDrops, PacketWriter } from "./packetWriter.js";
-import { SocketReads } from "./readBatch.js";
+import { ignoreSocketError, SocketReads } from "./readBatch.js";
 import { ClientSession } from "./session.js";
 import { SessionActor, type SessionOwner } from "./sessionActor.js";
 import type { MqttSettings } from "./settings.js";
@@ -139,9 +139,9 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
     this.connectDeadline = connectDeadline(actor.getSnapshot().context.connectTimeoutMs, () =>
       actor.send({ type: "CONNECT_TIMEOUT" }),
     );
-    const reads = new SocketReads(this.socket, (chunk) => this.onData(chunk));
+    const reads = new SocketReads(this.socket, this);
     this.socket.on("data", (chunk: Buffer) => reads.add(chunk));
-    this.socket.on("error", () => {});
+    this.socket.on("error", ignoreSocketError);
     this.socket.on("close", () => {
       reads.takeReads(true);
       this.actor.send({ type: "SOCKET_CLOSED" });
@@ -183,7 +183,8 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
 
   // -- bytes and packets --------------------------------------------------------
 
-  private onData(chunk: Buffer): void {
+  /** (SocketReads') */
+  onData(chunk: Buffer): void {
     if (this.keepaliveLimitMs > 0) this.lastActivity = Date.now();
     const frames = splitFrames(this.buffered.add(chunk, this.settings.maxPacketSize), this.settings.maxPacketSize);
     if (frames.kind === "too_large") {

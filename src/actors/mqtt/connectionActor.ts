@@ -1,7 +1,7 @@
 import type { Duplex } from "node:stream";
 import { Effect, type Scope } from "effect";
 import { mqttConnectionMachine } from "../../machines/mqttConnection.js";
-import { awaitDone, startMachine } from "../machineActor.js";
+import { awaitDone, type MachineActor, startOwnedMachine } from "../machineActor.js";
 import { MqttClientConnection } from "./connection.js";
 import type { MqttDeps } from "./deps.js";
 
@@ -17,35 +17,41 @@ export const mqttConnectionActor = (
   Effect.suspend(() => {
     const client = new MqttClientConnection(socket, remote, cid, deps);
     const settings = deps.settings();
+    let actor: MachineActor<typeof mqttConnectionMachine> | undefined;
+    // One finalizer for the machine and the client (the machine first, as the scope would
+    // release a startMachine): Effect's acquireRelease kept its options, acquire and
+    // release alive per connection (docs/performance.md, issue 23).
     return Effect.addFinalizer(() =>
       Effect.promise(async () => {
+        actor?.retire();
         if (client.wasServing()) deps.metrics.connected("mqtt", client.account(), -1);
         await client.cleanup().catch(() => {});
       }),
     ).pipe(
       Effect.andThen(
-        startMachine(mqttConnectionMachine, {
-          id: `mqtt-${cid}`,
-          input: { connectTimeoutMs: settings.connectTimeoutMs, maxKeepaliveSec: settings.maxKeepaliveSec },
-          registry: deps.registry,
-          onEmit: (e) => client.command(e),
+        Effect.suspend(() => {
+          actor = startOwnedMachine(mqttConnectionMachine, {
+            id: `mqtt-${cid}`,
+            input: { connectTimeoutMs: settings.connectTimeoutMs, maxKeepaliveSec: settings.maxKeepaliveSec },
+            registry: deps.registry,
+            commands: client,
+          });
+          const started = actor;
+          client.start(started);
+          return awaitDone(started, () => {
+            const { closeReason, request } = started.getSnapshot().context;
+            deps.log.info(
+              {
+                cid,
+                remote,
+                client_id: request?.clientId,
+                account: client.wasServing() ? client.account() : undefined,
+                reason: closeReason,
+              },
+              "MQTT connection closed",
+            );
+          });
         }),
       ),
-      Effect.flatMap((actor) => {
-        client.start(actor);
-        return awaitDone(actor, () => {
-          const { closeReason, request } = actor.getSnapshot().context;
-          deps.log.info(
-            {
-              cid,
-              remote,
-              client_id: request?.clientId,
-              account: client.wasServing() ? client.account() : undefined,
-              reason: closeReason,
-            },
-            "MQTT connection closed",
-          );
-        });
-      }),
     );
   });

@@ -1,5 +1,5 @@
 import type { Msg } from "@nats-io/transport-node";
-import type { Packet } from "mqtt-packet";
+import type { IPublishPacket, Packet } from "mqtt-packet";
 import { storedDeliverable } from "../../protocol/deliveryGuard.js";
 import { LastMeta } from "../../protocol/headers.js";
 import { natsToMqttPublish, type OutboundPublish, type SubscriptionOptions } from "../../protocol/natsToMqtt.js";
@@ -8,7 +8,7 @@ import { ReadPermission } from "../client/readPermission.js";
 import { traceMqttDelivery } from "../tracing/hops.js";
 import type { Hop } from "../tracing/tracing.js";
 import type { ClientLink } from "./link.js";
-import { OutboundFlow } from "./outbound.js";
+import { OutboundFlow, type OutboundSink } from "./outbound.js";
 import { type OverlapMember, Overlaps } from "./overlaps.js";
 import type { RetainedMessages } from "./retained.js";
 import type { OutboundRecord } from "./sessionStore.js";
@@ -22,7 +22,7 @@ import { type ActiveSubscription, closeSubscription, openSubscription } from "./
  * deliveries wait until the connection says it is served, behind the PUBRELs owed from the
  * session's previous connection [MQTT-4.4.0-1].
  */
-export class Deliveries {
+export class Deliveries implements OutboundSink {
   readonly outbound: OutboundFlow;
   /** Which copy of a message matching several subscriptions is sent. */
   private readonly overlaps: Overlaps;
@@ -43,13 +43,17 @@ export class Deliveries {
   ) {
     this.overlaps = new Overlaps(link.clientId);
     // A stored message dropped from the backlog is not acknowledged: the stream sends it again after ack_wait.
-    this.outbound = new OutboundFlow(
-      receiveMaximum,
-      1000,
-      (p) => link.write(p as Packet),
-      () => link.metrics.dropped("mqtt", "backlog_full"),
-      link.bytes,
-    );
+    this.outbound = new OutboundFlow(receiveMaximum, 1000, this, link.bytes);
+  }
+
+  /** (OutboundSink) */
+  writeOutbound(p: IPublishPacket): boolean {
+    return this.link.write(p as Packet);
+  }
+
+  /** (OutboundSink) */
+  droppedFromBacklog(): void {
+    this.link.metrics.dropped("mqtt", "backlog_full");
   }
 
   /** Takes over what the session's last connection left in flight (its record). */

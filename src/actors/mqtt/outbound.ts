@@ -28,8 +28,16 @@ export interface OutboundBytes {
   writable(): boolean;
   /** Bytes went: wake what waited for room. */
   settled(): void;
-  /** Set to the backlog's pump: the socket took everything it held. */
-  onSocketDrain: (() => void) | undefined;
+  /** Set to the flow whose backlog it pumps: the socket took everything it held. */
+  onSocketDrain: { socketDrained(): void } | undefined;
+}
+
+/** Where a flow's packets go (the client's deliveries: an object, not two closures per connection). */
+export interface OutboundSink {
+  /** false: larger than the client allows, not sent (packetWriter.ts). */
+  writeOutbound(packet: IPublishPacket): boolean;
+  /** A message dropped from a full backlog (counted in mqgw_dropped_total). */
+  droppedFromBacklog(packet: IPublishPacket): void;
 }
 
 /** Unbounded: for a flow that only counts messages. */
@@ -72,13 +80,19 @@ export class OutboundFlow {
   constructor(
     private readonly receiveMaximum: number,
     private readonly maxBacklog: number,
-    /** false: larger than the client allows, not sent (packetWriter.ts). */
-    private readonly write: (packet: IPublishPacket) => boolean,
-    /** A message dropped from a full backlog (counted in mqgw_dropped_total). */
-    private readonly onDrop: (packet: IPublishPacket) => void = () => {},
+    private readonly sink: OutboundSink,
     private readonly bytes: OutboundBytes = unbounded(),
   ) {
-    bytes.onSocketDrain = () => this.pump();
+    bytes.onSocketDrain = this;
+  }
+
+  /** The socket took everything it held: the backlog may follow (OutboundBytes' `onSocketDrain`). */
+  socketDrained(): void {
+    this.pump();
+  }
+
+  private write(packet: IPublishPacket): boolean {
+    return this.sink.writeOutbound(packet);
   }
 
   /**
@@ -115,7 +129,7 @@ export class OutboundFlow {
         const oldest = backlog.shift()!;
         this.bytes.waiting -= oldest.bytes;
         this.dropped++;
-        this.onDrop(oldest.packet);
+        this.sink.droppedFromBacklog(oldest.packet);
       }
       packet.payload = unpinned(packet.payload);
       const bytes = packet.payload.byteLength + packet.topic.length;

@@ -88,7 +88,7 @@ export class Outbox {
   }
 
   /** Writes what was gathered now (before the socket ends, or when the tick ends). */
-  readonly flush = (): void => {
+  flush(): void {
     const b = this.buf;
     if (!b) return;
     const n = this.end;
@@ -97,7 +97,7 @@ export class Outbox {
     this.lastTick = this.tickBytes + n;
     this.tickBytes = 0;
     if (n > 0) this.send(n === b.length ? b : b.subarray(0, n));
-  };
+  }
 
   private send(chunk: Buffer): void {
     if (this.sink.destroyed) return;
@@ -106,7 +106,8 @@ export class Outbox {
       this.sink.write(chunk, this.taken);
       return;
     }
-    (this.queue ??= []).push(chunk);
+    this.queue ??= [];
+    this.queue.push(chunk);
     this.queued += chunk.length;
   }
 
@@ -140,10 +141,13 @@ export class Outbox {
     } else if (!b) {
       b = this.buf = Buffer.allocUnsafe(Math.max(size, Math.min(MAX, this.lastTick + (this.lastTick >> 2) + MIN)));
       this.end = 0;
-      process.nextTick(this.flush);
+      // A shared function with the outbox as argument: no bound closure per connection.
+      process.nextTick(flushAtTickEnd, this);
     }
     const at = this.end;
     this.end += size;
     return at;
   }
 }
+
+const flushAtTickEnd = (outbox: Outbox): void => outbox.flush();

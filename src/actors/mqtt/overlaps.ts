@@ -43,7 +43,8 @@ const LOWER_CLIENT_ID = HEADER.mqttClientId.toLowerCase();
  * subscription without one costs a map lookup per message.
  */
 export class Overlaps {
-  private readonly members = new Map<ActiveSubscription, Member>();
+  /** Made on the first subscription (an idle connection has none). */
+  private members: Map<ActiveSubscription, Member> | undefined;
   private nextAge = 0;
 
   constructor(private readonly clientId: string) {}
@@ -52,6 +53,7 @@ export class Overlaps {
   add(member: OverlapMember): void {
     if (member.sub.queue) return;
     const added: Member = { ...member, age: this.nextAge++, peers: [], asPeer: undefined };
+    this.members ??= new Map();
     for (const other of this.members.values()) {
       if (!intersect(other.sub.subjects, added.sub.subjects)) continue;
       other.peers.push(added);
@@ -62,20 +64,20 @@ export class Overlaps {
 
   /** The subscription's consumer reads (or, resumed, waits for its store): its copies count for the others. */
   consumerReading(sub: ActiveSubscription): void {
-    const member = this.members.get(sub);
+    const member = this.members?.get(sub);
     if (member) member.asPeer = member.viaConsumer;
   }
 
   remove(sub: ActiveSubscription): void {
-    const gone = this.members.get(sub);
+    const gone = this.members?.get(sub);
     if (!gone) return;
-    this.members.delete(sub);
+    this.members?.delete(sub);
     for (const p of gone.peers) p.peers.splice(p.peers.indexOf(gone), 1);
   }
 
   /** A core NATS copy on `sub`: the options to send it with, or undefined when it is not the one sent. */
   core(sub: ActiveSubscription, m: Msg): SubscriptionOptions | undefined {
-    const self = this.members.get(sub);
+    const self = this.members?.get(sub);
     if (!self) return sub.options; // shared
     if (self.viaConsumer?.(m, m.subject)) return undefined;
     if (self.peers.length === 0) return sub.options;
@@ -84,7 +86,7 @@ export class Overlaps {
 
   /** A copy `sub`'s consumer delivered, on `subject` (the MQTT store's prefix taken off): undefined when another copy is the one sent. */
   stored(sub: ActiveSubscription, m: Msg, subject: string): SubscriptionOptions | undefined {
-    const self = this.members.get(sub);
+    const self = this.members?.get(sub);
     if (!self || self.peers.length === 0) return sub.options;
     return this.decide(self, m, subject, true);
   }

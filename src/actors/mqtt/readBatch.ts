@@ -44,7 +44,8 @@ export class SocketReads {
 
   constructor(
     private readonly socket: Duplex,
-    private readonly onData: (chunk: Buffer) => void,
+    /** Takes each chunk (the connection itself: no closure per connection). */
+    private readonly reader: { onData(chunk: Buffer): void },
   ) {}
 
   add(chunk: Buffer): void {
@@ -66,7 +67,10 @@ export class SocketReads {
         if (!closing) for (let j = q.length - 1; j >= i; j--) this.socket.unshift(q[j]!);
         return;
       }
-      this.onData(q[i]!);
+      this.reader.onData(q[i]!);
     }
   }
 }
+
+/** A socket's `error` listener where `close` follows and says what is needed: one for all sockets. */
+export const ignoreSocketError = (): void => {};

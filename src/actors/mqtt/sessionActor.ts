@@ -1,10 +1,10 @@
 import type { EmittedFrom } from "xstate";
 import { mqttSessionMachine } from "../../machines/mqttSession.js";
-import { type MachineActor, startChildMachine, whenEnded } from "../machineActor.js";
+import { type CommandTaker, type EndListener, type MachineActor, startOwnedMachine } from "../machineActor.js";
 import type { ActorRegistry } from "../registry.js";
 import type { ClientLink } from "./link.js";
 import type { ClientSession, SessionDeps } from "./session.js";
-import type { Claimant, SessionDirectory } from "./sessionDirectory.js";
+import type { Claim, Claimant, SessionDirectory } from "./sessionDirectory.js";
 import { type LoadedSession, SessionStoreUnread } from "./sessionStore.js";
 
 /** What the session tells its connection, and asks of the gateway on its behalf (the connection implements it). */
@@ -38,11 +38,10 @@ export interface SessionActorOptions {
  * A class, not a closure per command and callback: one lives per connection, and its
  * closures were about a tenth of an idle connection's heap (docs/performance.md).
  */
-export class SessionActor implements Claimant {
+export class SessionActor implements Claimant, CommandTaker<EmittedFrom<typeof mqttSessionMachine>>, EndListener {
   readonly actor: MachineActor<typeof mqttSessionMachine>;
-  readonly stop: () => void;
   private loaded: LoadedSession | undefined;
-  private release: (() => void) | undefined;
+  private claim: Claim | undefined;
   private whenDone: Promise<void> | undefined;
   private resolveDone: (() => void) | undefined;
   private readonly link: ClientLink;
@@ -62,7 +61,7 @@ export class SessionActor implements Claimant {
       expirySec: this.expirySec,
     } = o);
     const { account, clientId } = o.link;
-    const { actor, stop } = startChildMachine(mqttSessionMachine, {
+    this.actor = startOwnedMachine(mqttSessionMachine, {
       input: {
         cleanStart: o.cleanStart,
         expirySec: o.expirySec,
@@ -71,12 +70,21 @@ export class SessionActor implements Claimant {
       },
       registry: o.registry,
       id: o.id,
-      // One dispatcher for the machine's commands.
-      onEmit: (e) => this.command(e),
+      // This object takes the machine's commands (`command`) and hears its end (`ended`).
+      commands: this,
     });
-    this.actor = actor;
-    this.stop = stop;
-    whenEnded(actor, (e) => (e === undefined ? this.end() : this.failed(e)));
+    this.actor.listenEnd(this);
+  }
+
+  /** Ends the machine and takes it out of the registry (the connection's cleanup). */
+  stop(): void {
+    this.actor.retire();
+  }
+
+  /** The machine ended (EndListener): done or stopped, or failed with `error`. */
+  ended(error?: unknown): void {
+    if (error === undefined) this.end();
+    else this.failed(error);
   }
 
   /** Resolves once the session is saved, removed or refused (its machine is done). Made when first asked: most connections are only asked at their close. */
@@ -101,13 +109,14 @@ export class SessionActor implements Claimant {
     queueMicrotask(() => this.actor.send({ type: "CLAIMED" }));
   }
 
-  private command(e: EmittedFrom<typeof mqttSessionMachine>): void {
+  /** Each command of the machine (CommandTaker). */
+  command(e: EmittedFrom<typeof mqttSessionMachine>): void {
     const { link, session, deps, owner } = this;
     const { account, clientId } = link;
     switch (e.type) {
       case "claim":
         owner.announceSession();
-        this.release = this.directory.claim(account, clientId, this);
+        this.claim = this.directory.claim(account, clientId, this);
         return;
       case "load":
         return void deps.store.load(account, clientId).then(
@@ -181,7 +190,7 @@ export class SessionActor implements Claimant {
     // Nothing this session asked to write goes out any more, and the next session of this
     // client id, here, may read the store now.
     this.session.stopWriting();
-    this.release?.();
+    this.claim?.release();
     this.resolveDone?.();
   }
 }

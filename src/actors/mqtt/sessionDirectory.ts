@@ -12,15 +12,29 @@ export interface Claimant {
   claimed(): void;
 }
 
-interface Entry {
-  ended: boolean;
-  /** The session this one waits for; undefined once every earlier one has ended. */
-  before: Entry | undefined;
-  readonly onEnd: Array<() => void>;
+/** One session's claim of its client id; `release()` when the session ends (an object, not a closure per connection). */
+export class Claim {
+  ended = false;
+  /** Who waits for this session to end; made when someone does. */
+  onEnd: Array<() => void> | undefined = undefined;
+
+  constructor(
+    private readonly directory: SessionDirectory,
+    readonly key: string,
+    /** The session this one waits for; undefined once every earlier one has ended. */
+    public before: Claim | undefined,
+  ) {}
+
+  /** The session ended, whatever state it ended in: the next claim of the id may go on. Once. */
+  release(): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.directory.released(this);
+  }
 }
 
 export class SessionDirectory {
-  private readonly latest = new Map<string, Entry>();
+  private readonly latest = new Map<string, Claim>();
   /** Stored subscriptions of sessions whose connection ended here, kept for a resume here. */
   readonly parked = new ParkedDeliveries();
 
@@ -29,37 +43,45 @@ export class SessionDirectory {
    * (which waited for the ones before it) has ended, at once when there is none. Returns
    * what the session calls when it ends, whatever state it ends in.
    */
-  claim(account: string, clientId: string, claimant: Claimant): () => void {
+  claim(account: string, clientId: string, claimant: Claimant): Claim {
     const key = keyOf(account, clientId);
     const last = this.latest.get(key);
-    const entry: Entry = { ended: false, before: last && !last.ended ? last : undefined, onEnd: [] };
+    const entry = new Claim(this, key, last && !last.ended ? last : undefined);
     this.latest.set(key, entry);
-    if (entry.before)
+    if (entry.before) {
+      entry.before.onEnd ??= [];
       entry.before.onEnd.push(() => {
         entry.before = undefined;
         claimant.claimed();
       });
-    else claimant.claimed();
-    return () => {
-      if (entry.ended) return;
-      entry.ended = true;
-      if (this.latest.get(key) === entry) {
-        if (entry.before) this.latest.set(key, entry.before);
-        else this.latest.delete(key);
-      }
-      const waiting = entry.onEnd.splice(0);
-      // Ended before its turn came (its connection went while it waited): whoever waits
-      // for it still waits for the sessions it was waiting for.
-      if (entry.before) entry.before.onEnd.push(...waiting);
-      else for (const next of waiting) next();
-    };
+    } else claimant.claimed();
+    return entry;
+  }
+
+  /** @internal (Claim's) */
+  released(entry: Claim): void {
+    const { key } = entry;
+    if (this.latest.get(key) === entry) {
+      if (entry.before) this.latest.set(key, entry.before);
+      else this.latest.delete(key);
+    }
+    const waiting = entry.onEnd?.splice(0) ?? [];
+    // Ended before its turn came (its connection went while it waited): whoever waits
+    // for it still waits for the sessions it was waiting for.
+    if (entry.before) {
+      entry.before.onEnd ??= [];
+      entry.before.onEnd.push(...waiting);
+    } else for (const next of waiting) next();
   }
 
   /** Resolves once no session of the client id is open here (another gateway asked for it). */
   whenReleased(account: string, clientId: string): Promise<void> {
     const entry = this.latest.get(keyOf(account, clientId));
     if (!entry || entry.ended) return Promise.resolve();
-    return new Promise((resolve) => entry.onEnd.push(resolve));
+    return new Promise((resolve) => {
+      entry.onEnd ??= [];
+      entry.onEnd.push(resolve);
+    });
   }
 
   /** Whether a session of the client id is open here. */

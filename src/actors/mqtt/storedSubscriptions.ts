@@ -42,7 +42,8 @@ export interface StoredSubscriptionsHost {
  */
 export class StoredSubscriptions {
   /** Parked at the connection's end, handed to the gateway's parked deliveries once the detached record is written. */
-  private parking = new Map<string, StoredDelivery>();
+  /** Made on the first subscription parked (most connections park none). */
+  private parking: Map<string, StoredDelivery> | undefined;
 
   constructor(
     private readonly link: ClientLink,
@@ -169,16 +170,17 @@ export class StoredSubscriptions {
     const parked = this.deps.parked;
     const { account, clientId } = this.link;
     const filter = entry.sub.filter;
-    if (mayLiveOn && parked && stored.park(() => parked.forget(account, clientId, filter, stored)))
+    if (mayLiveOn && parked && stored.park(() => parked.forget(account, clientId, filter, stored))) {
+      this.parking ??= new Map();
       this.parking.set(filter, stored);
-    else stored.stop();
+    } else stored.stop();
   }
 
   /** The detached record is written (`revision`): what was parked waits here for a resume. */
   handOver(revision: number | undefined): void {
     const parking = this.parking;
-    this.parking = new Map();
-    if (parking.size === 0) return;
+    this.parking = undefined;
+    if (!parking || parking.size === 0) return;
     if (revision === undefined || !this.deps.parked) {
       for (const stored of parking.values()) stored.stop();
       return;
