@@ -105,6 +105,32 @@ describe("JetStream API requests paced per account", () => {
     expect((await Promise.all(kept)).map(decode)).toEqual(["a", "b", "c"]);
   });
 
+  it("sends a waiting KV request (a session record a CONNECT waits for) before JetStream API requests that waited longer", async () => {
+    const api = await responder("$JS.API.CONSUMER.INFO.LANES.*");
+    const records = await responder("$KV.LANES.*");
+    const paced = pacedRequests(nc, new JetStreamApiPacer(1));
+    const sent: string[] = [];
+    server.subscribe("$JS.API.CONSUMER.INFO.LANES.*", { callback: (_e, m) => sent.push(decode(m)) });
+    server.subscribe("$KV.LANES.*", { callback: (_e, m) => sent.push(decode(m)) });
+    await server.flush();
+    const ask = (subject: string, payload: string) => paced.request(subject, payload, { timeout: 30_000 });
+    const answers = [
+      ask("$JS.API.CONSUMER.INFO.LANES.c0", "takeover 0"),
+      ask("$JS.API.CONSUMER.INFO.LANES.c1", "takeover 1"),
+      ask("$JS.API.CONSUMER.INFO.LANES.c2", "takeover 2"),
+      ask("$KV.LANES.dev1", "record 1"),
+      ask("$KV.LANES.dev2", "record 2"),
+    ];
+    // One at a time: each answer lets the next waiting request go.
+    await eventually(() => {
+      api.answer();
+      records.answer();
+      return sent.length === 5 ? true : undefined;
+    });
+    await Promise.all(answers);
+    expect(sent).toEqual(["takeover 0", "record 1", "record 2", "takeover 1", "takeover 2"]);
+  });
+
   it("is a connection JetStream and KV work through", async () => {
     const paced = pacedRequests(nc, new JetStreamApiPacer(2));
     const jsm = await jetstreamManager(paced);

@@ -12,9 +12,8 @@ import { type NatsConnection, type RequestOptions, TimeoutError } from "@nats-io
  */
 export class JetStreamApiPacer {
   private inFlight = 0;
-  private readonly waiting: Waiting[] = [];
-  /** Where `waiting` starts (entries before it were sent or timed out): a queue without shifting. */
-  private head = 0;
+  /** "first": what a CONNECT waits for (its session record); "later": the rest. */
+  private readonly lanes: Record<PacedLane, Lane> = { first: new Lane(), later: new Lane() };
 
   constructor(
     readonly limit = API_IN_FLIGHT,
@@ -24,11 +23,14 @@ export class JetStreamApiPacer {
 
   /** Requests waiting for a slot now. */
   get queued(): number {
-    return this.waiting.length - this.head;
+    return this.lanes.first.size + this.lanes.later.size;
   }
 
-  /** `send` once a slot is free, within `timeoutMs` of now; else a TimeoutError. */
-  run<T>(timeoutMs: number, send: () => Promise<T>): Promise<T> {
+  /**
+   * `send` once a slot is free, within `timeoutMs` of now; else a TimeoutError. A waiting
+   * request of the "first" lane is sent before any of the "later" one.
+   */
+  run<T>(timeoutMs: number, send: () => Promise<T>, lane: PacedLane = "later"): Promise<T> {
     if (this.inFlight < this.limit && this.queued === 0) return this.start(send);
     if (this.queued >= this.maxWaiting) return Promise.reject(this.timeout(`${this.queued} already waiting`));
     return new Promise<T>((resolve, reject) => {
@@ -36,11 +38,12 @@ export class JetStreamApiPacer {
         send: () => this.start(send).then(resolve, reject),
         timer: setTimeout(() => {
           entry.turn = "gone";
+          this.lanes[lane].gone++;
           reject(this.timeout(`not sent within ${timeoutMs} ms`));
         }, timeoutMs),
         turn: "waiting",
       };
-      this.waiting.push(entry);
+      this.lanes[lane].push(entry);
     });
   }
 
@@ -59,18 +62,11 @@ export class JetStreamApiPacer {
   }
 
   private next(): void {
-    while (this.inFlight < this.limit && this.head < this.waiting.length) {
-      const entry = this.waiting[this.head]!;
-      this.waiting[this.head++] = DONE;
-      if (entry.turn === "gone") continue;
-      entry.turn = "gone";
+    while (this.inFlight < this.limit) {
+      const entry = this.lanes.first.take() ?? this.lanes.later.take();
+      if (!entry) return;
       clearTimeout(entry.timer);
       entry.send();
-    }
-    // Drop the sent prefix now and then, so a long storm does not keep it.
-    if (this.head > 1024 && this.head * 2 > this.waiting.length) {
-      this.waiting.splice(0, this.head);
-      this.head = 0;
     }
   }
 
@@ -78,6 +74,50 @@ export class JetStreamApiPacer {
     return new TimeoutError({
       cause: new Error(`JetStream API request paced by the gateway: ${why} (${this.limit} in flight)`),
     });
+  }
+}
+
+export type PacedLane = "first" | "later";
+
+/** One lane's waiting requests, in order: a queue without shifting. */
+class Lane {
+  private readonly waiting: Waiting[] = [];
+  /** Where `waiting` starts (entries before it were sent or timed out). */
+  private head = 0;
+  /** Entries after `head` answered as timed out, still in the array. */
+  gone = 0;
+
+  get size(): number {
+    return this.waiting.length - this.head - this.gone;
+  }
+
+  push(entry: Waiting): void {
+    this.waiting.push(entry);
+  }
+
+  /** The oldest entry still waiting, taken out; undefined when none waits. */
+  take(): Waiting | undefined {
+    while (this.head < this.waiting.length) {
+      const entry = this.waiting[this.head]!;
+      this.waiting[this.head++] = DONE;
+      if (entry.turn === "gone") {
+        if (entry !== DONE) this.gone--;
+        continue;
+      }
+      entry.turn = "gone";
+      this.compact();
+      return entry;
+    }
+    this.compact();
+    return undefined;
+  }
+
+  // Drop the sent prefix now and then, so a long storm does not keep it.
+  private compact(): void {
+    if (this.head > 1024 && this.head * 2 > this.waiting.length) {
+      this.waiting.splice(0, this.head);
+      this.head = 0;
+    }
   }
 }
 
@@ -104,7 +144,7 @@ export const API_MAX_WAITING = 100_000;
  */
 export function pacedRequests(nc: NatsConnection, pacer: JetStreamApiPacer): NatsConnection {
   const request = (subject: string, payload?: Parameters<NatsConnection["request"]>[1], opts?: RequestOptions) =>
-    pacer.run(opts?.timeout ?? DEFAULT_REQUEST_MS, () => nc.request(subject, payload, opts));
+    pacer.run(opts?.timeout ?? DEFAULT_REQUEST_MS, () => nc.request(subject, payload, opts), laneOf(subject));
   return new Proxy(nc, {
     get(target, property) {
       if (property === "request") return request;
@@ -112,6 +152,16 @@ export function pacedRequests(nc: NatsConnection, pacer: JetStreamApiPacer): Nat
       return typeof value === "function" ? value.bind(target) : value;
     },
   });
+}
+
+/**
+ * KV requests go first: a CONNECT waits on its session record (read, then written) before
+ * CONNACK, while a consumer's takeover or creation is waited for by a machine that already
+ * answered its client. In a storm of 10,000 resumes the records' requests otherwise waited
+ * behind 20,000 takeovers, past their timeout (docs/decisions/jetstream-pacing.md).
+ */
+export function laneOf(subject: string): PacedLane {
+  return subject.startsWith("$KV.") || subject.startsWith("$JS.API.DIRECT.GET.KV_") ? "first" : "later";
 }
 
 /** nats.js's own default request timeout. */
