@@ -212,8 +212,8 @@ async function startReference() {
   return s;
 }
 
-/** `at`: the checkout whose gateway runs (another one's, for an A/B of two builds). */
-export async function startGatewayEmbedded(at = root) {
+/** `at`: the checkout whose gateway runs (another one's, for an A/B of two builds); `http`: its metrics' address, none by default. */
+export async function startGatewayEmbedded(at = root, http = "") {
   const dir = mkdtempSync(join(tmpdir(), "mqgw-sessions-gw-"));
   const natsPort = await freePort();
   const mqttPort = await freePort();
@@ -226,7 +226,7 @@ export async function startGatewayEmbedded(at = root) {
       nats: { embedded_listen: `127.0.0.1:${natsPort}` },
       mqtt: { listen: `127.0.0.1:${mqttPort}` },
       amqp: { listen: `127.0.0.1:${amqpPort}` },
-      http: { listen: "" },
+      http: { listen: http },
       log: { level: "warn", format: "json" },
     }),
   );

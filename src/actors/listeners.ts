@@ -32,6 +32,16 @@ const admitAll: Admit = () => true;
  */
 const DEFAULT_PRE_TIMEOUT_MS = 10_000;
 
+/**
+ * Connections the kernel may hold for accept: Node's default is 511, and a reconnect storm
+ * (every device of a fleet back at once) overflows it; each dropped SYN is sent again by the
+ * client after 1, 3, 7, 15, 31 s, so a storm of 10,000 resumes took 71 s, most of it with
+ * the gateway idle and the devices waiting in their TCP backoff. The kernel caps it at
+ * net.core.somaxconn (4,096 on current kernels), which is what Go's listeners, nats-server's
+ * among them, ask for.
+ */
+export const LISTEN_BACKLOG = 65_535;
+
 /** A listener that could not bind; `code` is the socket error's (EADDRINUSE, EACCES, ...). */
 export class ListenError extends Error {
   constructor(
@@ -52,7 +62,7 @@ const bound = (server: Server | ReturnType<typeof createHttpServer>, at: HostPor
           Effect.fail(new ListenError(`cannot listen for ${what} on ${at.host}:${at.port}: ${e.message}`, at, e.code)),
         );
       server.once("error", onError);
-      server.listen(at.port, at.host, () => {
+      server.listen({ port: at.port, host: at.host, backlog: LISTEN_BACKLOG }, () => {
         server.off("error", onError);
         resume(Effect.succeed(server));
       });
