@@ -227,7 +227,7 @@ export async function startGatewayEmbedded(at = root, http = "") {
       mqtt: { listen: `127.0.0.1:${mqttPort}` },
       amqp: { listen: `127.0.0.1:${amqpPort}` },
       http: { listen: http },
-      log: { level: "warn", format: "json" },
+      log: { level: process.env.BENCH_GATEWAY_LOG ?? "warn", format: "json" },
     }),
   );
   const s = side({
