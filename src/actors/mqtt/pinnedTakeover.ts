@@ -60,7 +60,7 @@ export async function takeOver(jsm: JetStreamManager, stream: string, consumer: 
 }
 
 /** Where a taken-over consumer is (a stored delivery's options). */
-type Where = Pick<OpenOptions, "services" | "account" | "stream">;
+type Where = Pick<OpenOptions, "services" | "account" | "stream" | "log">;
 
 /** CONSUMER.INFO's state of a pinned_client consumer's group (the client's types lack it). */
 type PinnedInfo = ConsumerInfo & { priority_groups?: Array<{ group: string; pinned_client_id?: string }> };
@@ -108,6 +108,7 @@ export async function retakePin(
     const { jsm } = await w.services.jetstream(w.account);
     if (how.rewind && !served()) await jsm.consumers.reset(w.stream, consumer);
     if (how.unpin && !served()) await jsm.consumers.unpin(w.stream, consumer, PIN_GROUP);
+    w.log?.debug({ stream: w.stream, consumer, ...how }, "a takeover's pin was left to a pull that went: handed back");
     return { type: "RETAKEN" };
   } catch {
     return { type: "RETAKE_FAILED" };
