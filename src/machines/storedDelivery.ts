@@ -182,10 +182,11 @@ export const storedDeliveryMachine = setup({
             },
             reading: {
               entry: emit({ type: "reading" }),
-              initial: "served",
+              initial: "settled",
               states: {
-                // Pinned, or nothing to watch: a new consumer, an adopted one, a takeover with nothing waiting.
-                served: {},
+                // Nothing to watch (a new consumer, an adopted one, a takeover with nothing
+                // waiting), pinned, or the looks used up: the pin's priority_timeout bounds the rest.
+                settled: {},
                 // Taken over with messages waiting: the server should pin this reader at once.
                 awaitingPin: {
                   after: { pinCheck: { target: "checkingPin" } },
@@ -193,10 +194,10 @@ export const storedDeliveryMachine = setup({
                 checkingPin: {
                   entry: emit({ type: "check_pin" }),
                   on: {
-                    SERVED: { target: "served" },
+                    SERVED: { target: "settled" },
                     PIN_UNKNOWN: [
                       { guard: "pinChecksLeft", target: "awaitingPin", actions: "lookAgain" },
-                      { target: "served" },
+                      { target: "settled" },
                     ],
                     PIN_LEFT_OVER: {
                       target: "retaking",
@@ -208,17 +209,17 @@ export const storedDeliveryMachine = setup({
                     },
                   },
                 },
-                // Handed back; looked at again after the next wait (a pull of an earlier
-                // connection still waiting, for up to 3 s, may be pinned again).
+                // Handing the pin back (RESET, UNPIN); looked at again after the next wait: a
+                // pull of an earlier connection still waiting (up to 3 s) may be pinned again.
                 retaking: {
                   on: {
                     RETAKEN: [
                       { guard: "pinChecksLeft", target: "awaitingPin", actions: "lookAgain" },
-                      { target: "served" },
+                      { target: "settled" },
                     ],
                     RETAKE_FAILED: [
                       { guard: "pinChecksLeft", target: "awaitingPin", actions: "lookAgain" },
-                      { target: "served" },
+                      { target: "settled" },
                     ],
                   },
                 },

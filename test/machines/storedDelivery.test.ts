@@ -154,7 +154,7 @@ describe("storedDelivery machine", () => {
     d.actor.send({ type: "RETAKEN" });
     vi.advanceTimersByTime(60_000);
     expect(looks()).toBe(4);
-    expect(d.actor.getSnapshot().matches({ active: { read: { reading: "served" } } })).toBe(true);
+    expect(d.actor.getSnapshot().matches({ active: { read: { reading: "settled" } } })).toBe(true);
 
     const served = drive(storedDeliveryMachine, input);
     served.actor.send({ type: "OPENED", awaitPin: true });
