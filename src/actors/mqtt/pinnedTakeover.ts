@@ -108,7 +108,7 @@ export async function retakePin(
     const { jsm } = await w.services.jetstream(w.account);
     if (how.rewind && !served()) await jsm.consumers.reset(w.stream, consumer);
     if (how.unpin && !served()) await jsm.consumers.unpin(w.stream, consumer, PIN_GROUP);
-    w.log?.debug({ stream: w.stream, consumer, ...how }, "a takeover's pin was left to a pull that went: handed back");
+    w.log?.info({ stream: w.stream, consumer, ...how }, "a takeover's pin was left to a pull that went: handed back");
     return { type: "RETAKEN" };
   } catch {
     return { type: "RETAKE_FAILED" };
