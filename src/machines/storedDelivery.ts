@@ -22,9 +22,28 @@ import { assign, emit, setup } from "xstate";
  * A resume here within that time adopts it and reads on with no JetStream request
  * (docs/decisions/session-parking.md); otherwise it stops as any other, and the resume takes
  * the consumer over (UNPIN, RESET).
+ *
+ * A takeover that left messages waiting watches for a while that the server pins this
+ * reader: a pull of an earlier connection that went may have been pinned at the takeover,
+ * before this reader's first pull was queued, and would keep it waiting for the pin's
+ * priority_timeout (docs/decisions/consumer-takeover.md). Each look that finds the pin left
+ * over hands it back (RESET, UNPIN); the looks are bounded, after which the timeout bounds
+ * what is left.
  */
 export type StoredDeliveryEvent =
-  | { type: "OPENED" }
+  /** `awaitPin`: taken over in place, and the RESET said messages wait for this reader. */
+  | { type: "OPENED"; awaitPin?: boolean }
+  /** The reader holds the pin (or something it received), or nothing waits for it elsewhere. */
+  | { type: "SERVED" }
+  /** Not pinned yet while messages wait, or the look was not answered: look again later. */
+  | { type: "PIN_UNKNOWN" }
+  /**
+   * The pin is with another (a pull that went), or what waits went unacknowledged to one:
+   * `rewind` (RESET) hands back what went, then `unpin` frees the pin for this reader.
+   */
+  | { type: "PIN_LEFT_OVER"; rewind: boolean; unpin: boolean }
+  | { type: "RETAKEN" }
+  | { type: "RETAKE_FAILED" }
   /** `refused`: no wait can help (`permission`: the gateway user may not read it; configuration). */
   /** `limit`: a JetStream limit (the stream's max_consumers) refused it. */
   | { type: "OPEN_FAILED"; reason: string; refused: boolean; permission: boolean; limit: boolean }
@@ -50,6 +69,10 @@ export type StoredDeliveryEmitted =
   | { type: "drop_reader" }
   /** Delete the consumers retired so far; answer RETIRED (all gone) or RETIRE_FAILED. */
   | { type: "retire" }
+  /** Look whether the server pinned this reader; answer SERVED, PIN_UNKNOWN or PIN_LEFT_OVER. */
+  | { type: "check_pin" }
+  /** Hand the left-over pin back; answer RETAKEN or RETAKE_FAILED. */
+  | { type: "retake"; rewind: boolean; unpin: boolean }
   | { type: "stop" };
 
 export interface StoredDeliveryInput {
@@ -60,10 +83,20 @@ export interface StoredDeliveryInput {
   readonly parkMs?: number;
   /** 0 <= random() < 1: each wait is between half and all of its step (jitter). */
   readonly random?: () => number;
+  /** After a takeover, the first look at the pin; each further one waits twice as long. */
+  readonly pinCheckMs?: number;
+  /** How many looks at most. */
+  readonly pinChecks?: number;
 }
+
+/** Looks at the pin after 1, 2, 4 and 8 s: past an earlier connection's pulls (3 s) and well before the pin's 30 s. */
+export const PIN_CHECK_MS = 1_000;
+export const PIN_CHECKS = 4;
 
 interface Context extends StoredDeliveryInput {
   attempt: number;
+  /** Looks at the pin so far since the takeover. */
+  pinCheck: number;
   retireAttempt: number;
   reason: string;
 }
@@ -85,10 +118,18 @@ export const storedDeliveryMachine = setup({
     retry: ({ context }) => backoff(context, context.attempt),
     retryRetire: ({ context }) => backoff(context, context.retireAttempt),
     parkGrace: ({ context }) => context.parkMs ?? 0,
+    pinCheck: ({ context }) => (context.pinCheckMs ?? PIN_CHECK_MS) * 2 ** context.pinCheck,
+  },
+  guards: {
+    awaitsPin: ({ event }) => event.type === "OPENED" && event.awaitPin === true,
+    pinChecksLeft: ({ context }) => context.pinCheck + 1 < (context.pinChecks ?? PIN_CHECKS),
+  },
+  actions: {
+    lookAgain: assign({ pinCheck: ({ context }) => context.pinCheck + 1 }),
   },
 }).createMachine({
   id: "storedDelivery",
-  context: ({ input }) => ({ ...input, attempt: 0, retireAttempt: 0, reason: "" }),
+  context: ({ input }) => ({ ...input, attempt: 0, pinCheck: 0, retireAttempt: 0, reason: "" }),
   initial: "active",
   states: {
     active: {
@@ -101,7 +142,14 @@ export const storedDeliveryMachine = setup({
             opening: {
               entry: emit({ type: "open" }),
               on: {
-                OPENED: { target: "reading", actions: assign({ attempt: 0, reason: "" }) },
+                OPENED: [
+                  {
+                    guard: "awaitsPin",
+                    target: "reading.awaitingPin",
+                    actions: assign({ attempt: 0, reason: "", pinCheck: 0 }),
+                  },
+                  { target: "reading", actions: assign({ attempt: 0, reason: "" }) },
+                ],
                 OPEN_FAILED: [
                   {
                     guard: ({ event }) => event.refused,
@@ -134,6 +182,48 @@ export const storedDeliveryMachine = setup({
             },
             reading: {
               entry: emit({ type: "reading" }),
+              initial: "settled",
+              states: {
+                // Nothing to watch (a new consumer, an adopted one, a takeover with nothing
+                // waiting), pinned, or the looks used up: the pin's priority_timeout bounds the rest.
+                settled: {},
+                // Taken over with messages waiting: the server should pin this reader at once.
+                awaitingPin: {
+                  after: { pinCheck: { target: "checkingPin" } },
+                },
+                checkingPin: {
+                  entry: emit({ type: "check_pin" }),
+                  on: {
+                    SERVED: { target: "settled" },
+                    PIN_UNKNOWN: [
+                      { guard: "pinChecksLeft", target: "awaitingPin", actions: "lookAgain" },
+                      { target: "settled" },
+                    ],
+                    PIN_LEFT_OVER: {
+                      target: "retaking",
+                      actions: emit(({ event }) => ({
+                        type: "retake" as const,
+                        rewind: event.rewind,
+                        unpin: event.unpin,
+                      })),
+                    },
+                  },
+                },
+                // Handing the pin back (RESET, UNPIN); looked at again after the next wait: a
+                // pull of an earlier connection still waiting (up to 3 s) may be pinned again.
+                retaking: {
+                  on: {
+                    RETAKEN: [
+                      { guard: "pinChecksLeft", target: "awaitingPin", actions: "lookAgain" },
+                      { target: "settled" },
+                    ],
+                    RETAKE_FAILED: [
+                      { guard: "pinChecksLeft", target: "awaitingPin", actions: "lookAgain" },
+                      { target: "settled" },
+                    ],
+                  },
+                },
+              },
               on: {
                 PARK: { target: "parked" },
                 CONSUMER_LOST: {

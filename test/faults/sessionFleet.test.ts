@@ -71,6 +71,9 @@ describe("a fleet of persistent sessions through the sessions bench's phases whi
   const timings: string[] = [];
   /** Deliveries later than 10 s after all were back, with their consumer's state then. */
   const late: string[] = [];
+  /** Pins a takeover handed back (consumer-takeover.md), by the gateways before this one. */
+  let handedBack = 0;
+  const handedBackBy = (g: GatewayHandle) => g.logs.filter((l) => String(l.msg).startsWith("a takeover's pin")).length;
   let ending = false;
 
   const tally = (m: Map<string, number>, key: string) => m.set(key, (m.get(key) ?? 0) + 1);
@@ -83,6 +86,7 @@ describe("a fleet of persistent sessions through the sessions bench's phases whi
     nc.subscribe("$JS.API.CONSUMER.>", {
       callback: (_e, m) => {
         const op = m.subject.split(".")[3];
+        // INFO: each takeover's first request, and the looks of readers not served at once (consumer-takeover.md).
         if (op === "INFO" || op === "UNPIN" || op === "RESET") tally(takeovers, `${step} ${op}`);
       },
     });
@@ -335,6 +339,7 @@ describe("a fleet of persistent sessions through the sessions bench's phases whi
       `takeover requests ${JSON.stringify(Object.fromEntries(takeovers))}`,
       `second copies ${JSON.stringify(Object.fromEntries(again))}`,
       `late deliveries: ${late.join(" | ") || "none"}`,
+      `pins handed back ${handedBack + handedBackBy(gw)}`,
       `the gateway warned: ${warned.slice(0, 15).join(" | ")}`,
     ].join("; ");
   }
@@ -426,6 +431,7 @@ describe("a fleet of persistent sessions through the sessions bench's phases whi
       // Whoever got in before the old gateway was gone is out again: counted from here.
       begin(name);
       const stalled = stalling ?? stall(N / 3);
+      handedBack += handedBackBy(gw);
       gw = await startGateway({ nats: nats.url, config });
       await stalled;
       await expectWhole(name);

@@ -128,6 +128,67 @@ describe("storedDelivery machine", () => {
     expect(lost.types().at(-1)).toBe("stop");
   });
 
+  it("a takeover with messages waiting looks at its pin after 1, 2, 4 and 8 s until it is served, and no more", () => {
+    const d = drive(storedDeliveryMachine, input);
+    d.actor.send({ type: "OPENED", awaitPin: true });
+    const looks = () => d.types().filter((t) => t === "check_pin").length;
+    vi.advanceTimersByTime(999);
+    expect(looks()).toBe(0);
+    vi.advanceTimersByTime(1);
+    expect(looks()).toBe(1);
+    // The pin with a pull that went: handed back, then looked at again after twice the wait.
+    d.actor.send({ type: "PIN_LEFT_OVER", rewind: true, unpin: true });
+    expect(d.emitted.at(-1)).toEqual({ type: "retake", rewind: true, unpin: true });
+    d.actor.send({ type: "RETAKEN" });
+    vi.advanceTimersByTime(2_000);
+    expect(looks()).toBe(2);
+    d.actor.send({ type: "PIN_UNKNOWN" });
+    vi.advanceTimersByTime(4_000);
+    expect(looks()).toBe(3);
+    d.actor.send({ type: "PIN_LEFT_OVER", rewind: false, unpin: true });
+    d.actor.send({ type: "RETAKE_FAILED" });
+    vi.advanceTimersByTime(8_000);
+    expect(looks()).toBe(4);
+    // The last look: whatever it finds, the pin's priority_timeout bounds the rest.
+    d.actor.send({ type: "PIN_LEFT_OVER", rewind: false, unpin: true });
+    d.actor.send({ type: "RETAKEN" });
+    vi.advanceTimersByTime(60_000);
+    expect(looks()).toBe(4);
+    expect(d.actor.getSnapshot().matches({ active: { read: { reading: "settled" } } })).toBe(true);
+
+    const served = drive(storedDeliveryMachine, input);
+    served.actor.send({ type: "OPENED", awaitPin: true });
+    vi.advanceTimersByTime(1_000);
+    served.actor.send({ type: "SERVED" });
+    vi.advanceTimersByTime(60_000);
+    expect(served.types().filter((t) => t === "check_pin")).toHaveLength(1);
+  });
+
+  it("a new consumer, or a takeover with nothing waiting, never looks at its pin", () => {
+    for (const opened of [{ type: "OPENED" as const }, { type: "OPENED" as const, awaitPin: false }]) {
+      const d = drive(storedDeliveryMachine, input);
+      d.actor.send(opened);
+      vi.advanceTimersByTime(60_000);
+      expect(d.types()).toEqual(["open", "reading"]);
+    }
+  });
+
+  it("a takeover that is parked or stopped while it looks at its pin looks no more", () => {
+    const parked = drive(storedDeliveryMachine, { ...input, parkMs: 20_000 });
+    parked.actor.send({ type: "OPENED", awaitPin: true });
+    parked.actor.send({ type: "PARK" });
+    parked.actor.send({ type: "ADOPT" });
+    vi.advanceTimersByTime(60_000);
+    expect(parked.types()).not.toContain("check_pin");
+
+    const stopped = drive(storedDeliveryMachine, input);
+    stopped.actor.send({ type: "OPENED", awaitPin: true });
+    vi.advanceTimersByTime(1_000);
+    stopped.actor.send({ type: "STOP" });
+    vi.advanceTimersByTime(60_000);
+    expect(stopped.types().filter((t) => t === "check_pin")).toHaveLength(1);
+  });
+
   it("only a reading subscription parks", () => {
     const d = drive(storedDeliveryMachine, { ...input, parkMs: 20_000 });
     d.actor.send({ type: "PARK" });

@@ -1,7 +1,9 @@
 import { type ConsumerConfig, JetStreamApiError, type JetStreamManager } from "@nats-io/jetstream";
 import type { Logger } from "../../log.js";
+import type { StoredDeliveryEvent } from "../../machines/storedDelivery.js";
 import { pinnedIdOf, takeoverSteps } from "../../protocol/consumerTakeover.js";
 import { missingPermission } from "../client/missingPermission.js";
+import type { OpenOptions } from "./storedDeliveryOptions.js";
 
 /**
  * A session's consumer kept across its connections (docs/decisions/consumer-takeover.md).
@@ -49,21 +51,79 @@ export function notInPlace(e: unknown): boolean {
 
 /**
  * Fences older readers and rewinds to the ack floor, as far as the consumer's state needs
- * it (src/protocol/consumerTakeover.ts); the new reader pulls once this is done. False: the
- * consumer has no pin group (an older gateway made it), so it is replaced the old way.
+ * it (src/protocol/consumerTakeover.ts); the new reader pulls once this is done. Undefined:
+ * the consumer has no pin group (an older gateway made it), so it is replaced the old way.
+ * True when messages wait for the new reader after a RESET (its answer): only then can the
+ * takeover's own deliveries pin a pull of an earlier connection before the new reader's first
+ * pull is queued. With no pull waiting at the INFO (which drops those nobody hears) there is
+ * none to pin.
  */
-export async function takeOver(jsm: JetStreamManager, stream: string, consumer: string): Promise<boolean> {
+export async function takeOver(jsm: JetStreamManager, stream: string, consumer: string): Promise<boolean | undefined> {
   const info = await jsm.consumers.info(stream, consumer);
-  if (!(info.config.priority_groups ?? []).includes(PIN_GROUP)) return false;
+  if (!(info.config.priority_groups ?? []).includes(PIN_GROUP)) return undefined;
   const steps = takeoverSteps({
     pinnedId: pinnedIdOf(info, PIN_GROUP),
     waiting: info.num_waiting,
     ackPending: info.num_ack_pending,
   });
-  if (steps === "none") return true;
+  if (steps === "none") return false;
   await jsm.consumers.unpin(stream, consumer, PIN_GROUP);
-  if (steps === "unpin_reset") await jsm.consumers.reset(stream, consumer);
-  return true;
+  if (steps === "unpin") return false;
+  const r = await jsm.consumers.reset(stream, consumer);
+  return r.num_pending > 0 || r.num_ack_pending > 0;
+}
+
+/** Where a taken-over consumer is (a stored delivery's options). */
+type Where = Pick<OpenOptions, "services" | "account" | "stream" | "log">;
+
+/**
+ * A reader that took its consumer over, with messages waiting, and was not served
+ * (storedDelivery machine, `awaitingPin`). nats-server pins the first pull without an id it
+ * finds waiting when it has a message to deliver, and only then looks whether its inbox is
+ * still heard (consumer.go, nextWaiting): a pull of an earlier connection whose inbox went
+ * is pinned and dropped, and the pin stays with nobody; one still heard (a `>` subscriber, an
+ * inbox draining) is pinned and sent the message, which nobody acknowledges. Either way this
+ * reader's pulls, which carry no id, wait for the pin's priority_timeout. Nothing waiting
+ * and nothing unacknowledged: nothing is kept from it (a reader elsewhere that holds the
+ * pin read it all), left alone.
+ */
+export async function checkPin(w: Where, consumer: string, served: () => boolean): Promise<StoredDeliveryEvent> {
+  if (served()) return { type: "SERVED" };
+  try {
+    const { jsm } = await w.services.jetstream(w.account);
+    const info = await jsm.consumers.info(w.stream, consumer);
+    const pinned = pinnedIdOf(info, PIN_GROUP) !== undefined;
+    const unacknowledged = info.num_ack_pending > 0;
+    if (served() || (!unacknowledged && info.num_pending === 0)) return { type: "SERVED" };
+    if (!pinned && !unacknowledged) return { type: "PIN_UNKNOWN" };
+    return { type: "PIN_LEFT_OVER", rewind: unacknowledged, unpin: pinned };
+  } catch {
+    return { type: "PIN_UNKNOWN" };
+  }
+}
+
+/**
+ * Hands a left-over pin back. RESET first: while another holds the pin, this reader (no id)
+ * is given nothing, so what went unacknowledged comes back, from the floor, only after the
+ * UNPIN, to this reader, in stream order (an UNPIN first would let newer messages reach it
+ * before the RESET hands back older ones). No UNPIN once this reader is served: a reader
+ * without a pin id cannot hold the pin, so until then the UNPIN frees only another's.
+ */
+export async function retakePin(
+  w: Where,
+  consumer: string,
+  served: () => boolean,
+  how: { rewind: boolean; unpin: boolean },
+): Promise<StoredDeliveryEvent> {
+  try {
+    const { jsm } = await w.services.jetstream(w.account);
+    if (how.rewind && !served()) await jsm.consumers.reset(w.stream, consumer);
+    if (how.unpin && !served()) await jsm.consumers.unpin(w.stream, consumer, PIN_GROUP);
+    w.log?.info({ stream: w.stream, consumer, ...how }, "a takeover's pin was left to a pull that went: handed back");
+    return { type: "RETAKEN" };
+  } catch {
+    return { type: "RETAKE_FAILED" };
+  }
 }
 
 const refusedStreams = new Set<string>();

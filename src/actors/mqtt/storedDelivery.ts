@@ -1,6 +1,10 @@
 import { type ConsumerConfig, DeliverPolicy, JetStreamApiError, type JetStreamManager } from "@nats-io/jetstream";
 import type { Msg } from "@nats-io/transport-node";
-import { type StoredDeliveryEmitted, storedDeliveryMachine } from "../../machines/storedDelivery.js";
+import {
+  type StoredDeliveryEmitted,
+  type StoredDeliveryEvent,
+  storedDeliveryMachine,
+} from "../../machines/storedDelivery.js";
 import { parseJsAckReply } from "../../protocol/jsAckReply.js";
 import { ActorTasks } from "../actorTasks.js";
 import { limitReached } from "../client/jetStreamLimits.js";
@@ -8,7 +12,15 @@ import { ACK } from "../client/jetStreamPull.js";
 import { missingPermission } from "../client/missingPermission.js";
 import type { NatsSeam } from "../client/natsSeam.js";
 import { startChildMachine } from "../machineActor.js";
-import { inPlaceRefused, notInPlace, PIN_GROUP, takeOver, takesOverInPlace } from "./pinnedTakeover.js";
+import {
+  checkPin,
+  inPlaceRefused,
+  notInPlace,
+  PIN_GROUP,
+  retakePin,
+  takeOver,
+  takesOverInPlace,
+} from "./pinnedTakeover.js";
 import { PullWindow } from "./pullWindow.js";
 import { sessionConsumerConfig } from "./sessionConsumers.js";
 import {
@@ -24,9 +36,8 @@ import {
 
 /**
  * A QoS 1/2 subscription of a persistent session on stored subjects reads a durable
- * consumer of that session, kept across reconnects while the session lives, so what the
- * client did not acknowledge is delivered again when it comes back, in the order it was
- * stored [MQTT-4.6.0-2..3].
+ * consumer of the session, kept while the session lives, so what the client did not
+ * acknowledge is delivered again when it comes back, in the order stored [MQTT-4.6.0-2..3].
  *
  * A connection that resumes the session reads the same consumer: on nats-server 2.14+ it
  * fences the previous connection's pulls and rewinds to the ack floor before its first
@@ -149,6 +160,10 @@ export class StoredDelivery {
         return this.lost();
       case "retire":
         return this.tasks().run(() => this.retire());
+      case "check_pin":
+        return this.tasks().run(async () => this.send(await checkPin(this.o, this.current, this.served)));
+      case "retake":
+        return this.tasks().run(async () => this.send(await retakePin(this.o, this.current, this.served, e)));
       case "stop":
         this.window?.stop();
         this.window = undefined;
@@ -179,14 +194,12 @@ export class StoredDelivery {
     this.resolveFirst(o);
   }
 
-  private send(
-    e:
-      | { type: "OPENED" | "RETIRED" | "RETIRE_FAILED" | "RETIRE" | "STOP" | "PARK" | "ADOPT" }
-      | { type: "OPEN_FAILED"; reason: string; refused: boolean; permission: boolean; limit: boolean }
-      | { type: "CONSUMER_LOST"; reason: string },
-  ): void {
+  private send(e: StoredDeliveryEvent): void {
     if (this.machine.actor.getSnapshot().status === "active") this.machine.actor.send(e);
   }
+
+  /** Pinned, or holding a message (checkPin). */
+  private readonly served = (): boolean => this.window?.pinned === true || this.pending.size > 0;
 
   /** Stopped by the session: nothing more is read or made. */
   private get ended(): boolean {
@@ -295,24 +308,24 @@ export class StoredDelivery {
   }
 
   /**
-   * A resume of a pinned consumer (pinnedTakeover.ts): fenced, rewound, read. False when it
-   * cannot be (gone, made unpinned by an older gateway, refused): replaced the old way. No
-   * INFO: the reset starts at the server's ack floor; the record's, if higher, is skipped.
+   * A resume of a pinned consumer (pinnedTakeover.ts): fenced and rewound as its INFO calls
+   * for, read. False when it cannot be (gone, made unpinned by an older gateway, refused):
+   * replaced the old way. The read starts at the server's ack floor; the record's, if higher, is skipped.
    */
   private async takeOverInPlace(jsm: JetStreamManager, nats: NatsSeam, consumer: string): Promise<boolean> {
-    try {
-      if (!(await takeOver(jsm, this.o.stream, consumer))) return false;
-    } catch (e) {
+    const waiting = await takeOver(jsm, this.o.stream, consumer).catch((e: unknown) => {
       // A gateway user whose permissions predate UNPIN and RESET: the old way, said once.
       if (missingPermission(e)) inPlaceRefused(this.to.log, this.o.stream, e);
-      if (notInPlace(e) || missingPermission(e)) return false;
+      if (notInPlace(e) || missingPermission(e)) return undefined;
       throw e;
-    }
+    });
+    if (waiting === undefined) return false;
     if (this.ended) return true;
     this.nats = nats;
     this.takeover = undefined;
     this.window = this.reader(nats, consumer, true);
-    this.send({ type: "OPENED" });
+    // Messages waiting: the machine looks that they come (checkPin).
+    this.send({ type: "OPENED", awaitPin: waiting });
     this.window.start();
     return true;
   }
