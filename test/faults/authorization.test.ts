@@ -288,8 +288,11 @@ describe("authorization cannot be bypassed through the gateway", () => {
       expect(pending).toBeGreaterThan(0);
       const error = await a.refused("receiver", "secret.x::q");
       expect(error.condition).toMatch(/^amqp:(unauthorized-access|not-found)$/);
+      // Nothing was taken from the queue: none delivered, none held. The pending count may only
+      // grow (a loaded CI run once counted one more after the refusal than before it).
       const after = await jsm.consumers.info("SECRET", "q");
-      expect([after.num_pending, after.num_ack_pending, after.delivered.consumer_seq]).toEqual([pending, 0, 0]);
+      expect([after.num_ack_pending, after.delivered.consumer_seq]).toEqual([0, 0]);
+      expect(after.num_pending).toBeGreaterThanOrEqual(pending);
     });
 
     it("a stored source on a secret subject (the gateway would make a consumer) is refused", async () => {
