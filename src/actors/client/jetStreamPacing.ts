@@ -100,8 +100,9 @@ class Lane {
     while (this.head < this.waiting.length) {
       const entry = this.waiting[this.head]!;
       this.waiting[this.head++] = DONE;
+      // Answered as timed out while it waited (counted in `gone` then).
       if (entry.turn === "gone") {
-        if (entry !== DONE) this.gone--;
+        this.gone--;
         continue;
       }
       entry.turn = "gone";
@@ -156,8 +157,8 @@ export function pacedRequests(nc: NatsConnection, pacer: JetStreamApiPacer): Nat
 
 /**
  * KV requests go first: a CONNECT waits on its session record (read, then written) before
- * CONNACK, while a consumer's takeover or creation is waited for by a machine that already
- * answered its client. In a storm of 10,000 resumes the records' requests otherwise waited
+ * CONNACK for as long as it takes, while a resume waits for its consumers' takeovers at most
+ * 2 s (RESUME_WAIT_MS) and then leaves them to their machines. In a storm of 10,000 resumes the records' requests otherwise waited
  * behind 20,000 takeovers, past their timeout (docs/decisions/jetstream-pacing.md).
  */
 export function laneOf(subject: string): PacedLane {
