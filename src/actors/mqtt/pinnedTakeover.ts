@@ -8,13 +8,14 @@ import type { OpenOptions } from "./storedDeliveryOptions.js";
 /**
  * A session's consumer kept across its connections (docs/decisions/consumer-takeover.md).
  * Each consumer is pinned_client in one priority group: the server serves only the reader it
- * pinned. A resume sends UNPIN, which fences every older reader's waiting pull (423 at the
- * next delivery, whatever still listens on its inbox), then RESET, which rewinds to the ack
- * floor, and only then its first pull: the server pins it and hands it, in stream order,
- * everything above the floor (what an older reader held unacknowledged at once, not after
- * the ack wait). A pull sent before the RESET would be given newer messages first. Two API
- * requests and no second consumer, where a new consumer per resume cost a create and a
- * delete (the delete grows with the stream's other consumers: 150-600 ms at 200-900).
+ * pinned. A resume asks the consumer's INFO, then, as its state calls for them, UNPIN, which
+ * fences every older reader's waiting pull (423 at the next delivery, whatever still listens
+ * on its inbox), and RESET, which rewinds to the ack floor, and only then its first pull:
+ * the server pins it and hands it, in stream order, everything above the floor (what an
+ * older reader held unacknowledged at once, not after the ack wait). A pull sent before the
+ * RESET would be given newer messages first. At most three API requests and no second
+ * consumer, where a new consumer per resume cost a create and a delete (the delete grows
+ * with the stream's other consumers: 150-600 ms at 200-900).
  */
 export const PIN_GROUP = "mqgw";
 
