@@ -76,6 +76,22 @@ describe("parked stored subscriptions", () => {
       .map((t) => t.split(" ")[0])
       .sort();
 
+  /** The consumers of both streams the sessions read, with what waits at each and what it holds. */
+  async function consumersOf() {
+    const jsm = await jetstreamManager(nc);
+    const all: Array<{ name: string; num_waiting: number; num_ack_pending: number }> = [];
+    for (const stream of ["PARK", "MQGW_MSGS"]) for await (const c of jsm.consumers.list(stream)) all.push(c);
+    return all;
+  }
+
+  /** Waits until the two consumers made since `earlier` have no pull waiting and nothing held. */
+  async function quiet(earlier: Set<string>) {
+    await eventually(async () => {
+      const mine = (await consumersOf()).filter((c) => !earlier.has(c.name));
+      return mine.length === 2 && mine.every((c) => c.num_waiting === 0 && c.num_ack_pending === 0) ? true : undefined;
+    });
+  }
+
   /** Resumes on `gw` (session present), publishes `from`..`to` live, and checks every message arrived once, in order. */
   async function resumeAndCheck(
     gw: GatewayHandle,
@@ -148,25 +164,36 @@ describe("parked stored subscriptions", () => {
   it("a session whose consumers never delivered, resumed once their pulls expired, is read on with neither UNPIN nor RESET, and gets what came meanwhile", async () => {
     const clientId = `expired-pulls-${Date.now()}`;
     const received: string[] = [];
-    const jsm = await jetstreamManager(nc);
-    const consumersOf = async () => {
-      const all: Array<{ name: string; num_waiting: number; num_ack_pending: number }> = [];
-      for (const stream of ["PARK", "MQGW_MSGS"]) for await (const c of jsm.consumers.list(stream)) all.push(c);
-      return all;
-    };
     const earlier = new Set((await consumersOf()).map((c) => c.name));
     const pub = await connectMqtt(gws[0]!.port("mqtt"), { protocolVersion: 5 });
     let sub = await subscriber(gws[0]!, clientId, received);
     await sub.endAsync();
     // Nothing of this session waits at the server any more (its ended pulls expired): nothing to fence or hand back.
-    await eventually(async () => {
-      const mine = (await consumersOf()).filter((c) => !earlier.has(c.name));
-      return mine.length === 2 && mine.every((c) => c.num_waiting === 0 && c.num_ack_pending === 0) ? true : undefined;
-    });
+    await quiet(earlier);
     const sent = await publishAll(pub, 0, 6);
     const before = takeovers.length;
     sub = await resumeAndCheck(gws[0]!, clientId, received, pub, sent, 6, 10);
     expect(takeoverOps(before)).toEqual([]);
+    await sub.endAsync(false, { reasonCode: 0, properties: { sessionExpiryInterval: 0 } });
+    await pub.endAsync();
+  });
+
+  it("a resume on another gateway once the parked readers' pulls expired only fences their pins (UNPIN, no RESET), and misses nothing", async () => {
+    const clientId = `pinned-quiet-${Date.now()}`;
+    const received: string[] = [];
+    const earlier = new Set((await consumersOf()).map((c) => c.name));
+    const pub = await connectMqtt(gws[1]!.port("mqtt"), { protocolVersion: 5 });
+    let sub = await subscriber(gws[0]!, clientId, received);
+    const sent = await publishAll(pub, 0, 4);
+    await eventually(() => (received.length === 4 ? true : undefined));
+    sub.end(true);
+    await parkedOn(gws[0]!, 2);
+    // Parked readers do not pull: once their last pulls expired, only the pins are left.
+    await quiet(earlier);
+    sent.push(...(await publishAll(pub, 4, 10)));
+    const before = takeovers.length;
+    sub = await resumeAndCheck(gws[1]!, clientId, received, pub, sent, 10, 14);
+    expect(takeoverOps(before)).toEqual(["UNPIN", "UNPIN"]);
     await sub.endAsync(false, { reasonCode: 0, properties: { sessionExpiryInterval: 0 } });
     await pub.endAsync();
   });
