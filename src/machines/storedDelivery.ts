@@ -15,23 +15,24 @@ import { assign, emit, setup } from "xstate";
  * ones it replaces are deleted, retried the same way, so none is left behind while the
  * subscription lives.
  *
- * When its connection ends with nothing unacknowledged, a reading subscription the server
- * pinned, of a session that lives on, is parked: it asks for nothing more, holds what its
- * pulls under way still bring, and keeps the consumer's pin, for `parkMs` (less than the
+ * When its connection ends with nothing unacknowledged, a reading subscription of a session
+ * that lives on is parked: it asks for nothing more, holds what its pulls under way still
+ * bring, and keeps the consumer's pin if the server gave it one, for `parkMs` (less than the
  * pin's priority timeout).
  * A resume here within that time adopts it and reads on with no JetStream request
  * (docs/decisions/session-parking.md); otherwise it stops as any other, and the resume takes
  * the consumer over (UNPIN, RESET).
  *
- * A takeover that left messages waiting watches for a while that the server pins this
- * reader: a pull of an earlier connection that went may have been pinned at the takeover,
- * before this reader's first pull was queued, and would keep it waiting for the pin's
- * priority_timeout (docs/decisions/consumer-takeover.md). Each look that finds the pin left
+ * A takeover that left messages waiting, or found an older reader's pull still waiting,
+ * watches for a while that the server pins this reader: a pull of an earlier connection
+ * (a parked reader's elsewhere) may be pinned by the takeover's messages or the next one
+ * published, before this reader's first pull is queued, and would keep it waiting for the
+ * pin's priority_timeout (docs/decisions/consumer-takeover.md). Each look that finds the pin left
  * over hands it back (RESET, UNPIN); the looks are bounded, after which the timeout bounds
  * what is left.
  */
 export type StoredDeliveryEvent =
-  /** `awaitPin`: taken over in place, and the RESET said messages wait for this reader. */
+  /** `awaitPin`: taken over in place, and messages wait for this reader or an older reader's pull still waited. */
   | { type: "OPENED"; awaitPin?: boolean }
   /** The reader holds the pin (or something it received), or nothing waits for it elsewhere. */
   | { type: "SERVED" }
@@ -55,8 +56,11 @@ export type StoredDeliveryEvent =
   | { type: "RETIRE_FAILED" }
   /** The connection ended with nothing unacknowledged; the session lives on. */
   | { type: "PARK" }
-  /** A resume here took it over: it reads for the new connection. */
-  | { type: "ADOPT" }
+  /**
+   * A resume here took it over: it reads for the new connection. `awaitPin`: never pinned,
+   * and an older reader's pull its own takeover found may still wait (and take the pin).
+   */
+  | { type: "ADOPT"; awaitPin?: boolean }
   | { type: "STOP" };
 
 export type StoredDeliveryEmitted =
@@ -121,7 +125,7 @@ export const storedDeliveryMachine = setup({
     pinCheck: ({ context }) => (context.pinCheckMs ?? PIN_CHECK_MS) * 2 ** context.pinCheck,
   },
   guards: {
-    awaitsPin: ({ event }) => event.type === "OPENED" && event.awaitPin === true,
+    awaitsPin: ({ event }) => (event.type === "OPENED" || event.type === "ADOPT") && event.awaitPin === true,
     pinChecksLeft: ({ context }) => context.pinCheck + 1 < (context.pinChecks ?? PIN_CHECKS),
   },
   actions: {
@@ -187,7 +191,7 @@ export const storedDeliveryMachine = setup({
                 // Nothing to watch (a new consumer, an adopted one, a takeover with nothing
                 // waiting), pinned, or the looks used up: the pin's priority_timeout bounds the rest.
                 settled: {},
-                // Taken over with messages waiting: the server should pin this reader at once.
+                // Taken over with messages waiting or an older pull waiting: the server should pin this reader.
                 awaitingPin: {
                   after: { pinCheck: { target: "checkingPin" } },
                 },
@@ -240,7 +244,10 @@ export const storedDeliveryMachine = setup({
             parked: {
               tags: ["parked"],
               on: {
-                ADOPT: { target: "reading" },
+                ADOPT: [
+                  { guard: "awaitsPin", target: "reading.awaitingPin", actions: assign({ pinCheck: 0 }) },
+                  { target: "reading" },
+                ],
                 // Gone, or taken over elsewhere: the next resume takes the consumer over.
                 CONSUMER_LOST: { target: "#storedDelivery.stopped" },
               },

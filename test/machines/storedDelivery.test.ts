@@ -189,6 +189,19 @@ describe("storedDelivery machine", () => {
     expect(stopped.types().filter((t) => t === "check_pin")).toHaveLength(1);
   });
 
+  it("an adopted subscription never pinned, while an older reader's pull may still wait, looks at its pin as a takeover does", () => {
+    const d = drive(storedDeliveryMachine, { ...input, parkMs: 20_000 });
+    d.actor.send({ type: "OPENED" });
+    d.actor.send({ type: "PARK" });
+    d.actor.send({ type: "ADOPT", awaitPin: true });
+    expect(d.actor.getSnapshot().matches({ active: { read: { reading: "awaitingPin" } } })).toBe(true);
+    vi.advanceTimersByTime(1_000);
+    expect(d.types().filter((t) => t === "check_pin")).toHaveLength(1);
+    d.actor.send({ type: "SERVED" });
+    vi.advanceTimersByTime(60_000);
+    expect(d.types().filter((t) => t === "check_pin")).toHaveLength(1);
+  });
+
   it("only a reading subscription parks", () => {
     const d = drive(storedDeliveryMachine, { ...input, parkMs: 20_000 });
     d.actor.send({ type: "PARK" });

@@ -7,8 +7,9 @@
 // and given the message, which then waits for its ack wait. Either way, when that happens
 // at the takeover, before the new reader's first pull is queued, the new reader waits out
 // the pin's priority_timeout (30 s). Here raw NATS pulls without an id stand for those
-// pulls, at the moment that makes the takeover pin them; the resumed session must get its
-// message at once all the same.
+// pulls, at the moment that makes the takeover pin them; the session resumes on another
+// gateway (a resume where it left adopts its parked reader and takes nothing over:
+// docs/decisions/session-parking.md) and must get its message at once all the same.
 import { type JetStreamManager, jetstreamManager } from "@nats-io/jetstream";
 import { connect, createInbox, type NatsConnection, type Subscription } from "@nats-io/transport-node";
 import type { MqttClient } from "mqtt";
@@ -31,6 +32,8 @@ describe("a takeover whose pin goes to a pull that went", () => {
   let nc: NatsConnection;
   let jsm: JetStreamManager;
   let gw: GatewayHandle;
+  /** Where the sessions resume: their first gateway lets its parked readers go. */
+  let other: GatewayHandle;
   let pub: MqttClient;
 
   beforeAll(async () => {
@@ -39,12 +42,14 @@ describe("a takeover whose pin goes to a pull that went", () => {
     jsm = await jetstreamManager(nc);
     await jsm.streams.add({ name: "PINS", subjects: ["pins.>"] });
     gw = await startGateway({ nats: nats.url, config: { bindings: [{ stream: "PINS" }] } });
+    other = await startGateway({ nats: nats.url, config: { bindings: [{ stream: "PINS" }] } });
     pub = await connectMqtt(gw.port("mqtt"), { protocolVersion: 5 });
   });
   afterAll(async () => {
     await pub?.endAsync();
     await nc?.close();
     await gw?.stop();
+    await other?.stop();
     await nats?.stop();
   });
 
@@ -52,9 +57,9 @@ describe("a takeover whose pin goes to a pull that went", () => {
   const pinOf = (s: PinState) => s.priority_groups?.find((g) => g.group === "mqgw")?.pinned_client_id ?? "";
 
   /** A persistent session (MQTT 5, expiry 600) on `topic`, collecting what it receives. */
-  async function session(clientId: string, topic: string, received: string[]) {
+  async function session(clientId: string, topic: string, received: string[], on = gw) {
     const c = await connectMqtt(
-      gw.port("mqtt"),
+      on.port("mqtt"),
       { protocolVersion: 5, clientId, clean: false, properties: { sessionExpiryInterval: 600 }, resubscribe: false },
       (client) => client.on("message", (t, payload) => received.push(`${t} ${payload}`)),
     );
@@ -90,7 +95,7 @@ describe("a takeover whose pin goes to a pull that went", () => {
     );
     expect(consumer).toBeDefined();
     const name = consumer!.name;
-    // The connection's own pulls went with it (not parked: it never held the pin).
+    // Its parked readers ask for no more: their last pulls expire.
     await eventually(async () => ((await info(name)).num_waiting === 0 ? true : undefined));
     // A pull that ends unheard: the message published next pins it, and the pin stays.
     (await pullWithoutId(name, 1)).unsubscribe();
@@ -120,7 +125,7 @@ describe("a takeover whose pin goes to a pull that went", () => {
       const topic = `pins/${heard ? "h" : "u"}${Date.now()}`;
       const { received, name, last } = await leavePinToAPullThatWent(clientId, topic, heard);
       const started = Date.now();
-      const resumed = await session(clientId, topic, received);
+      const resumed = await session(clientId, topic, received, other);
       expect(resumed.connack.sessionPresent).toBe(true);
       await eventually(() => (received.length > 0 ? true : undefined), 20_000, "the offline message");
       const ms = Date.now() - started;

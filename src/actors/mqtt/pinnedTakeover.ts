@@ -50,16 +50,34 @@ export function notInPlace(e: unknown): boolean {
   return e instanceof JetStreamApiError && (e.code === 10014 || e.code === 10160);
 }
 
+/** What a takeover in place left for its reader to watch (the storedDelivery machine's `awaitingPin`). */
+export interface TakenOver {
+  /**
+   * Watch that the server pins the new reader: messages wait after a RESET, or a pull of an
+   * older reader was still heard at the INFO (a parked reader's, on the gateway the session
+   * left). Either can be given the pin before the new reader's first pull is queued.
+   */
+  readonly watchPin: boolean;
+  /**
+   * A pull of an older reader was still heard at the INFO. RESET does not end waiting pulls:
+   * until it expires (PULL_EXPIRES_MS), the next message published may pin it, even when
+   * nothing waited at the takeover.
+   */
+  readonly olderPulls: boolean;
+}
+
 /**
  * Fences older readers and rewinds to the ack floor, as far as the consumer's state needs
  * it (src/protocol/consumerTakeover.ts); the new reader pulls once this is done. Undefined:
  * the consumer has no pin group (an older gateway made it), so it is replaced the old way.
- * True when messages wait for the new reader after a RESET (its answer): only then can the
- * takeover's own deliveries pin a pull of an earlier connection before the new reader's first
- * pull is queued. With no pull waiting at the INFO (which drops those nobody hears) there is
- * none to pin.
+ * With no pull waiting at the INFO (which drops those nobody hears) and nothing waiting
+ * after it, there is nothing to watch.
  */
-export async function takeOver(jsm: JetStreamManager, stream: string, consumer: string): Promise<boolean | undefined> {
+export async function takeOver(
+  jsm: JetStreamManager,
+  stream: string,
+  consumer: string,
+): Promise<TakenOver | undefined> {
   const info = await jsm.consumers.info(stream, consumer);
   if (!(info.config.priority_groups ?? []).includes(PIN_GROUP)) return undefined;
   const steps = takeoverSteps({
@@ -67,11 +85,12 @@ export async function takeOver(jsm: JetStreamManager, stream: string, consumer: 
     waiting: info.num_waiting,
     ackPending: info.num_ack_pending,
   });
-  if (steps === "none") return false;
+  const olderPulls = info.num_waiting > 0;
+  if (steps === "none") return { watchPin: false, olderPulls };
   await jsm.consumers.unpin(stream, consumer, PIN_GROUP);
-  if (steps === "unpin") return false;
+  if (steps === "unpin") return { watchPin: olderPulls, olderPulls };
   const r = await jsm.consumers.reset(stream, consumer);
-  return r.num_pending > 0 || r.num_ack_pending > 0;
+  return { watchPin: olderPulls || r.num_pending > 0 || r.num_ack_pending > 0, olderPulls };
 }
 
 /** Where a taken-over consumer is (a stored delivery's options). */
@@ -86,16 +105,24 @@ type Where = Pick<OpenOptions, "services" | "account" | "stream" | "log">;
  * inbox draining) is pinned and sent the message, which nobody acknowledges. Either way this
  * reader's pulls, which carry no id, wait for the pin's priority_timeout. Nothing waiting
  * and nothing unacknowledged: nothing is kept from it (a reader elsewhere that holds the
- * pin read it all), left alone.
+ * pin read it all), left alone once no older reader's pull can still be waiting.
  */
-export async function checkPin(w: Where, consumer: string, served: () => boolean): Promise<StoredDeliveryEvent> {
+export async function checkPin(
+  w: Where,
+  consumer: string,
+  served: () => boolean,
+  /** Until then (Date.now()) an older reader's pull may still wait, and pin the next message to come. */
+  olderPullsUntil = 0,
+): Promise<StoredDeliveryEvent> {
   if (served()) return { type: "SERVED" };
   try {
     const { jsm } = await w.services.jetstream(w.account);
     const info = await jsm.consumers.info(w.stream, consumer);
     const pinned = pinnedIdOf(info, PIN_GROUP) !== undefined;
     const unacknowledged = info.num_ack_pending > 0;
-    if (served() || (!unacknowledged && info.num_pending === 0)) return { type: "SERVED" };
+    if (served()) return { type: "SERVED" };
+    if (!unacknowledged && info.num_pending === 0)
+      return Date.now() < olderPullsUntil ? { type: "PIN_UNKNOWN" } : { type: "SERVED" };
     if (!pinned && !unacknowledged) return { type: "PIN_UNKNOWN" };
     return { type: "PIN_LEFT_OVER", rewind: unacknowledged, unpin: pinned };
   } catch {

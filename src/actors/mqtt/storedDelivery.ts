@@ -91,6 +91,8 @@ export class StoredDelivery {
   private held: Msg[] | undefined;
   /** Told when it stops, parked or not: the parked deliveries forget it (parkedDeliveries.ts). */
   private onStopped: (() => void) | undefined;
+  /** After a takeover that found an older reader's pull waiting: when that pull has expired (Date.now()). */
+  private olderPullsUntil = 0;
   /** Its attempts and retirements under way (made with the first), interrupted when it stops. */
   private work: ActorTasks | undefined;
 
@@ -161,7 +163,9 @@ export class StoredDelivery {
       case "retire":
         return this.tasks().run(() => this.retire());
       case "check_pin":
-        return this.tasks().run(async () => this.send(await checkPin(this.o, this.current, this.served)));
+        return this.tasks().run(async () =>
+          this.send(await checkPin(this.o, this.current, this.served, this.olderPullsUntil)),
+        );
       case "retake":
         return this.tasks().run(async () => this.send(await retakePin(this.o, this.current, this.served, e)));
       case "stop":
@@ -313,19 +317,21 @@ export class StoredDelivery {
    * replaced the old way. The read starts at the server's ack floor; the record's, if higher, is skipped.
    */
   private async takeOverInPlace(jsm: JetStreamManager, nats: NatsSeam, consumer: string): Promise<boolean> {
-    const waiting = await takeOver(jsm, this.o.stream, consumer).catch((e: unknown) => {
+    const taken = await takeOver(jsm, this.o.stream, consumer).catch((e: unknown) => {
       // A gateway user whose permissions predate UNPIN and RESET: the old way, said once.
       if (missingPermission(e)) inPlaceRefused(this.to.log, this.o.stream, e);
       if (notInPlace(e) || missingPermission(e)) return undefined;
       throw e;
     });
-    if (waiting === undefined) return false;
+    if (taken === undefined) return false;
     if (this.ended) return true;
     this.nats = nats;
     this.takeover = undefined;
+    // An older reader's pull waited at the INFO: it expires at most one pull's life from now.
+    if (taken.olderPulls) this.olderPullsUntil = Date.now() + PULL_EXPIRES_MS;
     this.window = this.reader(nats, consumer, true);
-    // Messages waiting: the machine looks that they come (checkPin).
-    this.send({ type: "OPENED", awaitPin: waiting });
+    // Messages waiting, or an older pull that may take the pin: the machine looks that this reader is served (checkPin).
+    this.send({ type: "OPENED", awaitPin: taken.watchPin });
     this.window.start();
     return true;
   }
@@ -403,18 +409,17 @@ export class StoredDelivery {
   }
 
   /**
-   * The connection ended and the session lives on: parked, if it reads, the server pinned
-   * it, and the client holds nothing of it unacknowledged. It asks for nothing more; what
-   * its pulls under way still bring is held for the connection that adopts it. Not parked
-   * (false: stop it), the next resume takes the consumer over (UNPIN, RESET): the client's
-   * unacknowledged messages come back only so, and a reader never pinned has no pin id to
-   * keep its ended pulls from taking the pin (docs/decisions/session-parking.md).
+   * The connection ended and the session lives on: parked, if it reads and the client holds
+   * nothing of it unacknowledged. It asks for nothing more; what its pulls under way still
+   * bring (pinned or not yet) is held for the connection that adopts it. Not parked (false:
+   * stop it), the next resume takes the consumer over (UNPIN, RESET): the client's
+   * unacknowledged messages come back only so (docs/decisions/session-parking.md).
    * `onStopped`: told if it stops while parked.
    */
   park(onStopped: () => void): boolean {
     const s = this.machine.actor.getSnapshot();
     const reading = s.status === "active" && s.matches({ active: { read: "reading" } });
-    if (!reading || this.pending.size > 0 || !this.window?.pinned) return false;
+    if (!reading || this.pending.size > 0 || !this.window) return false;
     this.held = [];
     this.window.pause();
     this.send({ type: "PARK" });
@@ -430,7 +435,8 @@ export class StoredDelivery {
     this.held = undefined;
     this.onStopped = undefined;
     this.to = to;
-    this.send({ type: "ADOPT" });
+    // Never pinned, and an older reader's pull may still wait: it could take the pin (checkPin).
+    this.send({ type: "ADOPT", awaitPin: !this.window.pinned && Date.now() < this.olderPullsUntil });
     for (const m of held) {
       const seq = parseJsAckReply(m.reply)?.streamSeq;
       if (seq !== undefined && this.pending.has(seq)) to.onMessage(m, seq, this);
