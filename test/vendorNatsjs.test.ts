@@ -1,6 +1,8 @@
 // The nats.js patch of src/vendor/natsjs.ts (issue 16): protocol lines made bytes with
-// Buffer.from instead of TextEncoder must queue the very bytes nats.js queued before; and a
-// request answered makes no Error nats.js throws away, while unanswered ones reject as before.
+// Buffer.from instead of TextEncoder must queue the very bytes nats.js queued before; what is
+// queued in one turn of the event loop goes out in one write, and nothing queued is lost
+// when the connection closes (issue 24); and a request answered makes no Error nats.js
+// throws away, while unanswered ones reject as before.
 
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
@@ -37,6 +39,56 @@ describe("nats.js protocol lines as Buffer.from bytes", () => {
         },
       ),
     );
+  });
+});
+
+describe("nats.js commands written once per turn of the event loop", () => {
+  /** How many writes `send` makes of commands queued from three callbacks of one turn (microtasks between). */
+  async function writesOf(send: Send): Promise<number> {
+    let writes = 0;
+    const handler = {
+      outbound: new DataBuffer(),
+      pendingLimit: Number.MAX_SAFE_INTEGER,
+      flushPending() {
+        if (handler.outbound.size() === 0) return;
+        handler.outbound.drain();
+        writes++;
+      },
+    };
+    for (const line of ["PUB a 1\r\n", "PUB b 1\r\n", "PUB c 1\r\n"]) {
+      send.call(handler, line, new Uint8Array([1]));
+      await Promise.resolve();
+    }
+    await new Promise((r) => setImmediate(r));
+    return writes;
+  }
+
+  it("queues a turn's commands into one write, where nats.js writes once per callback", async () => {
+    installNatsPatches();
+    const patched = (ProtocolHandler.prototype as unknown as { sendCommand: Send }).sendCommand;
+    expect(await writesOf(upstream["@nats-io/nats-core ProtocolHandler.sendCommand"] as Send)).toBe(3);
+    expect(await writesOf(patched)).toBe(1);
+  });
+
+  it("writes what was queued when the connection closes right after", async () => {
+    installNatsPatches();
+    const server = await startNatsServer();
+    const listener = await connect({ servers: server.url });
+    const got: string[] = [];
+    listener.subscribe("last.>", { callback: (_e, m) => got.push(m.subject) });
+    await listener.flush();
+    try {
+      for (let i = 0; i < 20; i++) {
+        const nc = await connect({ servers: server.url });
+        nc.publish(`last.${i}`, "x");
+        await nc.close();
+      }
+      await listener.flush();
+      await expect.poll(() => got.length).toBe(20);
+    } finally {
+      await listener.close();
+      await server.stop();
+    }
   });
 });
 
