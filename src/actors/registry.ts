@@ -230,11 +230,18 @@ function intern(name: string): string {
 export function configuration(snapshot: { status: string; value?: unknown }): string {
   if (snapshot.status !== "active" && snapshot.status !== "done") return snapshot.status;
   // A machine in a top-level atomic state (most snapshots of most machines) names it itself.
-  if (typeof snapshot.value === "string") return snapshot.value;
+  const value = snapshot.value;
+  if (typeof value === "string") return value;
+  // Snapshots of one configuration share their value object (machines/step.ts `shared`).
+  const known = value && typeof value === "object" ? configurationNames.get(value) : undefined;
+  if (known !== undefined) return known;
   const paths: string[] = [];
-  walkConfiguration(snapshot.value, "", paths);
-  return paths.join(" | ");
+  walkConfiguration(value, "", paths);
+  const name = paths.join(" | ");
+  if (value && typeof value === "object") configurationNames.set(value, name);
+  return name;
 }
+const configurationNames = new WeakMap<object, string>();
 
 function walkConfiguration(value: unknown, prefix: string, paths: string[]): void {
   if (value && typeof value === "object") {

@@ -1,3 +1,4 @@
+import type { Logger } from "../../log.js";
 import { MSGS_PREFIX } from "../messageStore.js";
 import type { Deliveries } from "./deliveries.js";
 import type { ClientLink } from "./link.js";
@@ -148,6 +149,7 @@ export class StoredSubscriptions {
     const { link, host } = this;
     const { sub, source } = entry;
     const prefix = source ? prefixOf(source) : "";
+    let log: Logger | undefined;
     return {
       onMessage: (m, seq, d) => this.deliveries.deliverStored(sub, prefix, m, seq, d),
       onConsumer: (name) => {
@@ -155,7 +157,10 @@ export class StoredSubscriptions {
         entry.consumer = name;
         host.consumerChanged();
       },
-      log: link.log.child({ filter: sub.filter }),
+      // Made when a line is written (a failure): a storm's resumes write none.
+      get log() {
+        return (log ??= link.log.child({ filter: sub.filter }));
+      },
       budget: link.bytes,
     };
   }
