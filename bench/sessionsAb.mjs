@@ -3,7 +3,8 @@
 // than the change on a shared machine. Each build runs its embedded default with N persistent
 // sessions (two QoS 1 filters each, as bench/sessions.mjs); then rounds of: all dropped, all
 // back at once, A then B (B then A the next round). Wall seconds to the last CONNACK and the
-// CPU seconds of each side's processes (gateway and its nats-server) per storm.
+// CPU seconds of each side's processes (gateway and its nats-server, each and together) per
+// storm and per drop (the drop's until the storm starts, SETTLE_MS after it).
 //
 //   node bench/sessionsAb.mjs --a /path/to/checkout-a --b /path/to/checkout-b [--n 3000] [--rounds 4]
 //
@@ -49,22 +50,29 @@ try {
   for (let round = 0; round < rounds; round++) {
     for (const name of round % 2 ? ["b", "a"] : ["a", "b"]) {
       const { s, gens, storms } = sides[name];
+      // Per process: the gateway's own CPU and its nats-server's, for the drop and the storm.
+      const pids = s.pids();
+      const cpuOf = () => pids.map((p) => cpuSeconds([p]));
+      const before = cpuOf();
       await all(gens, "drop");
       await sleep(SETTLE_MS);
-      const pids = s.pids();
-      const cpu0 = cpuSeconds(pids);
+      const dropped = cpuOf();
       const r = await all(gens, "reconnect", { timeoutMs: 180_000 });
-      const cpu = cpuSeconds(pids) - cpu0;
-      storms.push({ seconds: r.seconds, cpu, ok: r.ok, present0: r.present0 });
+      const back = cpuOf();
+      const drop = dropped.map((c, k) => c - before[k]);
+      const storm = back.map((c, k) => c - dropped[k]);
+      const sum = (xs) => xs.reduce((a, x) => a + x, 0);
+      storms.push({ seconds: r.seconds, cpu: sum(storm), drop: sum(drop), ok: r.ok, present0: r.present0 });
       console.log(
-        `round ${round} ${name}: storm ${r.seconds?.toFixed(2)} s, CPU ${cpu.toFixed(2)} s, ok ${r.ok}, present0 ${r.present0}`,
+        `round ${round} ${name}: storm ${r.seconds?.toFixed(2)} s, CPU ${sum(storm).toFixed(2)} s (by process ${storm.map((c) => c.toFixed(2)).join(" / ")}), ` +
+          `drop CPU ${sum(drop).toFixed(2)} s (${drop.map((c) => c.toFixed(2)).join(" / ")}), ok ${r.ok}, present0 ${r.present0}`,
       );
     }
   }
   for (const name of ["a", "b"]) {
     const { storms } = sides[name];
     console.log(
-      `${name}: median storm ${median(storms.map((x) => x.seconds)).toFixed(2)} s, median CPU ${median(storms.map((x) => x.cpu)).toFixed(2)} s`,
+      `${name}: median storm ${median(storms.map((x) => x.seconds)).toFixed(2)} s, median CPU ${median(storms.map((x) => x.cpu)).toFixed(2)} s, median drop CPU ${median(storms.map((x) => x.drop)).toFixed(2)} s`,
     );
   }
 } finally {

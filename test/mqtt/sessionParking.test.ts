@@ -159,7 +159,7 @@ describe("parked stored subscriptions", () => {
     // bridge in the account would), are ahead of the new reader's at the server: the next
     // message pins one of them. The new reader watches for that (checkPin) until they expire.
     // Tried until a takeover found them waiting (UNPIN and RESET on both consumers), which the
-    // parked pulls' remaining life (0-3 s) leaves to timing.
+    // parked pulls' remaining life (0-10 s) leaves to timing.
     const everything = nc.subscribe(">");
     await nc.flush();
     let found = false;
