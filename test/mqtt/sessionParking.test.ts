@@ -86,10 +86,17 @@ describe("parked stored subscriptions", () => {
 
   /** Waits until the two consumers made since `earlier` have no pull waiting and nothing held. */
   async function quiet(earlier: Set<string>) {
-    await eventually(async () => {
-      const mine = (await consumersOf()).filter((c) => !earlier.has(c.name));
-      return mine.length === 2 && mine.every((c) => c.num_waiting === 0 && c.num_ack_pending === 0) ? true : undefined;
-    });
+    // A pull lives 10 s (PULL_EXPIRES_MS), and the last one was asked just before the end.
+    await eventually(
+      async () => {
+        const mine = (await consumersOf()).filter((c) => !earlier.has(c.name));
+        return mine.length === 2 && mine.every((c) => c.num_waiting === 0 && c.num_ack_pending === 0)
+          ? true
+          : undefined;
+      },
+      20_000,
+      "the session's pulls expired",
+    );
   }
 
   /** Resumes on `gw` (session present), publishes `from`..`to` live, and checks every message arrived once, in order. */
