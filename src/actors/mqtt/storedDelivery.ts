@@ -12,6 +12,7 @@ import { ACK } from "../client/jetStreamPull.js";
 import { missingPermission } from "../client/missingPermission.js";
 import type { NatsSeam } from "../client/natsSeam.js";
 import { startChildMachine } from "../machineActor.js";
+import { AckLedger } from "./ackLedger.js";
 import {
   checkPin,
   inPlaceRefused,
@@ -59,16 +60,8 @@ import {
 const CONSUMER_NOT_FOUND = 10014;
 
 export class StoredDelivery {
-  /**
-   * What was received and not yet acknowledged: each one's ack subject by stream sequence, in
-   * the order received (not the message: its payload would stay until the client's PUBACK).
-   */
-  private readonly pending = new Map<number, string>();
-  /** Sequences acknowledged while a lower one was still pending. */
-  private ackedAbove: number[] = [];
-  /** The highest sequence acknowledged so far (with the floor it started from). */
-  private highestAcked: number;
-  private readonly skip: Set<number>;
+  /** What the client was sent and acknowledged: its floor, and the replies of what it holds. */
+  private readonly ledger: AckLedger;
   /** Reads the consumer while the machine is `reading`. */
   private window: PullWindow | undefined;
   private nats: NatsSeam | undefined;
@@ -99,8 +92,7 @@ export class StoredDelivery {
   private constructor(private readonly o: OpenOptions) {
     this.to = o;
     this.current = o.name;
-    this.highestAcked = o.resume?.floor ?? 0;
-    this.skip = new Set(o.resume?.above ?? []);
+    this.ledger = new AckLedger(o.resume, o.maxAckPending);
     this.takeover = o.resume ? { name: o.name, ask: true } : undefined;
     this.settled = new Promise((resolve) => (this.resolveFirst = resolve));
     this.machine = startChildMachine(storedDeliveryMachine, {
@@ -173,7 +165,7 @@ export class StoredDelivery {
         this.window = undefined;
         // Left to the next reader's RESET (a takeover), as on any stop.
         this.held = undefined;
-        this.pending.clear();
+        this.ledger.clear();
         this.onStopped?.();
         this.work?.close();
         // A last try for what is still to delete, outliving the delivery (its failures end
@@ -203,7 +195,7 @@ export class StoredDelivery {
   }
 
   /** Pinned, or holding a message (checkPin). */
-  private readonly served = (): boolean => this.window?.pinned === true || this.pending.size > 0;
+  private readonly served = (): boolean => this.window?.pinned === true || this.ledger.held > 0;
 
   /** Stopped by the session: nothing more is read or made. */
   private get ended(): boolean {
@@ -236,7 +228,7 @@ export class StoredDelivery {
         // The server's floor may lag the previous connection's last acks; the record's may be
         // missing (a gateway that died wrote none): the higher of the two.
         const floor = Math.max(previous?.ack_floor.stream_seq ?? 0, this.acknowledged().floor);
-        if (floor > this.highestAcked && this.pending.size === 0) this.highestAcked = floor;
+        this.ledger.raiseFloor(floor);
         // A lost consumer (not asked about) is replaced too.
         const found = previous !== null && this.takeover !== undefined;
         const base = sessionConsumerConfig({
@@ -340,8 +332,7 @@ export class StoredDelivery {
   private lost(): void {
     this.takeover = { name: this.current, ask: false };
     this.making = undefined;
-    // Its successor starts at the floor: what the client acknowledged above it is not sent twice.
-    for (const seq of this.acknowledged().above) this.skip.add(seq);
+    this.ledger.skipAcknowledgedAbove();
   }
 
   private async retire(): Promise<void> {
@@ -364,48 +355,22 @@ export class StoredDelivery {
     if (seq === undefined) return;
     // Stopped: left for the next connection's consumer, which reads on from the floor.
     if (!this.window || this.ended) return;
-    if (this.pending.has(seq)) {
-      // ack_wait ran out while the client holds it, or a reopened consumer hands it back:
-      // MQTT sends nothing twice on one connection [MQTT-4.4.0-1]; the newest delivery's
-      // reply is the one to acknowledge.
-      this.pending.set(seq, m.reply!);
-      return;
-    }
-    if (this.skip.delete(seq)) return this.settle(m.reply!, ACK);
-    // Below the floor: acknowledged already (a reopened consumer starts at the floor).
-    if (seq <= this.highestAcked && this.pending.size === 0) return this.settle(m.reply!, ACK);
-    this.pending.set(seq, m.reply!);
+    const arrival = this.ledger.arrive(seq, m.reply!);
+    if (arrival === "settle") return this.settle(m.reply!, ACK);
+    if (arrival === "again") return;
     if (this.held) this.held.push(m);
     else this.to.onMessage(m, seq, this);
   }
 
   /** The client took the message over (PUBACK / PUBREC), or it is not the client's to have. */
   ack(seq: number): void {
-    const reply = this.pending.get(seq);
-    if (reply === undefined) return;
-    this.pending.delete(seq);
-    if (seq > this.highestAcked) this.highestAcked = seq;
-    const lowest = this.pending.keys().next().value;
-    if (lowest !== undefined && lowest < seq) {
-      this.ackedAbove.push(seq);
-      // Below the lowest pending, a sequence is under the floor: a reset does not hand it back.
-      if (this.ackedAbove.length > 2 * this.o.maxAckPending)
-        this.ackedAbove = this.ackedAbove.filter((s) => s > lowest);
-    }
-    // Delivered by a consumer that was since replaced: its successor hands it back once more.
-    if (parseJsAckReply(reply)?.consumer !== this.current) this.skip.add(seq);
-    this.settle(reply, ACK);
+    const reply = this.ledger.ack(seq, this.current);
+    if (reply !== undefined) this.settle(reply, ACK);
   }
 
-  /**
-   * How far the client has acknowledged: everything up to `floor` (in the order received),
-   * and `above` it what it acknowledged out of order. The session record keeps both for the
-   * next connection's consumer.
-   */
+  /** How far the client has acknowledged (ackLedger.ts): the session record keeps it for the next connection's consumer. */
   acknowledged(): { floor: number; above: number[] } {
-    const lowest = this.pending.keys().next().value;
-    if (lowest === undefined) return { floor: this.highestAcked, above: [] };
-    return { floor: lowest - 1, above: this.ackedAbove.filter((s) => s > lowest) };
+    return this.ledger.acknowledged();
   }
 
   /**
@@ -419,7 +384,7 @@ export class StoredDelivery {
   park(onStopped: () => void): boolean {
     const s = this.machine.actor.getSnapshot();
     const reading = s.status === "active" && s.matches({ active: { read: "reading" } });
-    if (!reading || this.pending.size > 0 || !this.window) return false;
+    if (!reading || this.ledger.held > 0 || !this.window) return false;
     this.held = [];
     this.window.pause();
     this.send({ type: "PARK" });
@@ -439,7 +404,7 @@ export class StoredDelivery {
     this.send({ type: "ADOPT", awaitPin: !this.window.pinned && Date.now() < this.olderPullsUntil });
     for (const m of held) {
       const seq = parseJsAckReply(m.reply)?.streamSeq;
-      if (seq !== undefined && this.pending.has(seq)) to.onMessage(m, seq, this);
+      if (seq !== undefined && this.ledger.holds(seq)) to.onMessage(m, seq, this);
     }
     this.window.readOn(to.budget);
     return true;
@@ -465,7 +430,7 @@ export class StoredDelivery {
     this.decided({ state: "refused", reason: "stopped", permission: false });
     this.send({ type: "STOP" });
     this.machine.stop();
-    this.pending.clear();
+    this.ledger.clear();
   }
 
   private settle(reply: string, body: Uint8Array): void {
