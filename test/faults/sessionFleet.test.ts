@@ -386,7 +386,7 @@ describe("a fleet of persistent sessions through the sessions bench's phases whi
     // parked). The first comes to readers nothing was delivered to (their parked pulls, or
     // the adopted reader's next, are pinned by it); it delivers to every reader and the
     // devices acknowledge all, so the next ones come to pinned readers. The resumes, within
-    // the 15 s the readers are kept, adopt them: no INFO, UNPIN or RESET for most.
+    // the 20 s the readers are kept, adopt them: no INFO, UNPIN or RESET for most.
     const offline: Array<[string, number, string]> = [
       ["a", N / 3, "never pinned"],
       ["b", 0, "pinned"],

@@ -95,7 +95,7 @@ describe("a takeover whose pin goes to a pull that went", () => {
     );
     expect(consumer).toBeDefined();
     const name = consumer!.name;
-    // Its parked readers ask for no more: their last pulls expire (they live 10 s).
+    // Its parked readers ask for no more: their last pulls expire.
     await eventually(async () => ((await info(name)).num_waiting === 0 ? true : undefined), 20_000, "pulls expired");
     // A pull that ends unheard: the message published next pins it, and the pin stays.
     (await pullWithoutId(name, 1)).unsubscribe();

@@ -86,7 +86,7 @@ describe("parked stored subscriptions", () => {
 
   /** Waits until the two consumers made since `earlier` have no pull waiting and nothing held. */
   async function quiet(earlier: Set<string>) {
-    // A pull lives 10 s (PULL_EXPIRES_MS), and the last one was asked just before the end.
+    // A pull lives PULL_EXPIRES_MS, and the last one was asked just before the end.
     await eventually(
       async () => {
         const mine = (await consumersOf()).filter((c) => !earlier.has(c.name));
@@ -166,7 +166,7 @@ describe("parked stored subscriptions", () => {
     // bridge in the account would), are ahead of the new reader's at the server: the next
     // message pins one of them. The new reader watches for that (checkPin) until they expire.
     // Tried until a takeover found them waiting (UNPIN and RESET on both consumers), which the
-    // parked pulls' remaining life (0-10 s) leaves to timing.
+    // parked pulls' remaining life (0-3 s) leaves to timing.
     const everything = nc.subscribe(">");
     await nc.flush();
     let found = false;
