@@ -5,6 +5,7 @@ import { inboxPrefixOf } from "../../vendor/natsjs.js";
 import { ActorTasks } from "../actorTasks.js";
 import { startChildMachine } from "../machineActor.js";
 import type { ActorRegistry } from "../registry.js";
+import type { ConnectionFollower, ConnectionPulls } from "./connectionPulls.js";
 
 /** Who reads the consumer: an MQTT session's stored subscription, or an AMQP receiving link. */
 export interface PullReader {
@@ -36,14 +37,23 @@ export interface JetStreamPullOptions {
    */
   readonly group?: string | undefined;
   readonly registry?: ActorRegistry | undefined;
+  /** The connection's engines (NatsSeam.pull): this one holds while it is away and asks again once it is back. */
+  readonly connection?: ConnectionPulls | undefined;
 }
 
+/** One pull request, answered on an inbox it has to itself while it lasts. */
 interface Pull {
   readonly started: number;
   readonly noWait: boolean;
   remaining: number;
-  readonly sub: Subscription;
+  readonly inbox: Inbox;
   readonly timer: ReturnType<typeof setTimeout>;
+}
+
+/** A pull's inbox; once the server ended that pull (408, or all of its batch came) the next pull may have it. */
+interface Inbox {
+  readonly sub: Subscription;
+  pull: Pull | undefined;
 }
 
 /** A pull cut short before this is asked again only after a pause (and the machine's pause is this long). */
@@ -78,8 +88,14 @@ export function settle(nc: NatsConnection, reply: string, body: Uint8Array): voi
  * drops a waiting request whose inbox nobody reads). The jetStreamPull machine decides
  * whether to ask at all; each pull and message is plain work here.
  */
-export class JetStreamPull {
+export class JetStreamPull implements ConnectionFollower {
   private readonly pulls = new Set<Pull>();
+  /**
+   * The inbox of the last long poll the server ended, kept for the next one: an idle
+   * subscription asks again every expiry, and a fresh inbox each time was a SUB and an
+   * UNSUB more per renewal for both the gateway and nats-server (its subject tree changes).
+   */
+  private spare: Inbox | undefined;
   private requested = 0;
   private drainBatch = 0;
   private readonly drains: Array<() => void> = [];
@@ -102,6 +118,7 @@ export class JetStreamPull {
       registry: o.registry,
       onEmit: (e) => this.command(e),
     });
+    o.connection?.add(this);
   }
 
   /** The server pinned this reader (a pinned_client consumer): its pulls carry the pin id. */
@@ -141,8 +158,19 @@ export class JetStreamPull {
     this.send({ type: "HOLD" });
   }
 
+  /** ConnectionFollower: its connection went away. */
+  connectionLost(): void {
+    this.hold();
+  }
+
+  /** ConnectionFollower: back; the machine asks the reader again (an AMQP link asks as far as its credit, as on `want`). */
+  connectionBack(): void {
+    if (this.machine.actor.getSnapshot().matches("holding")) this.machine.actor.send({ type: "RESUME" });
+  }
+
   /** The reader is done: nothing more is asked, and the pulls' inboxes go now. */
   stop(): void {
+    this.o.connection?.delete(this);
     this.send({ type: "STOP" });
     this.machine.stop();
     this.work?.close();
@@ -187,13 +215,8 @@ export class JetStreamPull {
   }
 
   private pull(batch: number, noWait: boolean): void {
-    const inbox = createInbox(this.inboxPrefix);
-    let sub: Subscription;
-    try {
-      sub = this.o.nc.subscribe(inbox, {
-        callback: (e, m) => (e ? this.end(pull, "cut short") : this.received(pull, m)),
-      });
-    } catch {
+    const inbox = (noWait ? undefined : this.takeSpare()) ?? this.openInbox();
+    if (!inbox) {
       // The connection is closed or draining.
       return noWait ? this.send({ type: "DRAINED" }) : this.send({ type: "CUT_SHORT" });
     }
@@ -202,10 +225,11 @@ export class JetStreamPull {
       started: Date.now(),
       noWait,
       remaining: batch,
-      sub,
+      inbox,
       timer: setTimeout(() => this.end(pull, "lapsed"), timeout),
     };
     pull.timer.unref?.();
+    inbox.pull = pull;
     this.pulls.add(pull);
     this.requested += batch;
     const group = this.o.group
@@ -215,18 +239,42 @@ export class JetStreamPull {
       ? `{"batch":${batch},"no_wait":true${group}}`
       : `{"batch":${batch},"expires":${this.o.expiresMs * 1_000_000}${group}}`;
     try {
-      this.o.nc.publish(this.api, encoder.encode(request), { reply: inbox });
+      this.o.nc.publish(this.api, encoder.encode(request), { reply: inbox.sub.getSubject() });
     } catch {
       this.end(pull, "cut short");
     }
   }
 
-  private received(pull: Pull, m: Msg): void {
+  private takeSpare(): Inbox | undefined {
+    const spare = this.spare;
+    this.spare = undefined;
+    return spare;
+  }
+
+  private openInbox(): Inbox | undefined {
+    const inbox: { sub?: Subscription; pull: Pull | undefined } = { pull: undefined };
+    try {
+      inbox.sub = this.o.nc.subscribe(createInbox(this.inboxPrefix), {
+        callback: (e, m) => {
+          const pull = inbox.pull;
+          if (e) return pull ? this.end(pull, "cut short") : undefined;
+          this.received(pull, m);
+        },
+      });
+    } catch {
+      return undefined;
+    }
+    return inbox as Inbox;
+  }
+
+  private received(pull: Pull | undefined, m: Msg): void {
     if (!m.reply)
-      return this.pulls.has(pull) ? this.status(pull, m.headers?.code ?? 0, m.headers?.description ?? "") : undefined;
+      return pull && this.pulls.has(pull)
+        ? this.status(pull, m.headers?.code ?? 0, m.headers?.description ?? "")
+        : undefined;
     // Sent before the server heard that the pull ended (its inbox is draining), or after the
     // reader stopped: back to the stream at once, for the next pull, not after the ack wait.
-    if (!this.pulls.has(pull) || this.machine.actor.getSnapshot().status !== "active") {
+    if (!pull || !this.pulls.has(pull) || this.machine.actor.getSnapshot().status !== "active") {
       settle(this.o.nc, m.reply, NAK);
       // An ending pull the server pinned (it waited without an id, and its end had not reached
       // the server): the pin would keep what is handed back from every reader that lives.
@@ -293,6 +341,7 @@ export class JetStreamPull {
 
   private endAll(): void {
     for (const p of [...this.pulls]) this.end(p, "quietly");
+    this.takeSpare()?.sub.unsubscribe();
   }
 
   /**
@@ -305,8 +354,13 @@ export class JetStreamPull {
     const unfilled = Math.max(0, pull.remaining);
     this.requested -= unfilled;
     pull.remaining = 0;
-    if (unfilled > 0 && how !== "expired") letGo(pull.sub);
-    else pull.sub.unsubscribe();
+    const { inbox } = pull;
+    inbox.pull = undefined;
+    if (unfilled > 0 && how !== "expired") letGo(inbox.sub);
+    // The server is done with it (408, or all it asked for came): the next long poll's.
+    else if (!pull.noWait && how !== "quietly" && !this.spare && this.isAsking(this.machine.actor.getSnapshot()))
+      this.spare = inbox;
+    else inbox.sub.unsubscribe();
     if (pull.noWait) return this.send({ type: "DRAINED" });
     if (how === "quietly" || unfilled === 0) return;
     // A long poll that ran out is renewed; one the server cut short at once, after a pause.

@@ -15,6 +15,7 @@ import {
   type SubscriptionOptions,
 } from "@nats-io/transport-node";
 import { inboxPrefixOf, installNatsPatches } from "../../vendor/natsjs.js";
+import { ConnectionPulls } from "./connectionPulls.js";
 import { type JetStreamApiPacer, pacedRequests } from "./jetStreamPacing.js";
 import { JetStreamPull, type JetStreamPullOptions, settle } from "./jetStreamPull.js";
 
@@ -49,6 +50,9 @@ export class NatsSeam {
     }
     return seam;
   }
+
+  /** Its pull engines, told when it goes away and comes back; made with the first. */
+  private pulls: ConnectionPulls | undefined;
 
   private constructor(readonly nc: NatsConnection) {}
 
@@ -157,8 +161,9 @@ export class NatsSeam {
   }
 
   /** A pull engine on `stream`/`consumer` over this connection (client/jetStreamPull.ts). */
-  pull(options: Omit<JetStreamPullOptions, "nc">): JetStreamPull {
-    return new JetStreamPull({ ...options, nc: this.nc });
+  pull(options: Omit<JetStreamPullOptions, "nc" | "connection">): JetStreamPull {
+    this.pulls ??= new ConnectionPulls((w) => this.watch(w));
+    return new JetStreamPull({ ...options, nc: this.nc, connection: this.pulls });
   }
 
   /** Admin rebalance: moves the connection, with every client on it, to `url` (moveConnection). */

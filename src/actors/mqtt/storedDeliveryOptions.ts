@@ -46,19 +46,21 @@ export type StoredOutcome =
   | { readonly state: "refused"; readonly reason: string; readonly permission: boolean };
 
 /**
- * Pull requests of a few seconds: an idle consumer asks again this often. They also bound how
- * long a pull the server forgot (nats-server restarted) goes unnoticed: MQTT stored readers are
- * not told of NATS reconnecting, and notice at the pull's expiry and grace. 10 s pulls halved
- * the CPU of 10,000 idle sessions (0.55 -> 0.26 of a core) but left stored delivery stalled
- * for up to 12 s after a nats-server restart (test/model/mqttSession.test.ts): back to 3 s
- * until the readers hold and resume with the connection (docs/decisions/session-consumers.md).
+ * Pull requests of 10 s: an idle consumer asks again this often. 3 s made 10,000 idle sessions
+ * (20,000 readers) cost the gateway and its nats-server 0.55 of a core in pulls; 10 s, 0.26.
+ * A pull a restarted nats-server forgot costs no wait: the readers hold while NATS is away and
+ * ask again as soon as it is back (client/connectionPulls.ts). One waiting on a cluster node
+ * that died while the gateway's connection stayed on another is renewed at its expiry and
+ * grace, 12 s (docs/decisions/session-consumers.md). With
+ * PARK_MS after the last pull it stays under the pin's 30 s priority_timeout, and the pin
+ * watch's looks (1, 2, 4, 8 s) outlast an older reader's pull (pinnedTakeover.ts).
  */
-export const PULL_EXPIRES_MS = 3_000;
+export const PULL_EXPIRES_MS = 10_000;
 /**
  * How long a parked subscription waits for a resume here: its consumer's pin lasts 30 s
  * after the last pull (pinnedTakeover.ts), which was at most PULL_EXPIRES_MS before parking.
  */
-export const PARK_MS = 20_000;
+export const PARK_MS = 15_000;
 
 /** A failure waiting cannot cure: the subscription is refused, or goes on live only. */
 export class StoreRefused extends Error {}
