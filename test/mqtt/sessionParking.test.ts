@@ -5,8 +5,10 @@
 // while a resume elsewhere takes the consumers over as before (and asks UNPIN and RESET only
 // where an older reader's pull still waits or something is held: protocol/consumerTakeover.ts).
 import { jetstreamManager } from "@nats-io/jetstream";
+import { Kvm } from "@nats-io/kv";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import type { MqttClient } from "mqtt";
+import { sessionKey } from "../../src/actors/mqtt/kvSessionStore.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type GatewayHandle, metric, startGateway } from "../helpers/gateway.js";
 import { connectMqtt } from "../helpers/mqttClient.js";
@@ -19,6 +21,8 @@ describe("parked stored subscriptions", () => {
   const gws: GatewayHandle[] = [];
   /** The JetStream takeover requests the account saw: `UNPIN <consumer>` / `RESET <consumer>`. */
   const takeovers: string[] = [];
+  /** The subjects of the direct gets the account saw (a session record's read names its key). */
+  const reads: string[] = [];
 
   beforeAll(async () => {
     nats = await startNatsServer();
@@ -30,6 +34,7 @@ describe("parked stored subscriptions", () => {
         if (op === "UNPIN" || op === "RESET") takeovers.push(`${op} ${consumer}`);
       },
     });
+    nc.subscribe("$JS.API.DIRECT.GET.>", { callback: (_e, m) => reads.push(m.subject) });
     await nc.flush();
     const config = { bindings: [{ stream: "PARK" }] };
     gws.push(await startGateway({ nats: nats.url, config }), await startGateway({ nats: nats.url, config }));
@@ -139,9 +144,34 @@ describe("parked stored subscriptions", () => {
     await parkedOn(gws[0]!, 2);
     sent.push(...(await publishAll(pub, 6, 12)));
     const before = takeovers.length;
+    const readsBefore = reads.length;
     sub = await resumeAndCheck(gws[0]!, clientId, received, pub, sent, 12, 16);
     expect(takeovers.slice(before)).toEqual([]);
+    // Nor is the record read: the gateway wrote it when the connection ended here.
+    expect(reads.slice(readsBefore).filter((r) => r.endsWith(`.${sessionKey(clientId)}`))).toEqual([]);
     await sub.endAsync(false, { reasonCode: 0, properties: { sessionExpiryInterval: 0 } });
+    await pub.endAsync();
+  });
+
+  it("a record written by someone else while the session was parked is read, not resumed over: the resume takes its consumers over and misses nothing", async () => {
+    const clientId = `rewritten-${Date.now()}`;
+    const received: string[] = [];
+    const pub = await connectMqtt(gws[0]!.port("mqtt"), { protocolVersion: 5 });
+    const sub = await subscriber(gws[0]!, clientId, received);
+    const sent = await publishAll(pub, 0, 4);
+    await eventually(() => (received.length === 4 ? true : undefined));
+    await sub.endAsync();
+    await parkedOn(gws[0]!, 2);
+    // A writer that told no gateway (as one whose claim has not arrived yet): the same session, a newer revision.
+    const kv = await new Kvm(nc).open("MQGW_SESSIONS");
+    const entry = await kv.get(sessionKey(clientId));
+    await kv.put(sessionKey(clientId), entry!.value);
+    sent.push(...(await publishAll(pub, 4, 8)));
+    const readsBefore = reads.length;
+    const resumed = await resumeAndCheck(gws[0]!, clientId, received, pub, sent, 8, 10);
+    // Its conditional write found the newer record: it was read.
+    expect(reads.slice(readsBefore).filter((r) => r.endsWith(`.${sessionKey(clientId)}`)).length).toBeGreaterThan(0);
+    await resumed.endAsync(false, { reasonCode: 0, properties: { sessionExpiryInterval: 0 } });
     await pub.endAsync();
   });
 

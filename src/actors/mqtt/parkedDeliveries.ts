@@ -1,3 +1,4 @@
+import type { StoredSession } from "./sessionStore.js";
 import type { StoredDelivery } from "./storedDelivery.js";
 
 /** One detached session's parked stored subscriptions, as its last connection left them. */
@@ -6,6 +7,8 @@ export interface ParkedSession {
   readonly epoch: string | undefined;
   /** The revision of the detached record this gateway wrote: only a resume that reads it may adopt them. */
   readonly revision: number;
+  /** That record, as written: a resume here starts from it without reading the bucket. */
+  readonly record: StoredSession;
   /** By filter. */
   readonly byFilter: Map<string, StoredDelivery>;
 }
@@ -36,6 +39,21 @@ export class ParkedDeliveries {
     if (parked?.byFilter.get(filter) !== stored) return;
     parked.byFilter.delete(filter);
     if (parked.byFilter.size === 0) this.sessions.delete(key);
+  }
+
+  /** The record a resume of the client id would adopt from, if any is parked; it stays parked. */
+  recordOf(
+    account: string,
+    clientId: string,
+  ): { readonly record: StoredSession; readonly revision: number } | undefined {
+    return this.sessions.get(keyOf(account, clientId));
+  }
+
+  /** The parked record at `from` was written again, at `to`, by a resume here (ClientSession.holdParked). */
+  rewritten(account: string, clientId: string, from: number, to: number): void {
+    const key = keyOf(account, clientId);
+    const parked = this.sessions.get(key);
+    if (parked?.revision === from) this.sessions.set(key, { ...parked, revision: to });
   }
 
   /** What a resume of the client id may adopt; no longer parked here either way. */

@@ -74,6 +74,8 @@ export class ClientSession {
   private readonly kept: boolean;
   /** The record written as this connection's (takeRecord, before CONNACK): later writes follow it. */
   private recordTaken: Promise<boolean> | undefined;
+  /** What holdParked wrote as this connection's record: takeRecord writes again only what the resume changed. */
+  private heldAtLoad: StoredSession | undefined;
 
   /** Its subscriptions read the store: kept, or resumed (owed its queue even at expiry 0, MQTT 5 3.1.2.11.2). */
   private get persistent(): boolean {
@@ -116,6 +118,40 @@ export class ClientSession {
   /** CONNACK is out: deliveries start (deliveries.ts). */
   release(): void {
     this.deliveries.release();
+  }
+
+  /**
+   * Holds the record this gateway wrote when the session's last connection here ended, if its
+   * stored subscriptions are still parked here: writes it back held by this connection, on
+   * the condition that nobody wrote it since. One request stands for the read and for most of
+   * takeRecord's write (docs/decisions/session-parking.md). Undefined: nothing is parked, or
+   * the write did not happen (someone wrote since, the store did not answer): read the bucket.
+   */
+  async holdParked(): Promise<LoadedSession | undefined> {
+    const { account, clientId } = this.link;
+    const parked = this.deps.parked?.recordOf(account, clientId);
+    if (!parked) return undefined;
+    const { record, revision } = parked;
+    // Expired while parked: discarded as read (its consumers first), nothing to hold.
+    if (record.expiresAt <= Date.now()) return { session: record, revision, expired: true };
+    const { outbound: _leftInFlight, ...kept } = record;
+    const held: StoredSession = {
+      ...kept,
+      expiresAt: Date.now() + this.expirySec * 1000,
+      expirySec: this.expirySec,
+      owner: this.deps.gatewayId,
+      connected: true,
+    };
+    let written: number;
+    try {
+      written = await this.deps.store.save(account, clientId, held, { revision });
+    } catch {
+      return undefined;
+    }
+    // The parked readers are this record's now: the resume adopts them.
+    this.deps.parked?.rewritten(account, clientId, revision, written);
+    this.heldAtLoad = held;
+    return { session: record, revision: written, expired: false };
   }
 
   /**
@@ -315,11 +351,23 @@ export class ClientSession {
   /**
    * Marks the session held by this connection before CONNACK, whatever was written since it
    * was read: this connection is the session's owner now, and the writes of an earlier one
-   * that finishes late find a newer revision and give up (sessionWriter.ts).
+   * that finishes late find a newer revision and give up (sessionWriter.ts). A session held
+   * at load (holdParked) is marked already.
    */
   takeRecord(): Promise<void> {
-    this.writer.revision = undefined;
-    this.recordTaken = this.saveConnected();
+    const held = this.heldAtLoad;
+    if (held) {
+      // Held at load (holdParked): written again only if the resume changed its subscriptions
+      // (a filter refused on resume), on the revision that write left.
+      const now = this.record(true, this.expirySec);
+      this.recordTaken =
+        JSON.stringify(now.subscriptions) === JSON.stringify(held.subscriptions)
+          ? Promise.resolve(true)
+          : this.saveConnected();
+    } else {
+      this.writer.revision = undefined;
+      this.recordTaken = this.saveConnected();
+    }
     return this.recordTaken.then(() => {});
   }
 
@@ -336,10 +384,17 @@ export class ClientSession {
 
   /** The connection ended and the session outlives it for `expirySec`; the store drops it then. */
   saveDetached(expirySec: number): Promise<boolean> {
-    const saved = this.writer.write(() => ({ session: this.record(false, expirySec), ttlSec: expirySec }));
+    let record: StoredSession | undefined;
+    const saved = this.writer.write(() => {
+      record = this.record(false, expirySec);
+      return { session: record, ttlSec: expirySec };
+    });
     // Parked subscriptions wait for a resume of the record just written; else they stop.
     saved.then(
-      (ok) => this.stored.handOver(ok ? this.writer.revision : undefined),
+      (ok) => {
+        const revision = this.writer.revision;
+        this.stored.handOver(ok && record && revision !== undefined ? { record, revision } : undefined);
+      },
       () => this.stored.handOver(undefined),
     );
     return saved;

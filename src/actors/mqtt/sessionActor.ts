@@ -119,28 +119,19 @@ export class SessionActor implements Claimant, CommandTaker<EmittedFrom<typeof m
         this.claim = this.directory.claim(account, clientId, this);
         return;
       case "load":
-        return void deps.store.load(account, clientId).then(
-          (found) => {
-            this.loaded = found;
-            const held = found?.session.connected === true ? found.session.owner : undefined;
-            this.actor.send({
-              type: "LOADED",
-              found: {
-                exists: found !== undefined,
-                expired: found?.expired === true,
-                // Marked connected by this gateway's id: a connection here that ended (the claim
-                // waited for it) or a process of this id before a restart; either way not held.
-                heldBy: held && held !== deps.gatewayId ? held : undefined,
-              },
-            });
-          },
-          (err: Error) =>
-            this.actor.send({
-              type: "LOAD_FAILED",
-              reason: err.message,
-              waitable: err instanceof SessionStoreUnread && err.answersLater,
-            }),
-        );
+        // Parked here by the connection that ended here last: held again in one write, else read.
+        // A clean start reads what it clears.
+        return void (this.actor.getSnapshot().context.cleanStart ? Promise.resolve(undefined) : session.holdParked())
+          .then((held) => held ?? deps.store.load(account, clientId))
+          .then(
+            (found) => this.found(found),
+            (err: Error) =>
+              this.actor.send({
+                type: "LOAD_FAILED",
+                reason: err.message,
+                waitable: err instanceof SessionStoreUnread && err.answersLater,
+              }),
+          );
       case "ask_owner":
         return void owner.takeOverRemote(e.owner).then(
           (alive) => this.actor.send({ type: alive ? "OWNER_RELEASED" : "OWNER_GONE" }),
@@ -169,6 +160,21 @@ export class SessionActor implements Claimant, CommandTaker<EmittedFrom<typeof m
       case "remove":
         return this.settled(session.removeStored(), "REMOVED");
     }
+  }
+
+  private found(found: LoadedSession | undefined): void {
+    this.loaded = found;
+    const held = found?.session.connected === true ? found.session.owner : undefined;
+    this.actor.send({
+      type: "LOADED",
+      found: {
+        exists: found !== undefined,
+        expired: found?.expired === true,
+        // Marked connected by this gateway's id: a connection here that ended (the claim
+        // waited for it) or a process of this id before a restart; either way not held.
+        heldBy: held && held !== this.deps.gatewayId ? held : undefined,
+      },
+    });
   }
 
   /** Store calls report failures and move on: the machine bounds how long each step may take. */

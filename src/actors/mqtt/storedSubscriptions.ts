@@ -5,6 +5,7 @@ import type { ClientLink } from "./link.js";
 import type { ParkedSession } from "./parkedDeliveries.js";
 import type { SessionDeps } from "./session.js";
 import { sessionConsumerName } from "./sessionConsumers.js";
+import type { StoredSession } from "./sessionStore.js";
 import { StoredDelivery } from "./storedDelivery.js";
 import type { Recipient } from "./storedDeliveryOptions.js";
 import type { StoredSource } from "./storedSource.js";
@@ -181,16 +182,17 @@ export class StoredSubscriptions {
     } else stored.stop();
   }
 
-  /** The detached record is written (`revision`): what was parked waits here for a resume. */
-  handOver(revision: number | undefined): void {
+  /** The detached record is written (`record` at `revision`): what was parked waits here for a resume. */
+  handOver(written: { readonly record: StoredSession; readonly revision: number } | undefined): void {
     const parking = this.parking;
     this.parking = undefined;
     if (!parking || parking.size === 0) return;
-    if (revision === undefined || !this.deps.parked) {
+    if (written === undefined || !this.deps.parked) {
       for (const stored of parking.values()) stored.stop();
       return;
     }
-    const session: ParkedSession = { epoch: this.host.epoch(), revision, byFilter: parking };
+    const { record, revision } = written;
+    const session: ParkedSession = { epoch: this.host.epoch(), revision, record, byFilter: parking };
     this.deps.parked.park(this.link.account, this.link.clientId, session);
   }
 
