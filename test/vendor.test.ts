@@ -62,6 +62,7 @@ const RECORDED: Record<string, Record<string, string>> = {
     "@nats-io/nats-core ProtocolHandler.sendCommand": "674ae0825cde1a19",
     "@nats-io/nats-core ProtocolHandler.publish": "02790bbc42772438",
     "@nats-io/nats-core ProtocolHandler.close": "20a78db863887ffc",
+    "@nats-io/nats-core ProtocolHandler.flush": "b0558b96016c53c3",
     "@nats-io/nats-core RequestOne.resolver": "f84f6fbe68261e00",
     "@nats-io/nats-core RequestOne.cancel": "5e7f460c92cad65b",
   },

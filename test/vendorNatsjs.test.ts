@@ -70,6 +70,56 @@ describe("nats.js commands written once per turn of the event loop", () => {
     expect(await writesOf(patched)).toBe(1);
   });
 
+  /** The writes of a PUB and then a PING (`flush`) asked in one callback, and what each write held. */
+  function writesOfPubAndPing(flush: (this: unknown) => Promise<void>): string[] {
+    const writes: string[] = [];
+    const handler = {
+      outbound: new DataBuffer(),
+      pendingLimit: Number.MAX_SAFE_INTEGER,
+      pongs: [] as unknown[],
+      flushPending() {
+        if (handler.outbound.size() > 0) writes.push(Buffer.from(handler.outbound.drain()).toString());
+      },
+      sendCommand: (ProtocolHandler.prototype as unknown as { sendCommand: Send }).sendCommand,
+    };
+    handler.sendCommand.call(handler, "PUB a 1\r\n", new Uint8Array([49]), new TextEncoder().encode("\r\n"));
+    void flush.call(handler).catch(() => {});
+    return writes;
+  }
+
+  it("queues a PING behind the turn's commands and writes both at once, where nats.js wrote the queue at the PING", async () => {
+    installNatsPatches();
+    const patched = (ProtocolHandler.prototype as unknown as { flush: (this: unknown) => Promise<void> }).flush;
+    const original = upstream["@nats-io/nats-core ProtocolHandler.flush"] as (this: unknown) => Promise<void>;
+    expect(patched).not.toBe(original);
+    // nats.js: the PING wrote everything queued at once, and the turn's later commands again.
+    expect(writesOfPubAndPing(original)).toEqual(["PUB a 1\r\n1\r\nPING\r\n"]);
+    // Patched: nothing yet (the rest of the turn may add to it), then one write, the PING last.
+    const writes = writesOfPubAndPing(patched);
+    expect(writes).toEqual([]);
+    await new Promise((r) => setImmediate(r));
+    expect(writes).toEqual(["PUB a 1\r\n1\r\nPING\r\n"]);
+  });
+
+  it("a flush resolves once what was published before it reached the server, over a real connection", async () => {
+    installNatsPatches();
+    const server = await startNatsServer();
+    const nc = await connect({ servers: server.url });
+    const got: string[] = [];
+    nc.subscribe("seen.>", { callback: (_e, m) => got.push(m.subject) });
+    try {
+      for (let i = 0; i < 20; i++) {
+        nc.publish(`seen.${i}`, "x");
+        await nc.flush();
+        // The server answered the PING after routing the publish back to this connection's own subscription.
+        expect(got).toContain(`seen.${i}`);
+      }
+    } finally {
+      await nc.close();
+      await server.stop();
+    }
+  });
+
   it("writes what was queued when the connection closes right after", async () => {
     installNatsPatches();
     const server = await startNatsServer();

@@ -3,7 +3,7 @@
  * @nats-io/transport-node and @nats-io/jetstream 3.4.0, pinned (nats-core 3.4.0 with them);
  * test/vendor.test.ts fails when the source of the classes read here changes.
  */
-import { MsgImpl, NatsConnectionImpl, ProtocolHandler, RequestOne } from "@nats-io/nats-core/internal";
+import { type Deferred, deferred, MsgImpl, NatsConnectionImpl, ProtocolHandler, RequestOne } from "@nats-io/nats-core/internal";
 import type { MsgHdrs, NatsConnection } from "@nats-io/transport-node";
 
 type SendCommand = (this: ProtocolHandler, cmd: string | Uint8Array, ...payloads: Uint8Array[]) => void;
@@ -11,6 +11,8 @@ const proto = ProtocolHandler.prototype as unknown as { sendCommand: SendCommand
 const originalSendCommand = proto.sendCommand;
 type Close = (this: ProtocolHandler, err?: Error) => Promise<void>;
 const originalClose = (ProtocolHandler.prototype as unknown as { close: Close }).close;
+type Flush = (this: ProtocolHandler, p?: Deferred<void>) => Promise<void>;
+const originalFlush = (ProtocolHandler.prototype as unknown as { flush: Flush }).flush;
 
 /** What a request's settling touches (`RequestOne.resolver`, `RequestOne.cancel`). */
 interface RequestOneFields {
@@ -36,6 +38,7 @@ export const upstream: Readonly<Record<string, unknown>> = {
   "@nats-io/nats-core ProtocolHandler.sendCommand": originalSendCommand,
   "@nats-io/nats-core ProtocolHandler.publish": proto.publish,
   "@nats-io/nats-core ProtocolHandler.close": originalClose,
+  "@nats-io/nats-core ProtocolHandler.flush": originalFlush,
   "@nats-io/nats-core RequestOne.resolver": originalResolver,
   "@nats-io/nats-core RequestOne.cancel": originalCancel,
 };
@@ -79,6 +82,24 @@ const close: Close = function (err) {
   return originalClose.call(this, err);
 };
 
+const PING = Buffer.from("PING\r\n", "utf8");
+
+/**
+ * Replaces `ProtocolHandler.flush` (a PING whose PONG resolves `p`): the PING is queued as
+ * `sendCommand` queues, behind everything sent before it, and goes out in the turn's one
+ * write, where nats.js wrote the whole queue at once. The gateway asks one per turn that
+ * published or subscribed for a client (NatsSeam.confirm: every resume, every MQTT QoS 1
+ * publish), so each such turn wrote twice: 5 % of a reconnect storm's CPU (issue 24). The
+ * PING still follows what it vouches for in the same buffer; a reconnect discards the buffer
+ * and rejects the waiting PONGs together (`resetOutbound`), as before.
+ */
+const flush: Flush = function (p) {
+  const pong = p ?? deferred<void>();
+  (this as unknown as { pongs: Deferred<void>[] }).pongs.push(pong);
+  sendCommand.call(this, PING);
+  return pong;
+};
+
 /**
  * `h` with its `encode()` answering the bytes it gives now, every time after: nats.js's
  * `ProtocolHandler.publish` (hashed above) encodes a publish's headers by calling it, so a
@@ -113,8 +134,9 @@ const cancel: Cancel = function (err) {
 /** Installs the patches once, for every NATS connection of the process (the gateway's own). */
 export function installNatsPatches(): void {
   if (proto.sendCommand !== sendCommand) proto.sendCommand = sendCommand;
-  const handler = ProtocolHandler.prototype as unknown as { close: Close };
+  const handler = ProtocolHandler.prototype as unknown as { close: Close; flush: Flush };
   if (handler.close !== close) handler.close = close;
+  if (handler.flush !== flush) handler.flush = flush;
   if (requestProto.resolver !== resolver) {
     requestProto.resolver = resolver;
     requestProto.cancel = cancel;
