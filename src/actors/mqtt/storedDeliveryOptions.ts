@@ -49,9 +49,9 @@ export type StoredOutcome =
  * Pull requests of 10 s: an idle consumer asks again this often. 3 s made 10,000 idle sessions
  * (20,000 readers) cost the gateway and its nats-server 0.55 of a core in pulls; 10 s, 0.26.
  * A pull a restarted nats-server forgot costs no wait: the readers hold while NATS is away and
- * ask again as soon as it is back (client/connectionPulls.ts). One waiting on a cluster node
- * that died while the gateway's connection stayed on another is renewed at its expiry and
- * grace, 12 s (docs/decisions/session-consumers.md). With
+ * ask again as soon as it is back (client/connectionPulls.ts); one whose consumer's leader
+ * died while the gateway's connection stayed on another node is answered "409 Leadership
+ * Change" once a new leader is elected, and asked again then (test/actors/pullLeader.test.ts). With
  * PARK_MS after the last pull it stays under the pin's 30 s priority_timeout, and the pin
  * watch's looks (1, 2, 4, 8 s) outlast an older reader's pull (pinnedTakeover.ts).
  */
