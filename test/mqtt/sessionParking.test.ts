@@ -21,6 +21,8 @@ describe("parked stored subscriptions", () => {
   const gws: GatewayHandle[] = [];
   /** The JetStream takeover requests the account saw: `UNPIN <consumer>` / `RESET <consumer>`. */
   const takeovers: string[] = [];
+  /** The consumers whose INFO the account saw (a takeover's first request). */
+  const infos: string[] = [];
   /** The subjects of the direct gets the account saw (a session record's read names its key). */
   const reads: string[] = [];
 
@@ -32,6 +34,7 @@ describe("parked stored subscriptions", () => {
       callback: (_e, m) => {
         const [, , , op, , consumer] = m.subject.split(".");
         if (op === "UNPIN" || op === "RESET") takeovers.push(`${op} ${consumer}`);
+        if (op === "INFO") infos.push(consumer ?? "");
       },
     });
     nc.subscribe("$JS.API.DIRECT.GET.>", { callback: (_e, m) => reads.push(m.subject) });
@@ -54,10 +57,17 @@ describe("parked stored subscriptions", () => {
   }
 
   /** A persistent subscriber (MQTT 5, expiry 600) to a bound filter and an MQTT-store filter. */
-  async function subscriber(gw: GatewayHandle, clientId: string, received: string[]) {
+  async function subscriber(gw: GatewayHandle, clientId: string, received: string[], connectTimeout?: number) {
     const c = await connectMqtt(
       gw.port("mqtt"),
-      { protocolVersion: 5, clientId, clean: false, properties: { sessionExpiryInterval: 600 }, resubscribe: false },
+      {
+        protocolVersion: 5,
+        clientId,
+        clean: false,
+        properties: { sessionExpiryInterval: 600 },
+        resubscribe: false,
+        ...(connectTimeout ? { connectTimeout } : {}),
+      },
       (client) => client.on("message", (topic, payload) => received.push(`${topic} ${payload}`)),
     );
     if (!c.connack.sessionPresent) await c.subscribeAsync(["park/+", "free/+"], { qos: 1 });
@@ -172,6 +182,38 @@ describe("parked stored subscriptions", () => {
     // Its conditional write found the newer record: it was read.
     expect(reads.slice(readsBefore).filter((r) => r.endsWith(`.${sessionKey(clientId)}`)).length).toBeGreaterThan(0);
     await resumed.endAsync(false, { reasonCode: 0, properties: { sessionExpiryInterval: 0 } });
+    await pub.endAsync();
+  });
+
+  // Which comes first once nats-server goes on, the write landing or the read after it, is
+  // nats-server's to decide: either way the resume adopts (a read that finds the write finds
+  // its own, ClientSession.recognise; sessionFleet's stalls meet both orders).
+  it("a resume whose write of the parked record goes unanswered (JetStream stalled past its timeout) reads the record, adopts its readers and misses nothing", async () => {
+    const clientId = `stalled-${Date.now()}`;
+    const received: string[] = [];
+    const pub = await connectMqtt(gws[0]!.port("mqtt"), { protocolVersion: 5 });
+    const sub = await subscriber(gws[0]!, clientId, received);
+    const sent = await publishAll(pub, 0, 4);
+    await eventually(() => (received.length === 4 ? true : undefined));
+    await sub.endAsync();
+    await parkedOn(gws[0]!, 2);
+    sent.push(...(await publishAll(pub, 4, 8)));
+    const before = takeovers.length;
+    const infosBefore = infos.length;
+    // nats-server takes the write and answers nothing until after the gateway's 5 s request timeout.
+    nats.process.kill("SIGSTOP");
+    const resumed = subscriber(gws[0]!, clientId, received, 30_000);
+    await new Promise((r) => setTimeout(r, 6_000));
+    nats.process.kill("SIGCONT");
+    const c = await resumed;
+    expect(c.connack.sessionPresent).toBe(true);
+    sent.push(...(await publishAll(pub, 8, 10)));
+    await eventually(() => (received.length >= sent.length ? true : undefined));
+    expectExactly(received, sent);
+    // The parked readers were adopted, nothing taken over.
+    expect(takeovers.slice(before)).toEqual([]);
+    expect(infos.slice(infosBefore)).toEqual([]);
+    await c.endAsync(false, { reasonCode: 0, properties: { sessionExpiryInterval: 0 } });
     await pub.endAsync();
   });
 

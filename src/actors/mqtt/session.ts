@@ -11,6 +11,7 @@ import { InboundState } from "./inboundState.js";
 import type { ClientLink } from "./link.js";
 import type { OutboundFlow } from "./outbound.js";
 import type { ParkedDeliveries } from "./parkedDeliveries.js";
+import { ParkedHold } from "./parkedHold.js";
 import { tooManyLevels } from "./publishMapping.js";
 import { RESUME_WAIT_MS, within } from "./resumeWait.js";
 import type { RetainedMessages } from "./retained.js";
@@ -74,8 +75,8 @@ export class ClientSession {
   private readonly kept: boolean;
   /** The record written as this connection's (takeRecord, before CONNACK): later writes follow it. */
   private recordTaken: Promise<boolean> | undefined;
-  /** What holdParked wrote as this connection's record: takeRecord writes again only what the resume changed. */
-  private heldAtLoad: StoredSession | undefined;
+  /** A resume's hold of the record parked here (holdParked), made when there is one. */
+  private parkedHold: ParkedHold | undefined;
 
   /** Its subscriptions read the store: kept, or resumed (owed its queue even at expiry 0, MQTT 5 3.1.2.11.2). */
   private get persistent(): boolean {
@@ -121,37 +122,24 @@ export class ClientSession {
   }
 
   /**
-   * Holds the record this gateway wrote when the session's last connection here ended, if its
-   * stored subscriptions are still parked here: writes it back held by this connection, on
-   * the condition that nobody wrote it since. One request stands for the read and for most of
-   * takeRecord's write (docs/decisions/session-parking.md). Undefined: nothing is parked, or
-   * the write did not happen (someone wrote since, the store did not answer): read the bucket.
+   * Holds the record parked here for this client id, if any (parkedHold.ts). Undefined:
+   * nothing parked, or not written: read the bucket, and `recognise` what was read.
    */
-  async holdParked(): Promise<LoadedSession | undefined> {
-    const { account, clientId } = this.link;
-    const parked = this.deps.parked?.recordOf(account, clientId);
-    if (!parked) return undefined;
-    const { record, revision } = parked;
-    // Expired while parked: discarded as read (its consumers first), nothing to hold.
-    if (record.expiresAt <= Date.now()) return { session: record, revision, expired: true };
-    const { outbound: _leftInFlight, ...kept } = record;
-    const held: StoredSession = {
-      ...kept,
-      expiresAt: Date.now() + this.expirySec * 1000,
-      expirySec: this.expirySec,
-      owner: this.deps.gatewayId,
-      connected: true,
-    };
-    let written: number;
-    try {
-      written = await this.deps.store.save(account, clientId, held, { revision });
-    } catch {
-      return undefined;
-    }
-    // The parked readers are this record's now: the resume adopts them.
-    this.deps.parked?.rewritten(account, clientId, revision, written);
-    this.heldAtLoad = held;
-    return { session: record, revision: written, expired: false };
+  holdParked(): Promise<LoadedSession | undefined> {
+    const { parked, store, gatewayId } = this.deps;
+    if (!parked?.recordOf(this.link.account, this.link.clientId)) return Promise.resolve(undefined);
+    this.parkedHold ??= new ParkedHold(
+      { parked, store, gatewayId },
+      this.link.account,
+      this.link.clientId,
+      this.expirySec,
+    );
+    return this.parkedHold.hold();
+  }
+
+  /** What was read after holdParked's write went unanswered: that write, if it landed, counts as answered. */
+  recognise(found: LoadedSession | undefined): LoadedSession | undefined {
+    return this.parkedHold ? this.parkedHold.recognise(found) : found;
   }
 
   /**
@@ -355,7 +343,7 @@ export class ClientSession {
    * at load (holdParked) is marked already.
    */
   takeRecord(): Promise<void> {
-    const held = this.heldAtLoad;
+    const held = this.parkedHold?.held;
     if (held) {
       // Held at load (holdParked): written again only if the resume changed its subscriptions
       // (a filter refused on resume), on the revision that write left.

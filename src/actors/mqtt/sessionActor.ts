@@ -122,7 +122,7 @@ export class SessionActor implements Claimant, CommandTaker<EmittedFrom<typeof m
         // Parked here by the connection that ended here last: held again in one write, else read.
         // A clean start reads what it clears.
         return void (this.actor.getSnapshot().context.cleanStart ? Promise.resolve(undefined) : session.holdParked())
-          .then((held) => held ?? deps.store.load(account, clientId))
+          .then((held) => held ?? deps.store.load(account, clientId).then((found) => session.recognise(found)))
           .then(
             (found) => this.found(found),
             (err: Error) =>
