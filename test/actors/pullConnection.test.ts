@@ -1,12 +1,11 @@
 // A pull engine (client/jetStreamPull.ts) as an idle stored subscription meets it: long polls
 // renewed on one inbox, and a nats-server that restarts under them.
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from "@nats-io/jetstream";
-import { connect, type Msg, type NatsConnection } from "@nats-io/transport-node";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { ACK, type JetStreamPull } from "../../src/actors/client/jetStreamPull.js";
-import { NatsSeam } from "../../src/actors/client/natsSeam.js";
 import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
 import { eventually } from "../helpers/poll.js";
+import { acknowledgingReader } from "../helpers/pullReader.js";
 
 describe("a pull engine's long polls", () => {
   const open: Array<{ close(): Promise<void> }> = [];
@@ -31,28 +30,6 @@ describe("a pull engine's long polls", () => {
     return admin;
   }
 
-  /** A reader through the seam, as the gateway makes them, that acknowledges what it gets. */
-  function reader(nc: NatsConnection, expiresMs: number, seen: string[]): JetStreamPull {
-    const seam = NatsSeam.of(nc);
-    let pull!: JetStreamPull;
-    pull = seam.pull({
-      stream: "LONG",
-      consumer: "reader",
-      reader: {
-        message(m: Msg) {
-          seen.push(m.string());
-          seam.settle(m.reply!, ACK);
-          pull.want(10);
-        },
-        refill: () => pull.want(10),
-      },
-      expiresMs,
-      onGone: "retry",
-    });
-    pull.want(10);
-    return pull;
-  }
-
   it("renews an expired long poll on the inbox it had: one subscription, not a SUB and UNSUB per renewal", async () => {
     const admin = await setUp();
     const requests: string[] = [];
@@ -63,7 +40,7 @@ describe("a pull engine's long polls", () => {
     const gateway = await connect({ servers: nats.url });
     open.push(gateway);
     const seen: string[] = [];
-    const pull = reader(gateway, 1_200, seen);
+    const pull = acknowledgingReader(gateway, "LONG", "reader", 1_200, seen);
     // Three renewals after the first pull's 408s.
     await eventually(async () => (requests.length >= 4 ? true : undefined), 15_000, "renewed");
     expect(new Set(requests).size).toBe(1);
@@ -93,7 +70,7 @@ describe("a pull engine's long polls", () => {
       })();
       const seen: string[] = [];
       // A poll far longer than the test waits: only hearing of the reconnect renews it in time.
-      const pull = reader(gateway, 120_000, seen);
+      const pull = acknowledgingReader(gateway, "LONG", "reader", 120_000, seen);
       admin.publish("long.a", "before the restart");
       await eventually(async () => (seen.includes("before the restart") ? true : undefined));
       if (how === "killed") await kill(nats);

@@ -4,12 +4,11 @@
 // the engine asks again then, so even a long poll goes on within seconds (the 10 s pulls of
 // MQTT stored subscriptions, docs/decisions/session-consumers.md, rely on it).
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from "@nats-io/jetstream";
-import { connect, type Msg, type NatsConnection } from "@nats-io/transport-node";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ACK, type JetStreamPull } from "../../src/actors/client/jetStreamPull.js";
-import { NatsSeam } from "../../src/actors/client/natsSeam.js";
 import { type NatsClusterHandle, startNatsCluster } from "../helpers/natsCluster.js";
 import { eventually } from "../helpers/poll.js";
+import { acknowledgingReader } from "../helpers/pullReader.js";
 
 describe("a long poll whose consumer leader dies", () => {
   let cluster: NatsClusterHandle;
@@ -33,24 +32,8 @@ describe("a long poll whose consumer leader dies", () => {
     const [other] = Object.entries(cluster.nodes).filter(([name]) => name !== leader);
     // The gateway's connection stays on a node that lives.
     const gateway: NatsConnection = await connect({ servers: other![1].url, maxReconnectAttempts: -1 });
-    const seam = NatsSeam.of(gateway);
     const seen: string[] = [];
-    let pull!: JetStreamPull;
-    pull = seam.pull({
-      stream: "LEAD",
-      consumer: "reader",
-      reader: {
-        message(m: Msg) {
-          seen.push(m.string());
-          seam.settle(m.reply!, ACK);
-          pull.want(10);
-        },
-        refill: () => pull.want(10),
-      },
-      expiresMs: 120_000,
-      onGone: "retry",
-    });
-    pull.want(10);
+    const pull = acknowledgingReader(gateway, "LEAD", "reader", 120_000, seen);
     const publisher = await connect({ servers: other![1].url, maxReconnectAttempts: -1 });
     await jetstream(publisher).publish("lead.a", "before");
     await eventually(async () => (seen.includes("before") ? true : undefined));

@@ -8,8 +8,8 @@ import { jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import type { MqttClient } from "mqtt";
-import { sessionKey } from "../../src/actors/mqtt/kvSessionStore.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { sessionKey } from "../../src/actors/mqtt/kvSessionStore.js";
 import { type GatewayHandle, metric, startGateway } from "../helpers/gateway.js";
 import { connectMqtt } from "../helpers/mqttClient.js";
 import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
@@ -82,6 +82,18 @@ describe("parked stored subscriptions", () => {
       sent.push(`${topic} ${i}`);
     }
     return sent;
+  }
+
+  /** A session that got four messages on the first gateway and left it cleanly, parked there; its publisher stays. */
+  async function parkedWithFour(clientId: string) {
+    const received: string[] = [];
+    const pub = await connectMqtt(gws[0]!.port("mqtt"), { protocolVersion: 5 });
+    const sub = await subscriber(gws[0]!, clientId, received);
+    const sent = await publishAll(pub, 0, 4);
+    await eventually(() => (received.length === 4 ? true : undefined));
+    await sub.endAsync();
+    await parkedOn(gws[0]!, 2);
+    return { received, pub, sent };
   }
 
   /** The takeover requests since `from`, by kind. */
@@ -165,13 +177,7 @@ describe("parked stored subscriptions", () => {
 
   it("a record written by someone else while the session was parked is read, not resumed over: the resume takes its consumers over and misses nothing", async () => {
     const clientId = `rewritten-${Date.now()}`;
-    const received: string[] = [];
-    const pub = await connectMqtt(gws[0]!.port("mqtt"), { protocolVersion: 5 });
-    const sub = await subscriber(gws[0]!, clientId, received);
-    const sent = await publishAll(pub, 0, 4);
-    await eventually(() => (received.length === 4 ? true : undefined));
-    await sub.endAsync();
-    await parkedOn(gws[0]!, 2);
+    const { received, pub, sent } = await parkedWithFour(clientId);
     // A writer that told no gateway (as one whose claim has not arrived yet): the same session, a newer revision.
     const kv = await new Kvm(nc).open("MQGW_SESSIONS");
     const entry = await kv.get(sessionKey(clientId));
@@ -190,13 +196,7 @@ describe("parked stored subscriptions", () => {
   // its own, ClientSession.recognise; sessionFleet's stalls meet both orders).
   it("a resume whose write of the parked record goes unanswered (JetStream stalled past its timeout) reads the record, adopts its readers and misses nothing", async () => {
     const clientId = `stalled-${Date.now()}`;
-    const received: string[] = [];
-    const pub = await connectMqtt(gws[0]!.port("mqtt"), { protocolVersion: 5 });
-    const sub = await subscriber(gws[0]!, clientId, received);
-    const sent = await publishAll(pub, 0, 4);
-    await eventually(() => (received.length === 4 ? true : undefined));
-    await sub.endAsync();
-    await parkedOn(gws[0]!, 2);
+    const { received, pub, sent } = await parkedWithFour(clientId);
     sent.push(...(await publishAll(pub, 4, 8)));
     const before = takeovers.length;
     const infosBefore = infos.length;
