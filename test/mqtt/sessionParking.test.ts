@@ -15,6 +15,9 @@ import { connectMqtt } from "../helpers/mqttClient.js";
 import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
 import { eventually } from "../helpers/poll.js";
 
+/** How long a fault stalls nats-server: longer than the gateway's JetStream request timeout (5 s). */
+const STALL_MS = 6_000;
+
 describe("parked stored subscriptions", () => {
   let nats: NatsServerHandle;
   let nc: NatsConnection;
@@ -203,7 +206,7 @@ describe("parked stored subscriptions", () => {
     // nats-server takes the write and answers nothing until after the gateway's 5 s request timeout.
     nats.process.kill("SIGSTOP");
     const resumed = subscriber(gws[0]!, clientId, received, 30_000);
-    await new Promise((r) => setTimeout(r, 6_000));
+    await new Promise((r) => setTimeout(r, STALL_MS));
     nats.process.kill("SIGCONT");
     const c = await resumed;
     expect(c.connack.sessionPresent).toBe(true);

@@ -11,7 +11,6 @@ import { InboundState } from "./inboundState.js";
 import type { ClientLink } from "./link.js";
 import type { OutboundFlow } from "./outbound.js";
 import type { ParkedDeliveries } from "./parkedDeliveries.js";
-import { ParkedHold } from "./parkedHold.js";
 import { tooManyLevels } from "./publishMapping.js";
 import { RESUME_WAIT_MS, within } from "./resumeWait.js";
 import type { RetainedMessages } from "./retained.js";
@@ -75,9 +74,6 @@ export class ClientSession {
   private readonly kept: boolean;
   /** The record written as this connection's (takeRecord, before CONNACK): later writes follow it. */
   private recordTaken: Promise<boolean> | undefined;
-  /** A resume's hold of the record parked here (holdParked), made when there is one. */
-  private parkedHold: ParkedHold | undefined;
-
   /** Its subscriptions read the store: kept, or resumed (owed its queue even at expiry 0, MQTT 5 3.1.2.11.2). */
   private get persistent(): boolean {
     return this.kept || this.resumedEpoch !== undefined;
@@ -119,27 +115,6 @@ export class ClientSession {
   /** CONNACK is out: deliveries start (deliveries.ts). */
   release(): void {
     this.deliveries.release();
-  }
-
-  /**
-   * Holds the record parked here for this client id, if any (parkedHold.ts). Undefined:
-   * nothing parked, or not written: read the bucket, and `recognise` what was read.
-   */
-  holdParked(): Promise<LoadedSession | undefined> {
-    const { parked, store, gatewayId } = this.deps;
-    if (!parked?.recordOf(this.link.account, this.link.clientId)) return Promise.resolve(undefined);
-    this.parkedHold ??= new ParkedHold(
-      { parked, store, gatewayId },
-      this.link.account,
-      this.link.clientId,
-      this.expirySec,
-    );
-    return this.parkedHold.hold();
-  }
-
-  /** What was read after holdParked's write went unanswered: that write, if it landed, counts as answered. */
-  recognise(found: LoadedSession | undefined): LoadedSession | undefined {
-    return this.parkedHold ? this.parkedHold.recognise(found) : found;
   }
 
   /**
@@ -339,14 +314,13 @@ export class ClientSession {
   /**
    * Marks the session held by this connection before CONNACK, whatever was written since it
    * was read: this connection is the session's owner now, and the writes of an earlier one
-   * that finishes late find a newer revision and give up (sessionWriter.ts). A session held
-   * at load (holdParked) is marked already.
+   * that finishes late find a newer revision and give up (sessionWriter.ts). `held`: what a
+   * resume of the record parked here wrote at load (parkedHold.ts), which marked it already.
    */
-  takeRecord(): Promise<void> {
-    const held = this.parkedHold?.held;
+  takeRecord(held?: StoredSession): Promise<void> {
     if (held) {
-      // Held at load (holdParked): written again only if the resume changed its subscriptions
-      // (a filter refused on resume), on the revision that write left.
+      // Written again only if the resume changed its subscriptions (a filter refused on
+      // resume), on the revision that write left.
       const now = this.record(true, this.expirySec);
       this.recordTaken =
         JSON.stringify(now.subscriptions) === JSON.stringify(held.subscriptions)

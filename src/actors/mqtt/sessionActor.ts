@@ -3,6 +3,7 @@ import { mqttSessionMachine } from "../../machines/mqttSession.js";
 import { type CommandTaker, type EndListener, type MachineActor, startOwnedMachine } from "../machineActor.js";
 import type { ActorRegistry } from "../registry.js";
 import type { ClientLink } from "./link.js";
+import { ParkedHold } from "./parkedHold.js";
 import type { ClientSession, SessionDeps } from "./session.js";
 import type { Claim, Claimant, SessionDirectory } from "./sessionDirectory.js";
 import { type LoadedSession, SessionStoreUnread } from "./sessionStore.js";
@@ -50,6 +51,8 @@ export class SessionActor implements Claimant, CommandTaker<EmittedFrom<typeof m
   private readonly directory: SessionDirectory;
   private readonly owner: SessionOwner;
   private readonly expirySec: number;
+  /** A resume's hold of the record parked here, made when there is one. */
+  private hold: ParkedHold | undefined;
 
   constructor(o: SessionActorOptions) {
     ({
@@ -121,8 +124,10 @@ export class SessionActor implements Claimant, CommandTaker<EmittedFrom<typeof m
       case "load":
         // Parked here by the connection that ended here last: held again in one write, else read.
         // A clean start reads what it clears.
-        return void (this.actor.getSnapshot().context.cleanStart ? Promise.resolve(undefined) : session.holdParked())
-          .then((held) => held ?? deps.store.load(account, clientId).then((found) => session.recognise(found)))
+        return void this.holdParked()
+          .then(
+            (held) => held ?? deps.store.load(account, clientId).then((found) => this.hold?.recognise(found) ?? found),
+          )
           .then(
             (found) => this.found(found),
             (err: Error) =>
@@ -150,7 +155,7 @@ export class SessionActor implements Claimant, CommandTaker<EmittedFrom<typeof m
         // A session resumed with expiry 0 is in the store until this connection ends it: held here meanwhile.
         if (this.expirySec <= 0 && !e.sessionPresent) return owner.sessionReady(false);
         // Marked held by this gateway before CONNACK: another gateway asks here first.
-        return void session.takeRecord().then(() => owner.sessionReady(e.sessionPresent));
+        return void session.takeRecord(this.hold?.held).then(() => owner.sessionReady(e.sessionPresent));
       case "refuse":
         return owner.sessionRefused(e.reason);
       case "stop_delivery":
@@ -160,6 +165,16 @@ export class SessionActor implements Claimant, CommandTaker<EmittedFrom<typeof m
       case "remove":
         return this.settled(session.removeStored(), "REMOVED");
     }
+  }
+
+  /** Holds the record parked here for the client id (parkedHold.ts); undefined: nothing parked, not written, or a clean start. */
+  private holdParked(): Promise<LoadedSession | undefined> {
+    const { parked, store, gatewayId } = this.deps;
+    const { account, clientId } = this.link;
+    if (this.actor.getSnapshot().context.cleanStart || !parked?.recordOf(account, clientId))
+      return Promise.resolve(undefined);
+    this.hold ??= new ParkedHold({ parked, store, gatewayId }, account, clientId, this.expirySec);
+    return this.hold.hold();
   }
 
   private found(found: LoadedSession | undefined): void {
