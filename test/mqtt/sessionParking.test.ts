@@ -196,7 +196,7 @@ describe("parked stored subscriptions", () => {
 
   // Which comes first once nats-server goes on, the write landing or the read after it, is
   // nats-server's to decide: either way the resume adopts (a read that finds the write finds
-  // its own, ClientSession.recognise; sessionFleet's stalls meet both orders).
+  // its own, ParkedHold.recognise; sessionFleet's stalls meet both orders).
   it("a resume whose write of the parked record goes unanswered (JetStream stalled past its timeout) reads the record, adopts its readers and misses nothing", async () => {
     const clientId = `stalled-${Date.now()}`;
     const { received, pub, sent } = await parkedWithFour(clientId);

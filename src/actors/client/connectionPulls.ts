@@ -29,9 +29,9 @@ export class ConnectionPulls {
   }
 
   /**
-   * Follows the connection from now on. One made while it is away pulls at once: nats.js
-   * keeps what is published meanwhile and sends it to the server it reconnects to, which
-   * has not seen it, so that pull is not one to forget.
+   * Follows the connection from now on. One made while it is away pulls at once, into a
+   * queue nats.js drops when it dials again: it asks again when the connection is back, as
+   * every engine does (JetStreamPull.connectionBack).
    */
   add(f: ConnectionFollower): void {
     this.followers.add(f);

@@ -163,9 +163,16 @@ export class JetStreamPull implements ConnectionFollower {
     this.hold();
   }
 
-  /** ConnectionFollower: back; the machine asks the reader again (an AMQP link asks as far as its credit, as on `want`). */
+  /**
+   * ConnectionFollower: back; the machine asks the reader again (an AMQP link asks as far as
+   * its credit, as on `want`). An engine that pulled while the connection was away (made
+   * then) holds first: nats.js drops what was queued meanwhile when it dials again.
+   */
   connectionBack(): void {
-    if (this.machine.actor.getSnapshot().matches("holding")) this.machine.actor.send({ type: "RESUME" });
+    const state = this.machine.actor.getSnapshot();
+    if (state.status !== "active" || state.matches("gone")) return;
+    if (!state.matches("holding")) this.machine.actor.send({ type: "HOLD" });
+    this.machine.actor.send({ type: "RESUME" });
   }
 
   /** The reader is done: nothing more is asked, and the pulls' inboxes go now. */

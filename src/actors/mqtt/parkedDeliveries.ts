@@ -49,7 +49,7 @@ export class ParkedDeliveries {
     return this.sessions.get(keyOf(account, clientId));
   }
 
-  /** The parked record at `from` was written again, at `to`, by a resume here (ClientSession.holdParked). */
+  /** The parked record at `from` was written again, at `to`, by a resume here (parkedHold.ts). */
   rewritten(account: string, clientId: string, from: number, to: number): void {
     const key = keyOf(account, clientId);
     const parked = this.sessions.get(key);
