@@ -32,13 +32,31 @@ describe("the live page's reading of recorded transitions", () => {
         t("SHUTDOWN", "session.serving", "closed"),
         t("left", "closed", ""),
       ]),
-    ).toEqual([0, 1, 3, 7, -1]);
+    ).toEqual([[0], [1], [3], [7], []]);
   });
 
-  it("takes an arrow between the same states when the record folded an always hop into its event", () => {
+  it("draws a step the record folded an always hop into as its event's arrow and the always arrow after it", () => {
     // KICK went to kicked and on through `always` to closed: recorded as one step.
-    expect(edgesTaken(edges, [t("KICK", "session.serving", "closed")])).toEqual([6]);
-    expect(edgesTaken(edges, [t("NO_SUCH", "idle", "idle")])).toEqual([-1]);
+    expect(edgesTaken(edges, [t("KICK", "session.serving", "closed")])).toEqual([[4, 5]]);
+    // A start that went on at once: the initial arrow, then the hop.
+    const starting: EdgeRef[] = [
+      { from: "*", to: "claiming", events: [] },
+      { from: "claiming", to: "loading", events: ["always"] },
+      { from: "claiming", to: "loading", events: ["CLAIMED"] },
+      { from: "loading.reading", to: "deciding", events: ["LOADED"] },
+      { from: "deciding", to: "discarding", events: ["always"] },
+      { from: "deciding", to: "fresh", events: ["always"] },
+      { from: "fresh", to: "attached", events: ["always"] },
+    ];
+    expect(
+      edgesTaken(starting, [t("xstate.init", "", "loading.reading"), t("LOADED", "loading.reading", "attached")]),
+    ).toEqual([
+      [0, 1],
+      [3, 5, 6],
+    ]);
+    // No arrow with the event: any arrow between the two states; none at all: nothing drawn.
+    expect(edgesTaken(edges, [t("SOMETHING", "session.serving", "closed")])).toEqual([[6]]);
+    expect(edgesTaken(edges, [t("NO_SUCH", "idle", "idle")])).toEqual([[]]);
   });
 
   it("counts a parent with its children, each actor once, parallel regions included", () => {

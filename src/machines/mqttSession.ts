@@ -1,4 +1,4 @@
-import { assign, emit, setup } from "xstate";
+import { and, assign, emit, setup } from "xstate";
 
 /**
  * The MQTT session behind one connection, from the claim on its client id to the end: it
@@ -34,7 +34,8 @@ export type MqttSessionEvent =
 
 export type MqttSessionEmitted =
   | { type: "claim" }
-  | { type: "load" }
+  /** `resume`: not a clean start, so a record parked on this gateway may be held in place of a read. */
+  | { type: "load"; resume: boolean }
   | { type: "ask_owner"; owner: string }
   | { type: "discard" }
   | { type: "resume" }
@@ -52,6 +53,12 @@ export interface MqttSessionContext {
    * the session is fresh once claimed, without a load.
    */
   readonly nothingStored?: boolean | undefined;
+  /**
+   * No earlier session of the client id was open on this gateway when this one started:
+   * the claim it makes first is granted at once, and the machine goes on in its first step
+   * (CLAIMED would be one more step on every connect).
+   */
+  readonly claimedAtStart?: boolean | undefined;
   /** The session expiry asked at CONNECT; a session with one is in the store while it lives. */
   readonly connectExpirySec: number;
   /** The expiry as it stands now (DETACH brings the DISCONNECT's). */
@@ -105,11 +112,11 @@ export const mqttSessionMachine = setup({
     context: {} as MqttSessionContext,
     events: {} as MqttSessionEvent,
     emitted: {} as MqttSessionEmitted,
-    input: {} as { cleanStart: boolean; expirySec: number; nothingStored?: boolean },
+    input: {} as { cleanStart: boolean; expirySec: number; nothingStored?: boolean; claimedAtStart?: boolean },
   },
   actions: {
     readyFresh: emit({ type: "ready", sessionPresent: false }),
-    load: emit({ type: "load" }),
+    load: emit(({ context }) => ({ type: "load" as const, resume: !context.cleanStart })),
     keepFound: assign({ found: ({ context, event }) => (event.type === "LOADED" ? event.found : context.found) }),
     restartAttempts: assign({ loadAttempts: 0 }),
     // Counted up to where the wait stops growing: a model checker sees a bounded state.
@@ -138,6 +145,7 @@ export const mqttSessionMachine = setup({
     cleanStart: ({ context }) => context.cleanStart,
     waitable: ({ event }) => event.type === "LOAD_FAILED" && event.waitable,
     nothingStored: ({ context }) => context.cleanStart && context.nothingStored === true,
+    claimedAtStart: ({ context }) => context.claimedAtStart === true,
     durable: ({ context }) => context.expirySec > 0,
     // A session that was in the store (expiry at CONNECT, or resumed from it) and ends without expiry leaves it.
     wasStored: ({ context }) => context.connectExpirySec > 0 || context.resumed === true,
@@ -147,6 +155,7 @@ export const mqttSessionMachine = setup({
   context: ({ input }) => ({
     cleanStart: input.cleanStart,
     nothingStored: input.nothingStored,
+    claimedAtStart: input.claimedAtStart,
     connectExpirySec: input.expirySec,
     expirySec: input.expirySec,
     found: nothing,
@@ -159,6 +168,11 @@ export const mqttSessionMachine = setup({
       // [MQTT-3.1.4-3] the earlier connection of this client id goes first, and its session is
       // saved or removed before this one reads the store: the two never act on it at once.
       entry: emit({ type: "claim" }),
+      // Claimed as it claimed (the claim was granted before any other event could come).
+      always: [
+        { guard: and(["claimedAtStart", "nothingStored"]), target: "attached", actions: "readyFresh" },
+        { guard: "claimedAtStart", target: "loading" },
+      ],
       on: {
         CLAIMED: [
           // A clean start with nothing stored is served at once, in the one microstep a connect

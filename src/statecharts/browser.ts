@@ -261,8 +261,8 @@ function pathOnChart(chart: HTMLElement, recent: readonly TransitionView[], stat
     events: (g.dataset.events ?? "").split(" "),
   }));
   const steps = new Map<SVGGElement, number[]>();
-  edgesTaken(refs, recent).forEach((i, step) => {
-    if (i >= 0) steps.set(gs[i]!, [...(steps.get(gs[i]!) ?? []), step + 1]);
+  edgesTaken(refs, recent).forEach((arrows, step) => {
+    for (const i of arrows) steps.set(gs[i]!, [...(steps.get(gs[i]!) ?? []), step + 1]);
   });
   const leafBox = (path: string) => chart.querySelector<SVGGElement>(`g.state[data-state="${CSS.escape(path)}"]`);
   const visited = recent

@@ -37,15 +37,21 @@ export function countIn(counts: Counts, machine: string, path: string): number {
 export const leaves = (config: string): string[] => (config === "" ? [] : config.split(" | "));
 
 /**
- * For each recorded transition, the arrow that drew it (an index into `edges`), or -1. An
- * actor's record keeps where it settled, not each step between (an `always` hop is folded
- * into the event that started it): an arrow with the event is preferred, then any arrow
- * between the two states, the innermost first.
+ * For each recorded transition, the arrows that drew it (indexes into `edges`; none when no
+ * arrow fits). An actor's record keeps where it settled, not each step between: a step that
+ * went on through `always` arrows is one record, drawn as its event's arrow and the `always`
+ * arrows after it (as its start is the initial arrow and those after it). Failing that, the
+ * arrow between the two states that names the event, else any, the innermost first.
  */
-export function edgesTaken(edges: readonly EdgeRef[], recent: readonly TransitionView[]): number[] {
+export function edgesTaken(edges: readonly EdgeRef[], recent: readonly TransitionView[]): number[][] {
   return recent.map((t) => {
-    if (t.to === "") return -1;
-    if (t.from === "") return edges.findIndex((e) => e.from === "*" && within(t.to, e.to));
+    if (t.to === "") return [];
+    const first = (e: EdgeRef) =>
+      t.from === ""
+        ? e.from === "*"
+        : !e.from.startsWith("*") && within(t.from, e.from) && e.events.includes(t.event);
+    const chain = hops(edges, first, t.to);
+    if (chain || t.from === "") return chain ?? [];
     let best = -1;
     let bestScore = -1;
     edges.forEach((e, i) => {
@@ -56,6 +62,30 @@ export function edgesTaken(edges: readonly EdgeRef[], recent: readonly Transitio
         bestScore = score;
       }
     });
-    return best;
+    return best >= 0 ? [best] : [];
   });
+}
+
+/** `always` hops a step may take after its first arrow (machines here take at most three). */
+const MAX_HOPS = 4;
+
+/** The shortest run of arrows from one that `first` accepts, on through `always` arrows, into `to`. */
+function hops(edges: readonly EdgeRef[], first: (e: EdgeRef) => boolean, to: string): number[] | undefined {
+  let runs: number[][] = [];
+  edges.forEach((e, i) => {
+    if (first(e)) runs.push([i]);
+  });
+  for (let hop = 0; hop < MAX_HOPS && runs.length > 0; hop++) {
+    const done = runs.find((run) => within(to, edges[run.at(-1)!]!.to));
+    if (done) return done;
+    runs = runs.flatMap((run) => {
+      const at = edges[run.at(-1)!]!.to;
+      return edges.flatMap((e, i) =>
+        e.events.includes("always") && !run.includes(i) && (within(at, e.from) || within(e.from, at))
+          ? [[...run, i]]
+          : [],
+      );
+    });
+  }
+  return undefined;
 }

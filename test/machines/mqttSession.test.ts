@@ -21,6 +21,23 @@ describe("mqttSession machine", () => {
     expect(d.types()).toEqual(["claim", "load"]);
   });
 
+  it("a session whose claim is granted as it starts reads the store in its first step, and ignores a late CLAIMED", () => {
+    const d = drive(mqttSessionMachine, { cleanStart: false, expirySec: 60, claimedAtStart: true });
+    expect(d.types()).toEqual(["claim", "load"]);
+    expect(d.actor.getSnapshot().matches("loading")).toBe(true);
+    d.actor.send({ type: "CLAIMED" });
+    expect(d.types()).toEqual(["claim", "load"]);
+    // A clean start with nothing stored is served in that same step.
+    const fresh = drive(mqttSessionMachine, {
+      cleanStart: true,
+      expirySec: 0,
+      nothingStored: true,
+      claimedAtStart: true,
+    });
+    expect(fresh.types()).toEqual(["claim", "ready"]);
+    expect(fresh.actor.getSnapshot().value).toBe("attached");
+  });
+
   it("a connection that goes while its session waits for the claim leaves nothing to save", () => {
     const d = drive(mqttSessionMachine, { cleanStart: false, expirySec: 60 });
     d.actor.send({ type: "DETACH", expirySec: 60 });

@@ -70,6 +70,8 @@ export class SessionActor implements Claimant, CommandTaker<EmittedFrom<typeof m
         expirySec: o.expirySec,
         // A clean start only needs to know of an old session to clear it: none is known (docs/decisions/mqtt-sessions.md).
         nothingStored: o.cleanStart && o.deps.store.mayHold?.(account, clientId) === false,
+        // Its claim, made in the machine's first step, is then granted at once (sessionDirectory.ts).
+        claimedAtStart: !o.directory.holds(account, clientId),
       },
       registry: o.registry,
       id: o.id,
@@ -108,11 +110,18 @@ export class SessionActor implements Claimant, CommandTaker<EmittedFrom<typeof m
 
   /** The directory's answer to the claim: no earlier session of the client id is left here (Claimant). */
   claimed(): void {
-    // Told at once when nothing waits: `actor` is not assigned yet while it starts.
-    queueMicrotask(() => this.actor.send({ type: "CLAIMED" }));
+    // Told at once when nothing waits: `actor` is not assigned yet while it starts. A machine
+    // that knew so at its start went on in its first step, and hears nothing more of it.
+    queueMicrotask(() => {
+      if (this.actor.getSnapshot().matches("claiming")) this.actor.send({ type: "CLAIMED" });
+    });
   }
 
-  /** Each command of the machine (CommandTaker). */
+  /**
+   * Each command of the machine (CommandTaker). Those of its first step (claim, then load or
+   * ready when the claim was granted at start) come while it starts, before `actor` is
+   * assigned: what they need comes with them, or is asked of `actor` only later.
+   */
   command(e: EmittedFrom<typeof mqttSessionMachine>): void {
     const { link, session, deps, owner } = this;
     const { account, clientId } = link;
@@ -124,7 +133,7 @@ export class SessionActor implements Claimant, CommandTaker<EmittedFrom<typeof m
       case "load":
         // Parked here by the connection that ended here last: held again in one write, else read.
         // A clean start reads what it clears.
-        return void this.holdParked()
+        return void this.holdParked(e.resume)
           .then(
             (held) => held ?? deps.store.load(account, clientId).then((found) => this.hold?.recognise(found) ?? found),
           )
@@ -168,11 +177,10 @@ export class SessionActor implements Claimant, CommandTaker<EmittedFrom<typeof m
   }
 
   /** Holds the record parked here for the client id (parkedHold.ts); undefined: nothing parked, not written, or a clean start. */
-  private holdParked(): Promise<LoadedSession | undefined> {
+  private holdParked(resume: boolean): Promise<LoadedSession | undefined> {
     const { parked, store, gatewayId } = this.deps;
     const { account, clientId } = this.link;
-    if (this.actor.getSnapshot().context.cleanStart || !parked?.recordOf(account, clientId))
-      return Promise.resolve(undefined);
+    if (!resume || !parked?.recordOf(account, clientId)) return Promise.resolve(undefined);
     this.hold ??= new ParkedHold({ parked, store, gatewayId }, account, clientId, this.expirySec);
     return this.hold.hold();
   }

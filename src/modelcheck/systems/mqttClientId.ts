@@ -153,7 +153,13 @@ export function mqttClientIdModel(options: ClientIdOptions = {}): SystemModel<Cl
           ...(previous !== 0 && previous !== i && v.live(C(previous))
             ? [send<ClientIdWorld>(C(previous), { type: "TAKEN_OVER", resumed: !cleanStart(i) })]
             : []),
-          start(S(i)),
+          // SessionActor's input: the claim it makes first is granted at once when no earlier
+          // session of the id is open (under the old rule, always).
+          start(S(i), {
+            cleanStart: cleanStart(i),
+            expirySec: EXPIRY,
+            claimedAtStart: rule === "at once" || v.world.claims.every((j) => v.ended(S(j))),
+          }),
         ];
       }
       case "detach_session":
@@ -186,7 +192,8 @@ export function mqttClientIdModel(options: ClientIdOptions = {}): SystemModel<Cl
           earlierOpen({ ...v, world: { ...v.world, claims: [...v.world.claims, i] } }, i).length === 0;
         return [
           world((w) => ({ ...w, claims: [...w.claims, i], waiting: now ? w.waiting : [...w.waiting, i] })),
-          ...(now ? [post<ClientIdWorld>(S(i), { type: "CLAIMED" })] : []),
+          // A session that knew at its start went on without CLAIMED (SessionActor.claimed).
+          ...(now && v.inState(S(i), "claiming") ? [post<ClientIdWorld>(S(i), { type: "CLAIMED" })] : []),
         ];
       }
       case "load":
