@@ -29,6 +29,8 @@ export type AccountSource = "connect_info" | "user_info" | "account_connz";
  */
 export class AccountResolver {
   private readonly cache = new WeakMap<NatsSeam, Promise<string>>();
+  /** The answers learnt so far, for `known`. */
+  private readonly learnt = new WeakMap<NatsSeam, string>();
 
   constructor(
     private readonly rules: () => readonly RoutingRule[],
@@ -36,15 +38,30 @@ export class AccountResolver {
   ) {}
 
   resolve(nats: NatsSeam, username: string | undefined): Promise<string> {
-    if (username !== undefined) {
-      for (const rule of this.rules()) if (globMatch(rule.username, username)) return Promise.resolve(rule.account);
-    }
+    const routed = this.routed(username);
+    if (routed !== undefined) return Promise.resolve(routed);
     let answer = this.cache.get(nats);
     if (!answer) {
       answer = this.learn(nats, username);
+      answer.then(
+        (account) => this.learnt.set(nats, account),
+        () => {},
+      );
       this.cache.set(nats, answer);
     }
     return answer;
+  }
+
+  /** What `resolve` would answer, when that is known without waiting; undefined else. */
+  known(nats: NatsSeam, username: string | undefined): string | undefined {
+    return this.routed(username) ?? this.learnt.get(nats);
+  }
+
+  /** The routing table's account for the user, if a rule names it. */
+  private routed(username: string | undefined): string | undefined {
+    if (username === undefined) return undefined;
+    for (const rule of this.rules()) if (globMatch(rule.username, username)) return rule.account;
+    return undefined;
   }
 
   private async learn(nats: NatsSeam, username: string | undefined): Promise<string> {

@@ -27,7 +27,8 @@ export interface ConnectRequest {
 }
 
 export type MqttConnectionEvent =
-  | { type: "CONNECT"; request: ConnectRequest }
+  /** `nats`: the client's NATS access was known at once (its connection up, its account known): no `acquire_nats`. */
+  | { type: "CONNECT"; request: ConnectRequest; nats?: { account: string; natsUp: boolean } | undefined }
   /** The client's own NATS connection is made, its account known (and within its limits); `natsUp`: connected right now. */
   | { type: "NATS_ACQUIRED"; account: string; natsUp: boolean }
   | { type: "NATS_REFUSED"; auth: boolean; reason: string; codes?: { v5: number; v4: number } }
@@ -72,7 +73,7 @@ export interface MqttConnectionContext {
   request?: ConnectRequest;
   /** The session expiry as it stands: the CONNECT's, until a v5 DISCONNECT changes it. */
   sessionExpirySec: number;
-  /** The client's account (NATS_ACQUIRED); its session opens in it. */
+  /** The client's account (NATS_ACQUIRED, or the CONNECT's `nats`); its session opens in it. */
   account: string;
   /** Whether the client's NATS connection is up, as last told (NATS_ACQUIRED, NATS_DOWN, NATS_UP). */
   natsUp: boolean;
@@ -93,6 +94,10 @@ export const mqttConnectionMachine = setup({
     input: {} as { connectTimeoutMs: number; maxKeepaliveSec: number },
   },
   actions: {
+    keepRequest: assign({
+      request: ({ event }) => (event.type === "CONNECT" ? event.request : undefined),
+      sessionExpirySec: ({ event }) => (event.type === "CONNECT" ? event.request.sessionExpirySec : 0),
+    }),
     connackAccepted: emit(({ event }) => ({
       type: "connack" as const,
       returnCode: 0,
@@ -119,6 +124,7 @@ export const mqttConnectionMachine = setup({
     newSessionStarted: ({ event }) => event.type === "TAKEN_OVER" && event.resumed === false,
     // [MQTT-3.14.2-2] a session that was to end with the connection cannot be made to outlive it.
     natsIsDown: ({ context }) => !context.natsUp,
+    natsKnown: ({ event }) => event.type === "CONNECT" && event.nats !== undefined,
     raisesExpiryFromZero: ({ context, event }) =>
       event.type === "DISCONNECT" &&
       (event.sessionExpirySec ?? 0) > 0 &&
@@ -140,16 +146,24 @@ export const mqttConnectionMachine = setup({
         // (keepaliveWheel.ts), as the keep alive is; a delayed event was a timer made and
         // cancelled per connection.
         CONNECT_TIMEOUT: { target: "closed", actions: assign({ closeReason: "no CONNECT in time" }) },
-        CONNECT: {
-          target: "authenticating",
-          actions: [
-            assign({
-              request: ({ event }) => event.request,
-              sessionExpirySec: ({ event }) => event.request.sessionExpirySec,
-            }),
-            emit(({ event }) => ({ type: "acquire_nats" as const, request: event.request })),
-          ],
-        },
+        CONNECT: [
+          // The edge had the client's NATS access at hand: one step fewer per connect.
+          {
+            guard: "natsKnown",
+            target: "session",
+            actions: [
+              "keepRequest",
+              assign({
+                natsUp: ({ event }) => event.nats?.natsUp ?? true,
+                account: ({ event }) => event.nats?.account ?? "",
+              }),
+            ],
+          },
+          {
+            target: "authenticating",
+            actions: ["keepRequest", emit(({ event }) => ({ type: "acquire_nats" as const, request: event.request }))],
+          },
+        ],
         PROTOCOL_ERROR: {
           target: "closed",
           actions: assign({ closeReason: ({ event }) => event.reason }),

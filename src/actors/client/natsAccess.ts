@@ -8,6 +8,8 @@ export interface NatsAccessDeps {
   readonly clients: ClientRegistry;
   readonly metrics: Metrics;
   readonly accountOf: (lease: NatsLease, username: string | undefined) => Promise<string>;
+  /** What `accountOf` would answer when it is known without waiting (accounts.ts `known`). */
+  readonly accountNow?: (lease: NatsLease, username: string | undefined) => string | undefined;
   /** limits.max_connections_per_account (0: none), counted over both doors. */
   readonly maxConnectionsPerAccount: () => number;
 }
@@ -58,9 +60,32 @@ export async function acquireNatsAccess(
     return { kind: "no account", lease, reason: e instanceof Error ? e.message : String(e) };
   }
   const limit = deps.maxConnectionsPerAccount();
-  if (limit > 0 && deps.clients.countIn(account) >= limit) {
+  if (overLimit(deps, account)) {
     deps.metrics.refused(protocol, "max_connections_per_account");
     return { kind: "over limit", lease, account, limit };
   }
   return { kind: "acquired", lease, account };
+}
+
+/**
+ * The client's access when nothing needs waiting for: its credentials' connection is up,
+ * its account known, and the account under its limit. Undefined otherwise (nothing held
+ * then): `acquireNatsAccess` finds out, and says why when it refuses.
+ */
+export function acquireNatsAccessNow(
+  deps: NatsAccessDeps,
+  credentials: Credentials,
+  username: string | undefined,
+): { readonly lease: NatsLease; readonly account: string } | undefined {
+  const lease = deps.bridge.acquireNow(credentials);
+  if (!lease) return undefined;
+  const account = deps.accountNow?.(lease, username);
+  // The connection has other clients (it was up): letting this lease go closes nothing.
+  if (account === undefined || overLimit(deps, account)) return void lease.release();
+  return { lease, account };
+}
+
+function overLimit(deps: NatsAccessDeps, account: string): boolean {
+  const limit = deps.maxConnectionsPerAccount();
+  return limit > 0 && deps.clients.countIn(account) >= limit;
 }

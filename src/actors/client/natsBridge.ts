@@ -202,6 +202,18 @@ export class NatsBridge {
     return new Lease(nats, held, this, key);
   }
 
+  /**
+   * A lease of the connection these credentials share when it is up already (a client's
+   * CONNECT then needs no wait for NATS); undefined when that would mean dialling or waiting.
+   */
+  acquireNow(creds: Credentials): NatsLease | undefined {
+    const key = credentialKey(creds);
+    const entry = this.shared.get(key);
+    if (!entry?.nats || this.refused.has(key)) return undefined;
+    entry.refs++;
+    return new Lease(entry.nats, entry, this, key);
+  }
+
   /** Number of NATS connections open for clients now. */
   connectionCount(): number {
     return this.shared.size;

@@ -25,7 +25,7 @@ import { InboundTopicAliases, takenPublish } from "./inboundAliases.js";
 import { InboundBytes } from "./inboundBytes.js";
 import { connectDeadline, connectWheel, type KeepaliveWatched, keepaliveWheel } from "./keepaliveWheel.js";
 import { ConnectionLink, DeniedSubjects } from "./link.js";
-import { acquireNatsForConnect } from "./natsForConnect.js";
+import { acquireNatsForConnect, natsForConnectNow } from "./natsForConnect.js";
 import { Outbox } from "./outbox.js";
 import { type PacketDrops, PacketWriter } from "./packetWriter.js";
 import { ignoreSocketError, SocketReads } from "./readBatch.js";
@@ -341,7 +341,11 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
     this.parserSettings = settingsAfterConnect(this.version, (p as { bridgeMode?: boolean }).bridgeMode);
     this.assignedId = outcome.assignedId;
     this.clientReceiveMax = outcome.clientReceiveMax;
-    this.actor.send({ type: "CONNECT", request: outcome.request });
+    const { request } = outcome;
+    const nats = natsForConnectNow(this.deps, request, this, (lease) => {
+      this.lease = lease;
+    });
+    this.actor.send({ type: "CONNECT", request, nats });
   }
 
   /** Registers the client (taking over an earlier connection of its id here) and starts its session machine (it claims the id, then reads the store). */

@@ -20,6 +20,8 @@ export interface MqttDeps {
   readonly log: Logger;
   readonly settings: () => MqttSettings;
   readonly accountOf: (lease: NatsLease, username: string | undefined) => Promise<string>;
+  /** What `accountOf` would answer when known without waiting (natsForConnect.ts `natsForConnectNow`). */
+  readonly accountNow?: (lease: NatsLease, username: string | undefined) => string | undefined;
   /** limits.max_connections_per_account, read per connection so a reload applies; 0 = no limit. */
   readonly maxConnectionsPerAccount: () => number;
   /** The sessions open on this gateway: a client id's sessions run one after another. */

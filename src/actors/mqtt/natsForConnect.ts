@@ -1,10 +1,31 @@
 import type { ConnectRequest, mqttConnectionMachine } from "../../machines/mqttConnection.js";
 import { ConnackV4, Reason } from "../../protocol/mqttReasons.js";
-import { acquireNatsAccess } from "../client/natsAccess.js";
+import { acquireNatsAccess, acquireNatsAccessNow } from "../client/natsAccess.js";
 import type { LeaseListener, NatsLease } from "../client/natsBridge.js";
 import type { MachineActor } from "../machineActor.js";
 import { credentialsOf } from "./connect.js";
 import type { MqttDeps } from "./deps.js";
+
+/**
+ * What `acquireNatsForConnect` would tell, when nothing needs waiting for: the connection of
+ * the client's credentials is up, its account known, the client not banned, the account
+ * under its limit. The CONNECT event carries it and the machine goes on without asking
+ * (`acquire_nats`); undefined: the machine asks, and hears why when refused.
+ */
+export function natsForConnectNow(
+  deps: MqttDeps,
+  request: ConnectRequest,
+  listener: LeaseListener & { readonly remote: string },
+  keep: (lease: NatsLease) => void,
+): { readonly account: string; readonly natsUp: boolean } | undefined {
+  if (deps.bans?.refusal({ clientId: request.clientId, username: request.username, remote: listener.remote }))
+    return undefined;
+  const access = acquireNatsAccessNow(deps, credentialsOf(request), request.username);
+  if (!access) return undefined;
+  keep(access.lease);
+  access.lease.listen(listener);
+  return { account: access.account, natsUp: access.lease.connected() };
+}
 
 /**
  * The client's own NATS connection, account and per-account limit (client/natsAccess.ts),
@@ -19,7 +40,11 @@ export async function acquireNatsForConnect(
   listener: LeaseListener & { readonly remote: string; readonly log: { warn(o: object, msg: string): void } },
   keep: (lease: NatsLease) => void,
 ): Promise<void> {
-  const banned = deps.bans?.refusal({ clientId: request.clientId, username: request.username, remote: listener.remote });
+  const banned = deps.bans?.refusal({
+    clientId: request.clientId,
+    username: request.username,
+    remote: listener.remote,
+  });
   if (banned) {
     deps.metrics.refused("mqtt", "banned");
     // MQTT 5 says Banned (0x8A); 3.1.1 has no such code: Not authorized (0x05).

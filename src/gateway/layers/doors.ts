@@ -73,6 +73,7 @@ export class Doors extends Context.Service<
         log,
         settings: currentMqttSettings,
         accountOf: (lease, username) => resolver.resolve(lease.nats, username),
+        accountNow: (lease, username) => resolver.known(lease.nats, username),
         maxConnectionsPerAccount: () => config().limits.max_connections_per_account,
         bans: bans.list,
         quotas,

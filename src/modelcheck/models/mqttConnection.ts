@@ -29,9 +29,12 @@ const WITH_WILL = 0x04;
 export const mqttConnectionModel = (machine: AnyStateMachine = mqttConnectionMachine): Model => ({
   machine,
   input: { connectTimeoutMs: 10_000, maxKeepaliveSec: 0 },
-  bound: `${requests.length} CONNECT requests (v4 keep-alive 30 s no will; v5 no keep-alive will now; v5 keep-alive 10 s will after 5 s), DISCONNECT 0x00/0x04 (with and without a session expiry), NATS accept (up or down)/refuse (auth or not), the session ready (present or not) or refused, 13 other events (the connect and keep-alive clocks among them; takeovers by a connection that resumes the session, starts clean, or of unknown kind); every order, timers fire at any point`,
+  bound: `${requests.length} CONNECT requests (v4 keep-alive 30 s no will; v5 no keep-alive will now; v5 keep-alive 10 s will after 5 s), each also with its NATS access known at once (up or down), DISCONNECT 0x00/0x04 (with and without a session expiry), NATS accept (up or down)/refuse (auth or not), the session ready (present or not) or refused, 13 other events (the connect and keep-alive clocks among them; takeovers by a connection that resumes the session, starts clean, or of unknown kind); every order, timers fire at any point`,
   events: [
     ...requests.map((request) => ({ type: "CONNECT", request })),
+    ...requests.flatMap((request) =>
+      [true, false].map((natsUp) => ({ type: "CONNECT", request, nats: { account: "A", natsUp } })),
+    ),
     { type: "NATS_ACQUIRED", account: "A", natsUp: true },
     { type: "NATS_ACQUIRED", account: "A", natsUp: false },
     { type: "SESSION_READY", sessionPresent: false },
