@@ -208,12 +208,20 @@ export class Deliveries implements OutboundSink {
     this.held!.push(deliver);
   }
 
-  async sendRetained(sub: ActiveSubscription): Promise<void> {
-    const found = await this.retained.matching(this.link.account, sub.subjects).catch(() => []);
-    for (const r of found) {
-      if (!storedDeliverable(sub.subjects, r.subject)) continue;
-      const may = this.mayRead(sub, r.subject);
-      if (may === true || (await may) === true) this.deliver(sub, r.subject, r.headers, r.data, undefined, true);
+  /**
+   * The retained messages of the subscriptions one SUBSCRIBE made, in its order: read in one
+   * request for all of them (a device subscribing to its own topic and a fleet's is one
+   * read, not two), each message to every subscription it matches.
+   */
+  async sendRetained(subs: readonly ActiveSubscription[]): Promise<void> {
+    const subjects = [...new Set(subs.flatMap((s) => s.subjects))];
+    const found = await this.retained.matching(this.link.account, subjects).catch(() => []);
+    for (const sub of subs) {
+      for (const r of found) {
+        if (!storedDeliverable(sub.subjects, r.subject)) continue;
+        const may = this.mayRead(sub, r.subject);
+        if (may === true || (await may) === true) this.deliver(sub, r.subject, r.headers, r.data, undefined, true);
+      }
     }
   }
 

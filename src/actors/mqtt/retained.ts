@@ -1,5 +1,6 @@
+import { JetStreamError } from "@nats-io/jetstream";
 import type { MsgHdrs } from "@nats-io/transport-node";
-import { type AccountServices, RETAINED_PREFIX } from "../accountServices.js";
+import { type AccountJetStream, type AccountServices, RETAINED_PREFIX } from "../accountServices.js";
 
 export interface RetainedMessage {
   readonly subject: string;
@@ -25,31 +26,73 @@ export class RetainedMessages {
     await handles.js.publish(`${RETAINED_PREFIX}${subject}`, payload, headers ? { headers } : {});
   }
 
-  /** The retained messages on the subjects a subscription maps to (wildcards allowed). */
+  /** The retained messages on the subjects subscriptions map to (wildcards allowed). */
   async matching(account: string, subjects: readonly string[]): Promise<RetainedMessage[]> {
     const { name, handles } = await this.services.retainedStream(account);
+    const stored = subjects.map((s) => `${RETAINED_PREFIX}${s}`);
+    try {
+      return await lastOf(handles, name, stored);
+    } catch (e) {
+      if (statusOf(e) !== TOO_MANY_RESULTS) return [];
+    }
+    // More than one read answers (a dashboard's `plant/+/state` over a fleet): the subjects that
+    // hold one, from the stream's subject counts, then theirs in reads of at most that many.
+    const held = await subjectsHolding(handles, name, stored);
     const out: RetainedMessage[] = [];
-    let iter: AsyncIterable<{ subject: string; header?: MsgHdrs; data: Uint8Array }>;
-    try {
-      iter = await handles.jsm.direct.getLastMessagesFor(name, {
-        multi_last: subjects.map((s) => `${RETAINED_PREFIX}${s}`),
-      });
-    } catch {
-      return out;
-    }
-    try {
-      for await (const m of iter) {
-        out.push({
-          subject: m.subject.slice(RETAINED_PREFIX.length),
-          headers: m.header ? pairs(m.header) : undefined,
-          data: m.data,
-        });
-      }
-    } catch {
-      // No retained message matched: the batch ends with a 404 the iterator reports as an error.
-    }
+    for (let i = 0; i < held.length; i += READ_MOST)
+      out.push(...(await lastOf(handles, name, held.slice(i, i + READ_MOST))));
     return out;
   }
+}
+
+/** The subjects that hold a message among `subjects` (wildcards listed by the stream, nats.js paging). */
+async function subjectsHolding(handles: AccountJetStream, stream: string, subjects: readonly string[]) {
+  const held = new Set<string>();
+  for (const s of subjects) {
+    if (!isWildcard(s)) held.add(s);
+    else {
+      const { state } = await handles.jsm.streams.info(stream, { subjects_filter: s });
+      for (const k of Object.keys(state.subjects ?? {})) held.add(k);
+    }
+  }
+  return [...held];
+}
+
+/** nats-server answers a direct read of more last messages than this 413 Too Many Results. */
+const READ_MOST = 1024;
+const TOO_MANY_RESULTS = 413;
+/** The batch ends with a 404 (nothing more), which nats.js reports as an error. */
+const NO_RESULTS = 404;
+
+/** The status a direct read answered with (nats.js's JetStreamStatusError, not exported), if it is one. */
+function statusOf(e: unknown): number | undefined {
+  const code = e instanceof JetStreamError ? (e as { code?: unknown }).code : undefined;
+  return typeof code === "number" ? code : undefined;
+}
+
+const isWildcard = (subject: string) => subject.split(".").some((t) => t === "*" || t === ">");
+
+/** The last message of each subject in one direct read; a 413 (too many for one read) is thrown. */
+async function lastOf(
+  handles: AccountJetStream,
+  stream: string,
+  subjects: readonly string[],
+): Promise<RetainedMessage[]> {
+  const out: RetainedMessage[] = [];
+  const iter = await handles.jsm.direct.getLastMessagesFor(stream, { multi_last: [...subjects] });
+  try {
+    for await (const m of iter) {
+      out.push({
+        subject: m.subject.slice(RETAINED_PREFIX.length),
+        headers: m.header ? pairs(m.header) : undefined,
+        data: m.data,
+      });
+    }
+  } catch (e) {
+    const status = statusOf(e);
+    if (status !== undefined && status !== NO_RESULTS) throw e;
+  }
+  return out;
 }
 
 function pairs(h: MsgHdrs): Array<[string, string]> {

@@ -261,12 +261,12 @@ export class ClientSession {
       granted,
       ...(reasonString ? { properties: { reasonString } } : {}),
     } as Packet);
-    for (const f of fresh) {
-      if (granted[f.index] !== f.entry.sub.options.qos) continue;
-      const rh = f.entry.sub.retainHandling;
-      // [MQTT-3.3.1-9..11] retain handling 0: always, 1: only for a new subscription, 2: never.
-      if (rh === 0 || (rh === 1 && f.isNew)) this.link.tasks.run(() => this.deliveries.sendRetained(f.entry.sub));
-    }
+    // [MQTT-3.3.1-9..11] retain handling 0: always, 1: only for a new subscription, 2: never.
+    const retainedFor = fresh
+      .filter((f) => granted[f.index] === f.entry.sub.options.qos)
+      .filter((f) => f.entry.sub.retainHandling === 0 || (f.entry.sub.retainHandling === 1 && f.isNew))
+      .map((f) => f.entry.sub);
+    if (retainedFor.length > 0) this.link.tasks.run(() => this.deliveries.sendRetained(retainedFor));
     if (this.kept) await this.saveConnected();
   }
 
