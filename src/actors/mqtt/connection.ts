@@ -87,7 +87,7 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
     this.bytes = ClientBytes.of(this.settings, socket, this.outbox, this);
   }
 
-  // PacketDrops: a method each, not a closure each per connection (idle memory).
+  // PacketDrops: methods, not closures per connection (idle memory).
   tooLarge(): void {
     this.deps.metrics.dropped("mqtt", "too_large_for_client");
   }
@@ -97,13 +97,11 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
     this.log.warn({ cmd, err: why }, "MQTT packet not sent: it cannot be encoded");
   }
 
-  /** The machine's commands (one dispatcher: a closure per command per connection adds up). */
+  /** The machine's commands: one dispatcher, not a closure per command and connection. */
   command(e: MqttConnectionEmitted): void {
     switch (e.type) {
       case "acquire_nats":
-        return void acquireNatsForConnect(this.deps, e.request, this.actor, this, (lease) => {
-          this.lease = lease;
-        });
+        return void acquireNatsForConnect(this.deps, e.request, this.actor, this);
       case "open_session":
         return this.openSession();
       case "detach_session":
@@ -181,7 +179,7 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
     return this.handle?.account ?? "";
   }
 
-  // -- bytes and packets --------------------------------------------------------
+  // -- bytes and packets --
 
   /** (SocketReads') */
   onData(chunk: Buffer): void {
@@ -311,7 +309,7 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
     this.actor.send({ type: "PROTOCOL_ERROR", reasonCode, reason });
   }
 
-  // -- CONNECT ------------------------------------------------------------------
+  // -- CONNECT --
 
   private endConnectDeadline(): void {
     if (this.connectDeadline) connectWheel.unwatch(this.connectDeadline);
@@ -342,13 +340,10 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
     this.assignedId = outcome.assignedId;
     this.clientReceiveMax = outcome.clientReceiveMax;
     const { request } = outcome;
-    const nats = natsForConnectNow(this.deps, request, this, (lease) => {
-      this.lease = lease;
-    });
-    this.actor.send({ type: "CONNECT", request, nats });
+    this.actor.send({ type: "CONNECT", request, nats: natsForConnectNow(this.deps, request, this) });
   }
 
-  /** Registers the client (taking over an earlier connection of its id here) and starts its session machine (it claims the id, then reads the store). */
+  /** Registers the client (taking over an earlier connection of its id here) and starts its session machine. */
   private openSession(): void {
     const request = this.actor.getSnapshot().context.request!;
     const { account } = this.actor.getSnapshot().context;
@@ -390,7 +385,11 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
     });
   }
 
-  // LeaseListener: what the client's NATS connection tells it.
+  // ConnectEdge (natsForConnect.ts): released at this connection's end.
+  keepLease(lease: NatsLease): void {
+    this.lease = lease;
+  }
+
   natsStatus(s: LeaseStatus): void {
     this.actor.send({ type: s === "up" ? "NATS_UP" : "NATS_DOWN" });
     this.flow();

@@ -6,6 +6,12 @@ import type { MachineActor } from "../machineActor.js";
 import { credentialsOf } from "./connect.js";
 import type { MqttDeps } from "./deps.js";
 
+/** The connection whose CONNECT gets NATS: it keeps the lease (and releases it at its end) and hears its news. */
+export interface ConnectEdge extends LeaseListener {
+  readonly remote: string;
+  keepLease(lease: NatsLease): void;
+}
+
 /**
  * What `acquireNatsForConnect` would tell, when nothing needs waiting for: the connection of
  * the client's credentials is up, its account known, the client not banned, the account
@@ -15,36 +21,30 @@ import type { MqttDeps } from "./deps.js";
 export function natsForConnectNow(
   deps: MqttDeps,
   request: ConnectRequest,
-  listener: LeaseListener & { readonly remote: string },
-  keep: (lease: NatsLease) => void,
+  edge: ConnectEdge,
 ): { readonly account: string; readonly natsUp: boolean } | undefined {
-  if (deps.bans?.refusal({ clientId: request.clientId, username: request.username, remote: listener.remote }))
+  if (deps.bans?.refusal({ clientId: request.clientId, username: request.username, remote: edge.remote }))
     return undefined;
   const access = acquireNatsAccessNow(deps, credentialsOf(request), request.username);
   if (!access) return undefined;
-  keep(access.lease);
-  access.lease.listen(listener);
+  edge.keepLease(access.lease);
+  access.lease.listen(edge);
   return { account: access.account, natsUp: access.lease.connected() };
 }
 
 /**
  * The client's own NATS connection, account and per-account limit (client/natsAccess.ts),
  * told to the connection's machine as NATS_ACQUIRED or NATS_REFUSED. A lease made is
- * handed to `keep` (listened to by `listener`) before the machine hears of it: the
+ * handed to the edge to keep (and listened to by it) before the machine hears of it: the
  * session it opens at once runs on it, and the connection releases it when it ends.
  */
 export async function acquireNatsForConnect(
   deps: MqttDeps,
   request: ConnectRequest,
   actor: MachineActor<typeof mqttConnectionMachine>,
-  listener: LeaseListener & { readonly remote: string; readonly log: { warn(o: object, msg: string): void } },
-  keep: (lease: NatsLease) => void,
+  edge: ConnectEdge & { readonly log: { warn(o: object, msg: string): void } },
 ): Promise<void> {
-  const banned = deps.bans?.refusal({
-    clientId: request.clientId,
-    username: request.username,
-    remote: listener.remote,
-  });
+  const banned = deps.bans?.refusal({ clientId: request.clientId, username: request.username, remote: edge.remote });
   if (banned) {
     deps.metrics.refused("mqtt", "banned");
     // MQTT 5 says Banned (0x8A); 3.1.1 has no such code: Not authorized (0x05).
@@ -61,10 +61,10 @@ export async function acquireNatsForConnect(
   if (access.kind === "gone") return;
   if (access.kind === "refused") return actor.send({ type: "NATS_REFUSED", auth: access.auth, reason: access.reason });
   const lease = access.lease;
-  keep(lease);
-  lease.listen(listener);
+  edge.keepLease(lease);
+  lease.listen(edge);
   if (access.kind === "no account") {
-    listener.log.warn({ err: access.reason }, "account could not be told");
+    edge.log.warn({ err: access.reason }, "account could not be told");
     return actor.send({ type: "NATS_REFUSED", auth: false, reason: `account: ${access.reason}` });
   }
   if (access.kind === "over limit")
