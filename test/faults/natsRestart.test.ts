@@ -95,14 +95,19 @@ describe("nats-server restarted mid-traffic", () => {
     await nats?.stop();
   });
 
-  /** Stops nats-server and starts it again on the same port and store directory. */
-  async function restartNats(): Promise<void> {
+  /**
+   * Stops nats-server, runs `meanwhile` (once the gateway saw it go, if `seen`), and starts it
+   * again on the same port and store directory.
+   */
+  async function restartNats(meanwhile: () => Promise<void> = async () => {}, seen = true): Promise<void> {
     await nats.stop();
-    await eventually(
-      async () => ((await fetch(`http://127.0.0.1:${gw.port("http")}/healthz`)).status === 503 ? true : undefined),
-      10_000,
-      "the gateway sees NATS gone",
-    );
+    if (seen)
+      await eventually(
+        async () => ((await fetch(`http://127.0.0.1:${gw.port("http")}/healthz`)).status === 503 ? true : undefined),
+        10_000,
+        "the gateway sees NATS gone",
+      );
+    await meanwhile();
     nats = await startNatsServer({ port: nats.port, storeDir: nats.storeDir });
   }
 
@@ -270,6 +275,75 @@ describe("nats-server restarted mid-traffic", () => {
     expect(stored["orders.down.1"]).toBe(1);
     v4.end();
   });
+
+  // A CONNECT whose credentials' NATS connection is already open takes that connection as it
+  // stands (natsForConnect.ts): while NATS is away it is the one being redialled.
+  it.each([
+    ["before the gateway has seen NATS go", false],
+    ["after the gateway has seen NATS go", true],
+  ])(
+    "clients that connect while NATS is down, %s, are answered once it is back: a resume with its session, a clean start",
+    async (_when, seenGone) => {
+      const holder = await RawMqtt.connected(gw.port("mqtt"), 4, { clientId: `down-holder-${seenGone}` });
+      const id = `down-resume-${seenGone}`;
+      const first = await RawMqtt.connected(gw.port("mqtt"), 5, {
+        clientId: id,
+        properties: { sessionExpiryInterval: 3600 },
+      });
+      first.send({
+        cmd: "subscribe",
+        messageId: 1,
+        subscriptions: [{ topic: `down/${seenGone}/cmd`, qos: 1 }],
+      } as mqtt.Packet);
+      await first.next("suback");
+      first.send({ cmd: "disconnect" } as mqtt.Packet);
+      await first.waitClosed();
+      const connecting = async () => {
+        const resume = await RawMqtt.open(gw.port("mqtt"), 5);
+        resume.send({
+          cmd: "connect",
+          protocolId: "MQTT",
+          protocolVersion: 5,
+          clientId: id,
+          clean: false,
+          keepalive: 60,
+          properties: { sessionExpiryInterval: 3600 },
+        } as mqtt.Packet);
+        const clean = await RawMqtt.open(gw.port("mqtt"), 4);
+        clean.send({
+          cmd: "connect",
+          protocolId: "MQTT",
+          protocolVersion: 4,
+          clientId: `down-clean-${seenGone}`,
+          clean: true,
+          keepalive: 60,
+        } as mqtt.Packet);
+        return { resume, clean };
+      };
+      let clients: Awaited<ReturnType<typeof connecting>> | undefined;
+      await restartNats(async () => {
+        clients = await connecting();
+      }, seenGone);
+      const { resume, clean } = clients!;
+      const resumed = (await resume.next("connack", 20_000)) as mqtt.IConnackPacket;
+      expect([resumed.reasonCode, resumed.sessionPresent]).toEqual([0, true]);
+      expect(((await clean.next("connack", 20_000)) as mqtt.IConnackPacket).returnCode).toBe(0);
+      // Served, not only answered: the clean client's publish reaches the resumed session.
+      clean.send({
+        cmd: "publish",
+        topic: `down/${seenGone}/cmd`,
+        payload: Buffer.from("go"),
+        qos: 1,
+        messageId: 1,
+        retain: false,
+        dup: false,
+      } as mqtt.Packet);
+      expect((await clean.next("puback", 15_000)).messageId).toBe(1);
+      const got = (await resume.next("publish", 15_000)) as mqtt.IPublishPacket;
+      expect(got.payload.toString()).toBe("go");
+      for (const c of [holder, resume, clean]) c.end();
+    },
+  );
 
   // publisher.ts store(): only a refusal NATS reported for the client's permissions is
   // unauthorized-access (test/amqp/storedAuth.test.ts); a failed flush is internal-error.
