@@ -13,6 +13,14 @@ export interface Claim {
 export const CLAIM_BATCH_MS = 50;
 /** A batch this big goes at once (about 70 bytes a claim: 36 KB, far under any max_payload). */
 const MAX_BATCH = 512;
+/**
+ * Nor does a batch grow past this many bytes: client ids may be as long as nats.max_control_line
+ * allows (kilobytes), and 512 of those would pass max_payload (1 MB by default), where the
+ * publish fails and every claim in it is lost.
+ */
+export const MAX_BATCH_BYTES = 64 * 1024;
+/** A claim's bytes at most: its id's UTF-16 units written as JSON escapes (6 each), and its fields. */
+const claimBytes = (clientId: string) => 64 + 6 * clientId.length;
 
 /**
  * Gathers the claims of one account for CLAIM_BATCH_MS and sends them as one message
@@ -24,7 +32,7 @@ const MAX_BATCH = 512;
  * whole whatever they do), so a few milliseconds of delay change nothing a client sees.
  */
 export class ClaimAnnouncer {
-  private readonly pending = new Map<string, Claim[]>();
+  private readonly pending = new Map<string, { claims: Claim[]; bytes: number }>();
   private timer: ReturnType<typeof setTimeout> | undefined;
 
   constructor(
@@ -34,14 +42,14 @@ export class ClaimAnnouncer {
   ) {}
 
   announce(account: string, clientId: string, cleanStart: boolean): void {
-    let claims = this.pending.get(account);
-    if (!claims) this.pending.set(account, (claims = []));
-    claims.push({ client_id: clientId, at: Date.now(), clean_start: cleanStart });
-    if (claims.length >= MAX_BATCH) {
-      this.pending.delete(account);
-      this.send(account, claimPayload(account, claims));
-      return;
-    }
+    const bytes = claimBytes(clientId);
+    let batch = this.pending.get(account);
+    if (batch && batch.bytes + bytes > MAX_BATCH_BYTES) this.sendNow(account, batch.claims);
+    batch = this.pending.get(account);
+    if (!batch) this.pending.set(account, (batch = { claims: [], bytes: 0 }));
+    batch.claims.push({ client_id: clientId, at: Date.now(), clean_start: cleanStart });
+    batch.bytes += bytes;
+    if (batch.claims.length >= MAX_BATCH) return this.sendNow(account, batch.claims);
     if (this.timer) return;
     this.timer = setTimeout(() => this.flush(), this.delayMs);
     // Claims of clients that are going away are not worth keeping a stopping process for.
@@ -54,7 +62,12 @@ export class ClaimAnnouncer {
     this.timer = undefined;
     const batches = [...this.pending];
     this.pending.clear();
-    for (const [account, claims] of batches) this.send(account, claimPayload(account, claims));
+    for (const [account, { claims }] of batches) this.send(account, claimPayload(account, claims));
+  }
+
+  private sendNow(account: string, claims: readonly Claim[]): void {
+    this.pending.delete(account);
+    this.send(account, claimPayload(account, claims));
   }
 }
 

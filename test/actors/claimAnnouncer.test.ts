@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it, vi } from "vitest";
-import { type Claim, ClaimAnnouncer, claimsOf } from "../../src/actors/claimAnnouncer.js";
+import { type Claim, ClaimAnnouncer, claimsOf, MAX_BATCH_BYTES } from "../../src/actors/claimAnnouncer.js";
 
 /** An announcer whose timer is the test's: `flush()` stands for it firing. */
 function announcer() {
@@ -41,6 +41,17 @@ describe("claims to the other gateways (claimAnnouncer.ts)", () => {
     expect(claimsOf(JSON.parse(sent[0]!.payload)).claims).toHaveLength(512);
   });
 
+  it("a batch of long client ids goes before it would pass the byte bound: every message stays far under max_payload", () => {
+    const { a, sent } = announcer();
+    // Client ids as long as a default max_control_line lets through, some needing JSON escapes.
+    const ids = Array.from({ length: 300 }, (_, i) => (i % 2 ? "\u0001" : "é").repeat(3_000) + i);
+    for (const id of ids) a.announce("A", id, true);
+    a.flush();
+    expect(sent.length).toBeGreaterThan(1);
+    for (const s of sent) expect(Buffer.byteLength(s.payload)).toBeLessThanOrEqual(MAX_BATCH_BYTES);
+    expect(sent.flatMap((s) => claimsOf(JSON.parse(s.payload)).claims.map((c) => c.client_id))).toEqual(ids);
+  });
+
   it("the window's timer sends what waits, once", () => {
     vi.useFakeTimers();
     try {
@@ -59,7 +70,11 @@ describe("claims to the other gateways (claimAnnouncer.ts)", () => {
   });
 
   it("property: whatever is announced is read back, per account, in order, in either shape", () => {
-    const claim = fc.record({ account: fc.constantFrom("A", "B", ""), clientId: fc.string(), cleanStart: fc.boolean() });
+    const claim = fc.record({
+      account: fc.constantFrom("A", "B", ""),
+      clientId: fc.string(),
+      cleanStart: fc.boolean(),
+    });
     fc.assert(
       fc.property(fc.array(claim, { maxLength: 40 }), (claims) => {
         const { a, sent } = announcer();
@@ -85,7 +100,10 @@ describe("claims to the other gateways (claimAnnouncer.ts)", () => {
     expect(claimsOf(null).claims).toEqual([]);
     expect(claimsOf("x").claims).toEqual([]);
     expect(claimsOf({ account: "A", client_id: 7, at: 1 }).claims).toEqual([]);
-    const m = claimsOf({ account: "A", claims: [{ client_id: "ok", at: 1 }, { at: 2 }, null, { client_id: "no time" }] });
+    const m = claimsOf({
+      account: "A",
+      claims: [{ client_id: "ok", at: 1 }, { at: 2 }, null, { client_id: "no time" }],
+    });
     expect(m.claims).toEqual([{ client_id: "ok", at: 1 }]);
   });
 });
