@@ -44,8 +44,10 @@ export class ClaimAnnouncer {
   announce(account: string, clientId: string, cleanStart: boolean): void {
     const bytes = claimBytes(clientId);
     let batch = this.pending.get(account);
-    if (batch && batch.bytes + bytes > MAX_BATCH_BYTES) this.sendNow(account, batch.claims);
-    batch = this.pending.get(account);
+    if (batch && batch.bytes + bytes > MAX_BATCH_BYTES) {
+      this.sendNow(account, batch.claims);
+      batch = undefined;
+    }
     if (!batch) this.pending.set(account, (batch = { claims: [], bytes: 0 }));
     batch.claims.push({ client_id: clientId, at: Date.now(), clean_start: cleanStart });
     batch.bytes += bytes;

@@ -47,9 +47,7 @@ export function edgesTaken(edges: readonly EdgeRef[], recent: readonly Transitio
   return recent.map((t) => {
     if (t.to === "") return [];
     const first = (e: EdgeRef) =>
-      t.from === ""
-        ? e.from === "*"
-        : !e.from.startsWith("*") && within(t.from, e.from) && e.events.includes(t.event);
+      t.from === "" ? e.from === "*" : !e.from.startsWith("*") && within(t.from, e.from) && e.events.includes(t.event);
     const chain = hops(edges, first, t.to);
     if (chain || t.from === "") return chain ?? [];
     let best = -1;
@@ -66,7 +64,7 @@ export function edgesTaken(edges: readonly EdgeRef[], recent: readonly Transitio
   });
 }
 
-/** `always` hops a step may take after its first arrow (machines here take at most three). */
+/** Arrows one recorded step is drawn with at most: its first and up to three `always` ones after it. */
 const MAX_HOPS = 4;
 
 /** The shortest run of arrows from one that `first` accepts, on through `always` arrows, into `to`. */
