@@ -24,10 +24,41 @@ export interface ParkedSession {
  */
 export class ParkedDeliveries {
   private readonly sessions = new Map<string, ParkedSession>();
+  /**
+   * Readers paused at their connection's end whose record is still being written: parked
+   * once it is, unless the client id is dropped meanwhile. Another gateway that asks for
+   * the session (or claims the client id) while that write is under way must stop them
+   * too: parked after its takeover, they would keep their pulls, take what the consumer
+   * hands back from the reset floor, and hold it for nobody.
+   */
+  private readonly parking = new Map<string, ReadonlyMap<string, StoredDelivery>>();
 
-  /** Parks `session` (replacing, and stopping, what was parked for the client id). */
-  park(account: string, clientId: string, session: ParkedSession): void {
+  /** `byFilter` will be parked for the client id once its record is written (`park`), unless dropped first. */
+  parkingBegins(account: string, clientId: string, byFilter: ReadonlyMap<string, StoredDelivery>): void {
     const key = keyOf(account, clientId);
+    const earlier = this.parking.get(key);
+    if (earlier && earlier !== byFilter) for (const stored of earlier.values()) stored.stop();
+    this.parking.set(key, byFilter);
+  }
+
+  /**
+   * Parks `session` (replacing, and stopping, what was parked for the client id), or stops
+   * its readers when the client id was dropped since their parking began; undefined record:
+   * it was not written, and they stop.
+   */
+  park(
+    account: string,
+    clientId: string,
+    session: ParkedSession | undefined,
+    byFilter: ReadonlyMap<string, StoredDelivery>,
+  ): void {
+    const key = keyOf(account, clientId);
+    const ours = this.parking.get(key) === byFilter;
+    if (ours) this.parking.delete(key);
+    if (!ours || !session) {
+      for (const stored of byFilter.values()) stored.stop();
+      return;
+    }
     this.drop(account, clientId);
     this.sessions.set(key, session);
   }
@@ -68,12 +99,18 @@ export class ParkedDeliveries {
   drop(account: string, clientId: string): void {
     const parked = this.take(account, clientId);
     if (parked) for (const stored of parked.byFilter.values()) stored.stop();
+    const key = keyOf(account, clientId);
+    const pausing = this.parking.get(key);
+    this.parking.delete(key);
+    if (pausing) for (const stored of pausing.values()) stored.stop();
   }
 
   /** The gateway stops. */
   stopAll(): void {
     for (const parked of this.sessions.values()) for (const stored of parked.byFilter.values()) stored.stop();
+    for (const pausing of this.parking.values()) for (const stored of pausing.values()) stored.stop();
     this.sessions.clear();
+    this.parking.clear();
   }
 
   /** Parked subscriptions now. */

@@ -177,7 +177,10 @@ export class StoredSubscriptions {
     const { account, clientId } = this.link;
     const filter = entry.sub.filter;
     if (mayLiveOn && parked && stored.park(() => parked.forget(account, clientId, filter, stored))) {
-      this.parking ??= new Map();
+      if (!this.parking) {
+        this.parking = new Map();
+        parked.parkingBegins(account, clientId, this.parking);
+      }
       this.parking.set(filter, stored);
     } else stored.stop();
   }
@@ -186,14 +189,14 @@ export class StoredSubscriptions {
   handOver(written: { readonly record: StoredSession; readonly revision: number } | undefined): void {
     const parking = this.parking;
     this.parking = undefined;
-    if (!parking || parking.size === 0) return;
-    if (written === undefined || !this.deps.parked) {
-      for (const stored of parking.values()) stored.stop();
-      return;
-    }
-    const { record, revision } = written;
-    const session: ParkedSession = { epoch: this.host.epoch(), revision, record, byFilter: parking };
-    this.deps.parked.park(this.link.account, this.link.clientId, session);
+    if (!parking || !this.deps.parked) return;
+    const session: ParkedSession | undefined = written && {
+      epoch: this.host.epoch(),
+      revision: written.revision,
+      record: written.record,
+      byFilter: parking,
+    };
+    this.deps.parked.park(this.link.account, this.link.clientId, session, parking);
   }
 
   /** Waiting for their store (/clients). */
