@@ -59,9 +59,10 @@ export function answerLiveness(options: LivenessOptions): { unsubscribe(): void 
         return;
       }
       const account = accountOf(t.account);
-      const held = clients.byClient(account, t.client_id).filter((c) => c.protocol === "mqtt");
+      const clientId = t.client_id;
+      const held = clients.byClient(account, clientId).filter((c) => c.protocol === "mqtt");
       for (const c of held) c.takeOver(resumedBy(t.clean_start));
-      directory.parked.drop(account, t.client_id);
+      directory.parked.drop(account, clientId);
       log.info({ client_id: t.client_id, account, connections: held.length }, "session asked for by another gateway");
       const answer = () => m.respond(JSON.stringify({ id, alive: true, taken_over: held.length }));
       let timer: ReturnType<typeof setTimeout> | undefined;
@@ -70,6 +71,9 @@ export function answerLiveness(options: LivenessOptions): { unsubscribe(): void 
         new Promise<void>((resolve) => (timer = setTimeout(resolve, RELEASE_WAIT_MS))),
       ]).then(() => {
         clearTimeout(timer);
+        // Parked since the drop above: a connection taken over just now ended after it, and
+        // its readers parked once its record was written. The asker takes them over next.
+        directory.parked.drop(account, clientId);
         answer();
       });
     },
