@@ -59,8 +59,8 @@ export async function acquireNatsAccess(
   } catch (e) {
     return { kind: "no account", lease, reason: e instanceof Error ? e.message : String(e) };
   }
-  const limit = deps.maxConnectionsPerAccount();
-  if (overLimit(deps, account)) {
+  const limit = limitReached(deps, account);
+  if (limit !== undefined) {
     deps.metrics.refused(protocol, "max_connections_per_account");
     return { kind: "over limit", lease, account, limit };
   }
@@ -81,11 +81,12 @@ export function acquireNatsAccessNow(
   if (!lease) return undefined;
   const account = deps.accountNow?.(lease, username);
   // The connection has other clients (it was up): letting this lease go closes nothing.
-  if (account === undefined || overLimit(deps, account)) return void lease.release();
+  if (account === undefined || limitReached(deps, account) !== undefined) return void lease.release();
   return { lease, account };
 }
 
-function overLimit(deps: NatsAccessDeps, account: string): boolean {
+/** limits.max_connections_per_account when the account has that many clients here already. */
+function limitReached(deps: NatsAccessDeps, account: string): number | undefined {
   const limit = deps.maxConnectionsPerAccount();
-  return limit > 0 && deps.clients.countIn(account) >= limit;
+  return limit > 0 && deps.clients.countIn(account) >= limit ? limit : undefined;
 }
