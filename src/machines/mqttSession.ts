@@ -11,7 +11,10 @@ import { and, assign, emit, setup } from "xstate";
 export interface SessionFound {
   readonly exists: boolean;
   readonly expired: boolean;
-  /** Another gateway holds a live connection of this client. */
+  /**
+   * Another gateway holds a live connection of this client, or its connection ended there
+   * moments ago and its readers may still be parked there (sessionHolder.ts): asked first.
+   */
   readonly heldBy?: string | undefined;
 }
 

@@ -307,6 +307,31 @@ describe("parked stored subscriptions", () => {
     await pub.endAsync();
   });
 
+  it("a resume on another gateway moments after the drop asks the first gateway, which lets its parked readers go before the consumers are taken over", async () => {
+    // Parked pulls without a pin id still waiting at the server could be pinned by what the
+    // takeover's RESET hands back and hold it for nobody (sessionHolder.ts).
+    const clientId = `asked-${Date.now()}`;
+    const received: string[] = [];
+    const pub = await connectMqtt(gws[1]!.port("mqtt"), { protocolVersion: 5 });
+    let sub = await subscriber(gws[0]!, clientId, received);
+    sub.end(true);
+    await parkedOn(gws[0]!, 2);
+    const sent = await publishAll(pub, 0, 4);
+    sub = await subscriber(gws[1]!, clientId, received);
+    expect(sub.connack.sessionPresent).toBe(true);
+    // Let go before the CONNACK, not when the claim reaches it.
+    expect(await metric(gws[0]!, "mqgw_actors", { machine: "storedDelivery", state: "active.read.parked" })).toBe(0);
+    await gws[0]!.waitForLog(
+      (l) => l.client_id === clientId && l.msg === "session asked for by another gateway",
+      5_000,
+    );
+    sent.push(...(await publishAll(pub, 4, 8)));
+    await eventually(() => (received.length >= sent.length ? true : undefined), 5_000);
+    expectExactly(received, sent);
+    await sub.endAsync(false, { reasonCode: 0, properties: { sessionExpiryInterval: 0 } });
+    await pub.endAsync();
+  });
+
   it("a resume on another gateway takes the consumers over from the parked ones, and misses nothing", async () => {
     const clientId = `mover-${Date.now()}`;
     const received: string[] = [];

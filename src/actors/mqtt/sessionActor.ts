@@ -6,6 +6,7 @@ import type { ClientLink } from "./link.js";
 import { ParkedHold } from "./parkedHold.js";
 import type { ClientSession, SessionDeps } from "./session.js";
 import type { Claim, Claimant, SessionDirectory } from "./sessionDirectory.js";
+import { holderElsewhere } from "./sessionHolder.js";
 import { type LoadedSession, SessionStoreUnread } from "./sessionStore.js";
 
 /** What the session tells its connection, and asks of the gateway on its behalf (the connection implements it). */
@@ -187,15 +188,14 @@ export class SessionActor implements Claimant, CommandTaker<EmittedFrom<typeof m
 
   private found(found: LoadedSession | undefined): void {
     this.loaded = found;
-    const held = found?.session.connected === true ? found.session.owner : undefined;
     this.actor.send({
       type: "LOADED",
       found: {
         exists: found !== undefined,
         expired: found?.expired === true,
-        // Marked connected by this gateway's id: a connection here that ended (the claim
-        // waited for it) or a process of this id before a restart; either way not held.
-        heldBy: held && held !== this.deps.gatewayId ? held : undefined,
+        // Marked by this gateway's id: a connection here that ended (the claim waited for
+        // it) or a process of this id before a restart; either way not held.
+        heldBy: holderElsewhere(found?.session, this.deps.gatewayId, Date.now()),
       },
     });
   }
