@@ -79,6 +79,22 @@ export interface MqttSessionContext {
 
 const nothing: SessionFound = { exists: false, expired: false };
 
+/** What the store holds: the LOADED event being taken (its actions have not kept it yet), or what was kept. */
+function foundBy(context: MqttSessionContext, event: MqttSessionEvent): SessionFound {
+  return event.type === "LOADED" ? event.found : context.found;
+}
+
+/**
+ * Discard, resume or start fresh, as the store's answer says: taken on the LOADED event
+ * itself where it can be (a microstep less per connect: xstate's step is most of a resume's
+ * CPU), and by `deciding` after a takeover.
+ */
+const decide = [
+  { guard: "mustDiscard", target: "#mqttSession.discarding", actions: "keepFound" },
+  { guard: "canResume", target: "#mqttSession.resuming", actions: "keepFound" },
+  { target: "#mqttSession.attached", actions: ["keepFound", "readyFresh"] },
+] as const;
+
 /** How long a CONNECT waits for a session store that does not answer (docs/decisions/faults.md). */
 export const LOAD_PATIENCE_MS = 15_000;
 
@@ -143,8 +159,14 @@ export const mqttSessionMachine = setup({
   },
   guards: {
     heldElsewhere: ({ event }) => event.type === "LOADED" && event.found.heldBy !== undefined,
-    mustDiscard: ({ context }) => context.found.exists && (context.cleanStart || context.found.expired),
-    canResume: ({ context }) => context.found.exists && !context.cleanStart && !context.found.expired,
+    mustDiscard: ({ context, event }) => {
+      const found = foundBy(context, event);
+      return found.exists && (context.cleanStart || found.expired);
+    },
+    canResume: ({ context, event }) => {
+      const found = foundBy(context, event);
+      return found.exists && !context.cleanStart && !found.expired;
+    },
     cleanStart: ({ context }) => context.cleanStart,
     waitable: ({ event }) => event.type === "LOAD_FAILED" && event.waitable,
     nothingStored: ({ context }) => context.cleanStart && context.nothingStored === true,
@@ -188,10 +210,7 @@ export const mqttSessionMachine = setup({
     },
     // A clean start needs nothing from the store: served fresh when the store fails.
     loading: patientLoad(
-      [
-        { guard: "heldElsewhere", target: "#mqttSession.takingOver", actions: "keepFound" },
-        { target: "#mqttSession.deciding", actions: "keepFound" },
-      ],
+      [{ guard: "heldElsewhere", target: "#mqttSession.takingOver", actions: "keepFound" }, ...decide],
       "#mqttSession.fresh",
     ),
     takingOver: {
@@ -206,14 +225,9 @@ export const mqttSessionMachine = setup({
       after: { ownerTimeout: { target: "deciding" } },
     },
     // A clean start still clears what the first read found.
-    reloading: patientLoad({ target: "#mqttSession.deciding", actions: "keepFound" }, "#mqttSession.deciding"),
-    deciding: {
-      always: [
-        { guard: "mustDiscard", target: "discarding" },
-        { guard: "canResume", target: "resuming" },
-        { target: "fresh" },
-      ],
-    },
+    reloading: patientLoad(decide, "#mqttSession.deciding"),
+    // The other gateway is gone or did not answer: what the first read found decides.
+    deciding: { always: decide },
     discarding: {
       entry: emit({ type: "discard" }),
       on: { DISCARDED: { target: "fresh" }, DETACH: { target: "ended" } },
@@ -224,16 +238,12 @@ export const mqttSessionMachine = setup({
       // what the client left unacknowledged is handed back in order (storedDelivery.ts).
       entry: [assign({ resumed: true }), emit({ type: "resume" })],
       on: {
-        RESUMED: { target: "resumed" },
+        RESUMED: { target: "attached", actions: emit({ type: "ready", sessionPresent: true }) },
         DETACH: { target: "detaching", actions: assign({ expirySec: ({ event }) => event.expirySec }) },
       },
     },
     fresh: {
       entry: "readyFresh",
-      always: { target: "attached" },
-    },
-    resumed: {
-      entry: emit({ type: "ready", sessionPresent: true }),
       always: { target: "attached" },
     },
     attached: {
