@@ -86,8 +86,8 @@ function foundBy(context: MqttSessionContext, event: MqttSessionEvent): SessionF
 
 /**
  * Discard, resume or start fresh, as the store's answer says: taken on the LOADED event
- * itself where it can be (a microstep less per connect: xstate's step is most of a resume's
- * CPU), and by `deciding` after a takeover.
+ * itself where it can be (a microstep less per connect: xstate's steps are about a quarter
+ * of a resume's CPU), and by `deciding` after a takeover whose other gateway is gone.
  */
 const decide = [
   { guard: "mustDiscard", target: "#mqttSession.discarding", actions: "keepFound" },
