@@ -63,7 +63,10 @@ export function answerLiveness(options: LivenessOptions): { unsubscribe(): void 
       const held = clients.byClient(account, clientId).filter((c) => c.protocol === "mqtt");
       for (const c of held) c.takeOver(resumedBy(t.clean_start));
       directory.parked.drop(account, clientId);
-      log.info({ client_id: t.client_id, account, connections: held.length }, "session asked for by another gateway");
+      const asked = { client_id: t.client_id, account, connections: held.length };
+      // A session whose connection had ended here moving on (its parked readers let go) is routine: no info line each.
+      if (held.length > 0) log.info(asked, "session asked for by another gateway");
+      else log.debug(asked, "session asked for by another gateway");
       const answer = () => m.respond(JSON.stringify({ id, alive: true, taken_over: held.length }));
       let timer: ReturnType<typeof setTimeout> | undefined;
       void Promise.race([
