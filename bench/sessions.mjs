@@ -19,9 +19,10 @@
 //     (and again after phase 3, once each session's fleet/all/# reader delivered a message)
 //   3 offline message: all dropped, one QoS 1 message to fleet/all/x, all reconnect; who got it in 30 s
 //   4 consumers in the account after every phase (expected: 2 per session on the gateway)
-//   5 restart: SIGTERM the server (the gateway stops its nats-server with it), start it again,
+//   5 blip: every socket destroyed and every device reconnecting at once (no pause between)
+//   6 restart: SIGTERM the server (the gateway stops its nats-server with it), start it again,
 //     every device reconnecting with backoff; then a live QoS 1 message to all
-//   6 RSS of each side's processes after every phase
+//   7 RSS of each side's processes after every phase
 // Failures are counted and reported per phase (CONNACK codes, socket errors, the gateway's
 // warnings grouped), never thrown: a phase that fails still yields its row.
 import { fork, spawn } from "node:child_process";
@@ -514,8 +515,19 @@ export async function sessionsRun({
       const r = await timed(name, () => all(gens[name], "reconnect", { timeoutMs: resumeTimeoutMs }));
       await after(name, "storm2", r);
     }
-    // 5 restart with every device reconnecting
+    // 5 a blip: every socket destroyed and every device reconnecting at once, as a network
+    // blip does: the server sees the drops and the resumes together (the storms above let
+    // it settle the drops first).
     for (const name of order(4)) {
+      await sleep(SETTLE_MS);
+      const r = await timed(name, async () => {
+        await all(gens[name], "drop");
+        return all(gens[name], "reconnect", { timeoutMs: resumeTimeoutMs });
+      });
+      await after(name, "blip", r);
+    }
+    // 6 restart with every device reconnecting
+    for (const name of order(5)) {
       const s = sides[name];
       const resumed = all(gens[name], "resume", { timeoutMs: resumeTimeoutMs });
       const t0 = Date.now();

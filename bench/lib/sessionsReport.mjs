@@ -9,12 +9,13 @@ const codes = (o) =>
   Object.entries(o ?? {})
     .map(([k, v]) => `${num(v)}× ${k}`)
     .join(", ");
-const PHASES = ["connect", "storm", "offline", "storm2", "restart"];
+const PHASES = ["connect", "storm", "offline", "storm2", "blip", "restart"];
 const PHASE_TITLE = {
   connect: "connect + subscribe",
   storm: "reconnect storm",
   offline: "offline message",
   storm2: "storm after a delivery",
+  blip: "blip (drop and reconnect at once)",
   restart: "restart",
 };
 
@@ -69,6 +70,10 @@ retrying with backoff (250 ms doubling to 5 s); then one live QoS 1 message to \
     );
     row(["storm2", "seconds until all CONNACKed"], (x) => x?.seconds, { ratio: true, d: 1 });
     row(["storm2", "not back (refused or no CONNACK)"], failed);
+    row(["blip", "seconds until all CONNACKed"], (x) => x?.seconds, { ratio: true, d: 1 });
+    row(["blip", "session present 1 / 0 / not back"], (x) =>
+      x ? `${num(x.present1)} / ${num(x.present0)} / ${num(failed(x))}` : undefined,
+    );
     row(["restart", "seconds from SIGTERM until all back"], (x) => x?.seconds, { ratio: true, d: 1 });
     row(["restart", "of which the server's stop / start"], (x) =>
       x
@@ -91,7 +96,7 @@ retrying with backoff (250 ms doubling to 5 s); then one live QoS 1 message to \
     for (const p of ["offline", "restart"])
       row([p, "messages kept in the sessions' stream after"], (x) => x?.consumers?.messages?.[x.consumers.stream]);
     for (const p of ["connect", "restart"]) row([p, "RSS MiB after"], (x) => x?.rssMiB, { ratio: true });
-    for (const p of ["connect", "storm", "offline", "storm2"])
+    for (const p of ["connect", "storm", "offline", "storm2", "blip"])
       row([p, "server CPU s"], (x) => x?.serverCpuSeconds, { ratio: true, d: 1 });
     parts.push(`
 ### N = ${num(n)}
