@@ -63,7 +63,7 @@ export function answerLiveness(options: LivenessOptions): { unsubscribe(): void 
       const held = clients.byClient(account, clientId).filter((c) => c.protocol === "mqtt");
       for (const c of held) c.takeOver(resumedBy(t.clean_start));
       directory.parked.drop(account, clientId);
-      const asked = { client_id: t.client_id, account, connections: held.length };
+      const asked = { client_id: clientId, account, connections: held.length };
       // A session whose connection had ended here moving on (its parked readers let go) is routine: no info line each.
       if (held.length > 0) log.info(asked, "session asked for by another gateway");
       else log.debug(asked, "session asked for by another gateway");
