@@ -70,7 +70,7 @@ export function answerLiveness(options: LivenessOptions): { unsubscribe(): void 
       const answer = () => m.respond(JSON.stringify({ id, alive: true, taken_over: held.length }));
       let timer: ReturnType<typeof setTimeout> | undefined;
       void Promise.race([
-        directory.whenReleased(account, t.client_id),
+        directory.whenReleased(account, clientId),
         new Promise<void>((resolve) => (timer = setTimeout(resolve, RELEASE_WAIT_MS))),
       ]).then(() => {
         clearTimeout(timer);
