@@ -14,6 +14,8 @@ export interface AccountJetStream {
   readonly lease: NatsLease;
   readonly js: JetStreamClient;
   readonly jsm: JetStreamManager;
+  /** What paces the account's JetStream API and KV requests (client/jetStreamPacing.ts). */
+  readonly pacer: JetStreamApiPacer;
 }
 
 /**
@@ -209,7 +211,7 @@ export class AccountServices {
       pacer = new JetStreamApiPacer();
       this.pacers.set(account, pacer);
     }
-    return { lease, ...(await lease.nats.jetStream(5_000, pacer)) };
+    return { lease, pacer, ...(await lease.nats.jetStream(JETSTREAM_TIMEOUT_MS, pacer)) };
   }
 
   /** JetStream API and KV requests waiting for their turn, in every account (mqgw_jetstream_api_waiting). */
@@ -219,6 +221,9 @@ export class AccountServices {
     return n;
   }
 }
+
+/** How long one of the gateway's JetStream requests waits for its answer (after its turn, when paced). */
+export const JETSTREAM_TIMEOUT_MS = 5_000;
 
 /** How long the marker of an expired or removed session stays, so every watcher hears it. */
 const SESSION_MARKER_TTL_MS = 60_000;

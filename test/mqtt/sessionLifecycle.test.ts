@@ -4,6 +4,7 @@ import { Kvm } from "@nats-io/kv";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import type mqttPacket from "mqtt-packet";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { sessionKey } from "../../src/actors/mqtt/kvSessionStore.js";
 import { type GatewayHandle, startEmbeddedGateway, startGateway } from "../helpers/gateway.js";
 import { collect, connectCollecting, connectMqtt } from "../helpers/mqttClient.js";
 import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
@@ -307,6 +308,45 @@ describe("MQTT session lifecycle on the embedded default: one client id, one ses
       "expired sessions gone from the bucket",
     );
   });
+
+  it.each([
+    [5, "is told 0x8E (session taken over)"],
+    [4, "is closed"],
+  ] as const)(
+    "MQTT %i: a connection whose session record someone else wrote since loses the session at its next write: it %s",
+    async (version) => {
+      const clientId = `overwritten-${version}`;
+      const c = await RawMqtt.connected(gw.port("mqtt"), version, {
+        clientId,
+        clean: false,
+        ...(version === 5 ? { properties: { sessionExpiryInterval: 600 } } : {}),
+      });
+      c.send({
+        cmd: "subscribe",
+        messageId: 1,
+        subscriptions: [{ topic: "plant/over/a", qos: 1 }],
+      } as mqttPacket.Packet);
+      await c.next("suback");
+      // A writer this gateway never heard of (another gateway whose claim was lost): a newer revision.
+      const kv = await new Kvm(nc).open("MQGW_SESSIONS");
+      const entry = await eventually(
+        async () => (await kv.get(sessionKey(clientId))) ?? undefined,
+        5_000,
+        "the record",
+      );
+      const theirs = await kv.put(sessionKey(clientId), entry.value);
+      // The SUBSCRIBE changes the record: its write, conditional on the revision this connection saw, is refused.
+      c.send({
+        cmd: "subscribe",
+        messageId: 2,
+        subscriptions: [{ topic: "plant/over/b", qos: 1 }],
+      } as mqttPacket.Packet);
+      if (version === 5) expect(((await c.next("disconnect")) as mqttPacket.IDisconnectPacket).reasonCode).toBe(0x8e);
+      await eventually(() => (c.closed ? true : undefined), 5_000, "the connection closed");
+      // The other writer's record stands: the connection that lost it wrote nothing over it.
+      expect((await kv.get(sessionKey(clientId)))?.revision).toBe(theirs);
+    },
+  );
 });
 
 describe("MQTT sessions across gateways sharing the sessions bucket (a binding on plant.>)", () => {

@@ -27,6 +27,19 @@ function within(p: Promise<void>, ms: number): Promise<void> {
   });
 }
 
+/**
+ * The stream refused a publish (its answer carried an error): `errCode` is JetStream's own
+ * (10071: a conditional write that found a newer last sequence on the subject).
+ */
+export class StoredPublishRefused extends Error {
+  constructor(
+    message: string,
+    readonly errCode: number | undefined,
+  ) {
+    super(message);
+  }
+}
+
 /** The stream's answer to a stored publish. */
 export interface StoredAck {
   readonly stream: string;
@@ -186,13 +199,21 @@ export class StoredPublisher {
       return w.reject(
         new Error("jetstream is not enabled (no responders)", { cause: new NoRespondersError(w.subject) }),
       );
-    let v: { stream?: string; seq?: number; duplicate?: boolean; error?: { description?: string; code?: number } };
+    let v: {
+      stream?: string;
+      seq?: number;
+      duplicate?: boolean;
+      error?: { description?: string; code?: number; err_code?: number };
+    };
     try {
       v = m.json();
     } catch {
       return w.reject(new Error("invalid ack response"));
     }
-    if (v.error) return w.reject(new Error(v.error.description ?? `JetStream error ${v.error.code ?? ""}`));
+    if (v.error)
+      return w.reject(
+        new StoredPublishRefused(v.error.description ?? `JetStream error ${v.error.code ?? ""}`, v.error.err_code),
+      );
     if (!v.stream) return w.reject(new Error("invalid ack response"));
     w.resolve({ stream: v.stream, seq: v.seq ?? 0, duplicate: v.duplicate === true });
   }

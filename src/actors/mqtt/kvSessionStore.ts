@@ -1,9 +1,10 @@
-import { JetStreamApiError } from "@nats-io/jetstream";
+import { PubHeaders } from "@nats-io/jetstream";
 import { type KV, KvWatchInclude } from "@nats-io/kv";
 import { headers as natsHeaders } from "@nats-io/transport-node";
 import { Effect, type Scope } from "effect";
-import type { AccountServices } from "../accountServices.js";
+import { type AccountServices, JETSTREAM_TIMEOUT_MS } from "../accountServices.js";
 import { ActorTasks } from "../actorTasks.js";
+import { StoredPublisher, StoredPublishRefused } from "../client/storedPublisher.js";
 import { answersLater } from "../client/storedWrite.js";
 import {
   type LoadedSession,
@@ -97,8 +98,12 @@ export class KvSessionStore implements SessionStore {
   }
 
   /**
-   * A raw JetStream publish on the key's subject (what KV's put does) with the two headers
-   * KV's own put cannot take together: the expected revision and the per-message TTL.
+   * A JetStream publish on the key's subject (what KV's put does) with the two headers KV's
+   * own put cannot take together: the expected revision and the per-message TTL. Sent as a
+   * plain publish answered on the connection's ack inbox (client/storedPublisher.ts), not
+   * through nats.js's request: every resume and every drop writes its record, and
+   * `js.publish` cost several times more of the gateway's CPU (issue 24). Paced in the KV's
+   * lane like the reads.
    */
   private async write(
     account: string,
@@ -109,25 +114,26 @@ export class KvSessionStore implements SessionStore {
   ): Promise<number> {
     this.used.add(account);
     await this.services.sessionsBucket(account);
-    const { js } = await this.services.jetstream(account);
+    const { lease, pacer } = await this.services.jetstream(account);
     const h = natsHeaders();
     if (operation) {
       h.set("KV-Operation", operation);
       h.set("Nats-Rollup", "sub");
     }
-    const ttl =
-      options.ttlSec !== undefined && this.services.sessionsTtl(account)
-        ? `${Math.max(1, Math.ceil(options.ttlSec))}s`
-        : undefined;
+    if (options.ttlSec !== undefined && this.services.sessionsTtl(account))
+      h.set(PubHeaders.MessageTTL, `${Math.max(1, Math.ceil(options.ttlSec))}s`);
+    if (options.revision !== undefined) h.set(PubHeaders.ExpectedLastSubjectSequenceHdr, `${options.revision}`);
+    const subject = `$KV.${this.services.sessionsBucketName()}.${sessionKey(clientId)}`;
+    const publisher = StoredPublisher.of(lease.nats);
     try {
-      const ack = await js.publish(`$KV.${this.services.sessionsBucketName()}.${sessionKey(clientId)}`, data, {
-        headers: h,
-        ...(ttl ? { ttl } : {}),
-        ...(options.revision !== undefined ? { expect: { lastSubjectSequence: options.revision } } : {}),
-      });
+      const ack = await pacer.run(
+        JETSTREAM_TIMEOUT_MS,
+        () => publisher.publishWith(subject, data, h, JETSTREAM_TIMEOUT_MS),
+        "first",
+      );
       return ack.seq;
     } catch (e) {
-      if (e instanceof JetStreamApiError && e.code === WRONG_LAST_SEQUENCE) throw new SessionMovedOn(clientId);
+      if (e instanceof StoredPublishRefused && e.errCode === WRONG_LAST_SEQUENCE) throw new SessionMovedOn(clientId);
       throw e;
     }
   }
