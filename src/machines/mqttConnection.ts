@@ -302,10 +302,16 @@ export const mqttConnectionMachine = setup({
                 assign({ closeReason: ({ event }) => event.reason }),
               ],
             },
-            SOCKET_CLOSED: {
-              target: "#mqttConnection.willPending",
-              actions: assign({ closeReason: "connection lost" }),
-            },
+            // No will owed: over at once (a blip drops thousands of connections together, and
+            // willPending's delay would be started and cancelled for each of them).
+            SOCKET_CLOSED: [
+              {
+                guard: "noWill",
+                target: "#mqttConnection.closed",
+                actions: [emit({ type: "end_socket" }), assign({ closeReason: "connection lost" })],
+              },
+              { target: "#mqttConnection.willPending", actions: assign({ closeReason: "connection lost" }) },
+            ],
             KICK: { target: "#mqttConnection.kicked" },
             TAKEN_OVER: {
               target: "#mqttConnection.takenOver",
