@@ -40,6 +40,14 @@ export class StoredPublishRefused extends Error {
   }
 }
 
+/** A stream's answer to a publish, as it sends it (JSON). */
+interface PubAnswer {
+  readonly stream?: string;
+  readonly seq?: number;
+  readonly duplicate?: boolean;
+  readonly error?: { readonly description?: string; readonly code?: number; readonly err_code?: number };
+}
+
 /** The stream's answer to a stored publish. */
 export interface StoredAck {
   readonly stream: string;
@@ -199,12 +207,7 @@ export class StoredPublisher {
       return w.reject(
         new Error("jetstream is not enabled (no responders)", { cause: new NoRespondersError(w.subject) }),
       );
-    let v: {
-      stream?: string;
-      seq?: number;
-      duplicate?: boolean;
-      error?: { description?: string; code?: number; err_code?: number };
-    };
+    let v: PubAnswer;
     try {
       v = m.json();
     } catch {
