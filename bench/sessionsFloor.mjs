@@ -3,9 +3,10 @@
 // generator as bench/sessions.mjs (half 3.1.1, half MQTT 5, each a persistent session) meet a
 // bare acceptor that parses CONNECT and answers CONNACK session present 1, and nothing else
 // ("bare"); then the same acceptor writing one conditional KV update per CONNECT before its
-// CONNACK through nats.js's KV client, as a session's claim must ("kv", a nats-server with
-// JetStream beside it). A storm the gateway does in the reference's time has to fit between
-// these rows and the reference's own.
+// CONNACK, as a session's claim must: a plain publish answered on one inbox ("raw", as the
+// gateway writes it), or through nats.js's KV client ("kv"); a nats-server with JetStream
+// beside it. A storm the gateway does in the reference's time has to fit between these rows
+// and the reference's own.
 //
 //   node bench/sessionsFloor.mjs [N=3000] [rounds=3]
 //
@@ -27,20 +28,49 @@ const RECORD = JSON.stringify({
   subscriptions: ["dev/1/cmd", "fleet/all/#"],
 });
 
-/** The acceptor, run in a child process of its own (`--serve <port> [natsUrl]`). */
-async function serve(port, natsUrl) {
-  let kv;
-  const revisions = new Map();
-  if (natsUrl) {
-    const { connect } = await import("@nats-io/transport-node");
+/**
+ * The acceptor, run in a child process of its own (`--serve <port> <mode> [natsUrl]`). Its
+ * claim: "kv" through nats.js's KV client (`create`, then `update` on the revision it last
+ * wrote); "raw" the same conditional write as a plain publish whose answer comes to one
+ * wildcard inbox (what the gateway does, client/storedPublisher.ts).
+ */
+async function serve(port, mode, natsUrl) {
+  let write;
+  if (mode !== "bare") {
+    const { connect, createInbox, headers } = await import("@nats-io/transport-node");
     const { Kvm } = await import("@nats-io/kv");
-    kv = await new Kvm(await connect({ servers: natsUrl })).create("floor", { history: 1 });
+    const nc = await connect({ servers: natsUrl });
+    const kv = await new Kvm(nc).create("floor", { history: 1 });
+    if (mode === "kv")
+      write = (key, value, seen) => (seen === undefined ? kv.create(key, value) : kv.update(key, value, seen));
+    else {
+      const inbox = createInbox();
+      const waiting = new Map();
+      let next = 0;
+      nc.subscribe(`${inbox}.*`, {
+        callback: (_, m) => {
+          const token = m.subject.slice(inbox.length + 1);
+          const answer = m.json();
+          waiting.get(token)?.[answer.error ? 1 : 0](answer.error ? new Error(answer.error.description) : answer.seq);
+          waiting.delete(token);
+        },
+      });
+      await nc.flush();
+      write = (key, value, seen) =>
+        new Promise((resolve, reject) => {
+          const token = (next++).toString(36);
+          waiting.set(token, [resolve, reject]);
+          const h = headers();
+          if (seen !== undefined) h.set("Nats-Expected-Last-Subject-Sequence", String(seen));
+          nc.publish(`$KV.floor.${key}`, value, { headers: h, reply: `${inbox}.${token}` });
+        });
+    }
   }
+  const revisions = new Map();
   const claim = async (clientId) => {
     const key = Buffer.from(clientId).toString("base64url");
     const value = new TextEncoder().encode(RECORD.replace('""', JSON.stringify(clientId)));
-    const seen = revisions.get(key);
-    revisions.set(key, seen === undefined ? await kv.create(key, value) : await kv.update(key, value, seen));
+    revisions.set(key, await write(key, value, revisions.get(key)));
   };
   net
     .createServer((socket) => {
@@ -51,7 +81,7 @@ async function serve(port, natsUrl) {
       parser.on("packet", async (p) => {
         if (p.cmd === "connect") {
           version = p.protocolVersion;
-          if (kv) await claim(p.clientId);
+          if (write) await claim(p.clientId);
           socket.write(
             mqtt.generate(
               { cmd: "connack", sessionPresent: !p.clean, returnCode: 0, reasonCode: 0 },
@@ -78,7 +108,7 @@ async function measure(mode, n, rounds) {
   let nats;
   let dir;
   let natsUrl = "";
-  if (mode === "kv") {
+  if (mode !== "bare") {
     const natsPort = await freePort();
     dir = mkdtempSync(join(tmpdir(), "mqgw-floor-"));
     nats = spawn(natsServerBinary(), ["-js", "-a", "127.0.0.1", "-p", String(natsPort), "-sd", dir], {
@@ -87,7 +117,7 @@ async function measure(mode, n, rounds) {
     natsUrl = `nats://127.0.0.1:${natsPort}`;
     await until(() => tryConnect(natsPort));
   }
-  const acceptor = spawn(process.execPath, [import.meta.filename, "--serve", String(port), natsUrl], {
+  const acceptor = spawn(process.execPath, [import.meta.filename, "--serve", String(port), mode, natsUrl], {
     stdio: ["ignore", "inherit", "inherit", "ipc"],
   });
   await new Promise((resolve) => acceptor.once("message", resolve));
@@ -97,7 +127,7 @@ async function measure(mode, n, rounds) {
     indices: Array.from({ length: n }, (_, i) => i),
     mix: "half",
     addressBlock: 156,
-    addressSub: mode === "kv" ? 2 : 1,
+    addressSub: ["bare", "raw", "kv"].indexOf(mode) + 1,
   });
   await gen.ready;
   await all([gen], "connect", { concurrency: 200, timeoutMs: 120_000 });
@@ -133,10 +163,10 @@ async function until(ok) {
   throw new Error("nats-server did not start");
 }
 
-if (process.argv[2] === "--serve") await serve(Number(process.argv[3]), process.argv[4]);
+if (process.argv[2] === "--serve") await serve(Number(process.argv[3]), process.argv[4], process.argv[5]);
 else {
   const n = Number(process.argv[2] ?? 3000);
   const rounds = Number(process.argv[3] ?? 3);
-  for (const mode of ["bare", "kv"]) await measure(mode, n, rounds);
+  for (const mode of ["bare", "raw", "kv"]) await measure(mode, n, rounds);
   process.exit(0);
 }
