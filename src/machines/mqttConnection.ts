@@ -151,13 +151,13 @@ export const mqttConnectionMachine = setup({
           {
             guard: "natsKnown",
             target: "session",
-            actions: [
-              "keepRequest",
-              assign({
-                natsUp: ({ event }) => event.nats?.natsUp ?? true,
-                account: ({ event }) => event.nats?.account ?? "",
-              }),
-            ],
+            // One assign: each clones the snapshot (xstate), and every connect takes this.
+            actions: assign({
+              request: ({ event }) => event.request,
+              sessionExpirySec: ({ event }) => event.request.sessionExpirySec,
+              natsUp: ({ event }) => event.nats?.natsUp ?? true,
+              account: ({ event }) => event.nats?.account ?? "",
+            }),
           },
           {
             target: "authenticating",

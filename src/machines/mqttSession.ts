@@ -91,7 +91,7 @@ function foundBy(context: MqttSessionContext, event: MqttSessionEvent): SessionF
  */
 const decide = [
   { guard: "mustDiscard", target: "#mqttSession.discarding", actions: "keepFound" },
-  { guard: "canResume", target: "#mqttSession.resuming", actions: "keepFound" },
+  { guard: "canResume", target: "#mqttSession.resuming", actions: "keepFoundResumed" },
   { target: "#mqttSession.attached", actions: ["keepFound", "readyFresh"] },
 ] as const;
 
@@ -137,6 +137,11 @@ export const mqttSessionMachine = setup({
     readyFresh: emit({ type: "ready", sessionPresent: false }),
     load: emit(({ context }) => ({ type: "load" as const, resume: !context.cleanStart })),
     keepFound: assign({ found: ({ context, event }) => (event.type === "LOADED" ? event.found : context.found) }),
+    // The only way into `resuming`: one assign, since each clones the snapshot (xstate), on every resume.
+    keepFoundResumed: assign({
+      found: ({ context, event }) => (event.type === "LOADED" ? event.found : context.found),
+      resumed: true,
+    }),
     restartAttempts: assign({ loadAttempts: 0 }),
     // Counted up to where the wait stops growing: a model checker sees a bounded state.
     countAttempt: assign({ loadAttempts: ({ context }) => Math.min(4, context.loadAttempts + 1) }),
@@ -236,7 +241,7 @@ export const mqttSessionMachine = setup({
     resuming: {
       // Subscriptions and consumers reopen before CONNACK (what they receive waits for it);
       // what the client left unacknowledged is handed back in order (storedDelivery.ts).
-      entry: [assign({ resumed: true }), emit({ type: "resume" })],
+      entry: emit({ type: "resume" }),
       on: {
         RESUMED: { target: "attached", actions: emit({ type: "ready", sessionPresent: true }) },
         DETACH: { target: "detaching", actions: assign({ expirySec: ({ event }) => event.expirySec }) },
