@@ -152,12 +152,9 @@ export const mqttSessionMachine = setup({
       expirySec: ({ context, event }) => (event.type === "DETACH" ? event.expirySec : context.expirySec),
     }),
     stopDelivery: emit({ type: "stop_delivery" }),
-    keepFound: assign({ found: ({ context, event }) => (event.type === "LOADED" ? event.found : context.found) }),
+    keepFound: assign({ found: ({ context, event }) => foundBy(context, event) }),
     // The only way into `resuming`: one assign, since each clones the snapshot (xstate), on every resume.
-    keepFoundResumed: assign({
-      found: ({ context, event }) => (event.type === "LOADED" ? event.found : context.found),
-      resumed: true,
-    }),
+    keepFoundResumed: assign({ found: ({ context, event }) => foundBy(context, event), resumed: true }),
     restartAttempts: assign({ loadAttempts: 0 }),
     // Counted up to where the wait stops growing: a model checker sees a bounded state.
     countAttempt: assign({ loadAttempts: ({ context }) => Math.min(4, context.loadAttempts + 1) }),
