@@ -9,6 +9,7 @@
 //   node bench/sessionsAb.mjs --a /path/to/checkout-a --b /path/to/checkout-b [--n 3000] [--rounds 4]
 //
 // Each checkout must be built (`npx tsc -p tsconfig.json`). Run on demand, not by the tests.
+import { rmSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { all, cpuSeconds, loadgen, startGatewayEmbedded } from "./sessions.mjs";
 
@@ -79,5 +80,6 @@ try {
   for (const { s, gens } of Object.values(sides)) {
     for (const g of gens) g.kill();
     await s.stop(20_000).catch(() => {});
+    rmSync(s.dir, { recursive: true, force: true });
   }
 }
