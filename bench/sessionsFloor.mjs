@@ -51,15 +51,17 @@ async function serve(port, mode, natsUrl) {
         callback: (_, m) => {
           const token = m.subject.slice(inbox.length + 1);
           const answer = m.json();
-          waiting.get(token)?.[answer.error ? 1 : 0](answer.error ? new Error(answer.error.description) : answer.seq);
+          const waiter = waiting.get(token);
           waiting.delete(token);
+          if (answer.error) waiter?.reject(new Error(answer.error.description));
+          else waiter?.resolve(answer.seq);
         },
       });
       await nc.flush();
       write = (key, value, seen) =>
         new Promise((resolve, reject) => {
           const token = (next++).toString(36);
-          waiting.set(token, [resolve, reject]);
+          waiting.set(token, { resolve, reject });
           const h = headers();
           if (seen !== undefined) h.set("Nats-Expected-Last-Subject-Sequence", String(seen));
           nc.publish(`$KV.floor.${key}`, value, { headers: h, reply: `${inbox}.${token}` });
