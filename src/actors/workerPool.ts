@@ -15,8 +15,8 @@ export interface WorkerPoolOptions {
   /** The id each worker logs as and the environment it starts with. */
   readonly worker: (index: number) => { readonly id: string; readonly env: Record<string, string> };
   readonly log: Logger;
-  /** Every message a worker sends; "serving" is also read here (the pool's readiness). */
-  readonly onMessage: (index: number, message: unknown) => void;
+  /** Every message a worker sends, with the descriptor it passed if any; "serving" is also read here (the pool's readiness). */
+  readonly onMessage: (index: number, message: unknown, handle?: unknown) => void;
 }
 
 export interface WorkerPool {
@@ -54,8 +54,8 @@ export const workerPool = (options: WorkerPoolOptions): Effect.Effect<WorkerPool
         const worker = cluster.fork(env);
         workers.set(index, worker);
         let servedAt: number | undefined;
-        worker.on("message", (message: unknown) => {
-          options.onMessage(index, message);
+        worker.on("message", (message: unknown, handle?: unknown) => {
+          options.onMessage(index, message, handle);
           if ((message as { mqgw?: string } | null)?.mqgw === "serving") {
             servedAt ??= Date.now();
             servedOnce.add(index);

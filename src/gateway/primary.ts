@@ -12,6 +12,7 @@ import type { GatewayConfig } from "../config/schema.js";
 import { createLogger, type Logger } from "../log.js";
 import { machines } from "../machines/index.js";
 import { startEmbedded } from "./embeddedStart.js";
+import { relayHandoff } from "./handoffRelay.js";
 import { runToExit } from "./runToExit.js";
 import { listenFailure } from "./startupErrors.js";
 import { type WorkerMessage, workerEnv, workerId } from "./workerChannel.js";
@@ -60,10 +61,14 @@ const primary = (config: GatewayConfig, count: number, log: Logger): Effect.Effe
 
     const workers = yield* workerPool({
       count,
-      worker: (index) => ({ id: ids[index - 1]!, env: workerEnv({ index, primaryId: config.id, natsUrl }) }),
+      worker: (index) => ({
+        id: ids[index - 1]!,
+        env: workerEnv({ index, primaryId: config.id, natsUrl, count }),
+      }),
       log,
-      onMessage: (index, message) => {
+      onMessage: (index, message, handle) => {
         const m = message as WorkerMessage;
+        if (m?.mqgw === "handoff") return relayHandoff(m, handle, pool?.live() ?? new Map());
         if (m?.mqgw === "serving") workerListeners.set(index, m.listeners);
         questions.onMessage(message);
       },

@@ -12,20 +12,33 @@ export interface WorkerRole {
   readonly primaryId: string;
   /** The primary's embedded nats-server, when it runs one. */
   readonly natsUrl: string | null;
+  /** How many workers the group has (N of `--workers N`): a session's home is one of them. */
+  readonly count: number;
 }
 
 /** The environment the primary gives worker `index` (read back by workerRole). */
 export function workerEnv(role: WorkerRole): Record<string, string> {
-  return { MQGW_WORKER: String(role.index), MQGW_WORKER_OF: role.primaryId, MQGW_WORKER_NATS: role.natsUrl ?? "" };
+  return {
+    MQGW_WORKER: String(role.index),
+    MQGW_WORKER_OF: role.primaryId,
+    MQGW_WORKER_NATS: role.natsUrl ?? "",
+    MQGW_WORKERS: String(role.count),
+  };
 }
 
 /** This process's role when the primary of `run --workers` forked it; undefined otherwise. */
 export function workerRole(env: NodeJS.ProcessEnv = process.env): WorkerRole | undefined {
   if (!cluster.isWorker) return undefined;
   const index = Number(env.MQGW_WORKER);
+  const count = Number(env.MQGW_WORKERS);
   const primaryId = env.MQGW_WORKER_OF;
   if (!Number.isSafeInteger(index) || index < 1 || !primaryId) return undefined;
-  return { index, primaryId, natsUrl: env.MQGW_WORKER_NATS || null };
+  return {
+    index,
+    primaryId,
+    natsUrl: env.MQGW_WORKER_NATS || null,
+    count: Number.isSafeInteger(count) && count >= index ? count : index,
+  };
 }
 
 export const workerId = (primaryId: string, index: number): string => `${primaryId}-${index}`;
@@ -50,9 +63,24 @@ export type Question =
       readonly state: string;
     };
 
+/**
+ * An MQTT socket moving to its session's home worker, sent with the socket's descriptor
+ * (docs/decisions/session-homes.md): from the worker that read its CONNECT to the primary,
+ * which passes it on to `to`. `bytes` (base64): everything read of it so far, its CONNECT
+ * first. `stay`: serve it, do not move it again (its home could not take it).
+ */
+export interface SocketHandoff {
+  readonly mqgw: "handoff";
+  readonly to: number;
+  readonly from: number;
+  readonly bytes: string;
+  readonly stay?: true;
+}
+
 export type WorkerMessage =
   | { readonly mqgw: "serving"; readonly listeners: Record<string, string> }
-  | { readonly mqgw: "answer"; readonly seq: number; readonly value: unknown };
+  | { readonly mqgw: "answer"; readonly seq: number; readonly value: unknown }
+  | SocketHandoff;
 
 export type HealthAnswer = Health;
 

@@ -53,7 +53,12 @@ export type MqttConnectionEvent =
   | { type: "TAKEN_OVER"; resumed?: boolean | undefined }
   | { type: "LAME_DUCK" }
   | { type: "SHUTDOWN" }
-  | { type: "WILL_DONE" };
+  | { type: "WILL_DONE" }
+  /**
+   * `run --workers`: the CONNECT of a session whose home is another worker (its client id's,
+   * docs/decisions/session-homes.md) was read here; the socket moves there, unanswered.
+   */
+  | { type: "HAND_OFF"; worker: number };
 
 export type MqttConnectionEmitted =
   | { type: "acquire_nats"; request: ConnectRequest }
@@ -65,7 +70,9 @@ export type MqttConnectionEmitted =
   | { type: "detach_session"; expirySec: number }
   | { type: "publish_will"; will: WillMessage }
   | { type: "end_socket" }
-  | { type: "close" };
+  | { type: "close" }
+  /** The socket and what was read of it go to `worker`, which reads the CONNECT again and answers it. */
+  | { type: "hand_off"; worker: number };
 
 export interface MqttConnectionContext {
   readonly connectTimeoutMs: number;
@@ -171,6 +178,14 @@ export const mqttConnectionMachine = setup({
         SOCKET_CLOSED: { target: "closed", actions: assign({ closeReason: "socket closed before CONNECT" }) },
         LAME_DUCK: { target: "closed", actions: assign({ closeReason: "lame duck" }) },
         SHUTDOWN: { target: "closed", actions: assign({ closeReason: "shutdown" }) },
+        // Before anything of the CONNECT is acted on: no NATS login, no session, no CONNACK here.
+        HAND_OFF: {
+          target: "handedOff",
+          actions: [
+            emit(({ event }) => ({ type: "hand_off" as const, worker: event.worker })),
+            assign({ closeReason: ({ event }) => `handed to worker ${event.worker}, its session's home` }),
+          ],
+        },
       },
     },
     authenticating: {
@@ -388,6 +403,8 @@ export const mqttConnectionMachine = setup({
       type: "final",
       entry: emit({ type: "close" }),
     },
+    // Over here, not closed: the socket is served on, by its session's home worker.
+    handedOff: { type: "final" },
   },
 });
 

@@ -3,8 +3,9 @@
 import { execFileSync, spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { basename } from "node:path";
-import type mqtt from "mqtt-packet";
+import mqtt from "mqtt-packet";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { homeWorker } from "../../src/protocol/homeWorker.js";
 import { launchChromium } from "../helpers/chromium.js";
 import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
 import { type ConnectedClient, connectCollecting, connectMqtt } from "../helpers/mqttClient.js";
@@ -147,52 +148,114 @@ describe("run --workers 2 on the embedded nats-server", () => {
     expect(metrics).toMatch(/^mqgw_connections\{protocol="mqtt",account="[^"]*",worker="2"\} [1-9]/m);
   });
 
-  it("keeps a persistent session's queued QoS 1 messages when the client comes back on the other worker", async () => {
-    const clientId = `persistent-${++unique}`;
-    const first = await RawMqtt.connected(gw.port("mqtt"), 4, { clientId, clean: false });
-    first.send({ cmd: "subscribe", messageId: 1, subscriptions: [{ topic: "workers/queued", qos: 1 }] } as mqtt.Packet);
-    await first.next("suback");
-    const home = await eventually(() => workerOf(gw, clientId), 5_000, "session in /clients");
-    first.send({ cmd: "disconnect" } as mqtt.Packet);
-    await first.waitClosed();
-    await eventually(
+  /** Connections the workers handed to another worker so far (docs/decisions/session-homes.md), both summed. */
+  const handedOff = async (): Promise<number> => {
+    const metrics = await (await get(gw, "/metrics")).text();
+    let n = 0;
+    for (const m of metrics.matchAll(/^mqgw_state_entries_total\{([^}]*)\} (\d+)/gm))
+      if (m[1]!.includes('machine="mqttConnection"') && m[1]!.includes('state="handedOff"')) n += Number(m[2]);
+    return n;
+  };
+  const absent = (clientId: string) =>
+    eventually(
       async () => ((await workerOf(gw, clientId)) === undefined ? true : undefined),
       5_000,
-      "session saved",
+      `${clientId} gone from /clients`,
     );
 
-    const publisher = await connectMqtt(gw.port("mqtt"), { clientId: `queue-pub-${++unique}` });
+  it("serves each persistent session on its client id's home worker, whichever worker read its CONNECT", async () => {
+    const before = await handedOff();
+    // 3.1.1 clean session 0, and MQTT 5 starting clean with an expiry then resuming: both have a home.
+    const ids = Array.from({ length: 12 }, (_, i) => ({ clientId: `home-${++unique}`, v5: i % 2 === 1 }));
+    const connect = (clientId: string, v5: boolean, round: number) =>
+      v5 ? { clientId, clean: round === 0, properties: { sessionExpiryInterval: 600 } } : { clientId, clean: false };
+    for (const round of [0, 1]) {
+      for (const { clientId, v5 } of ids) {
+        const c = await RawMqtt.open(gw.port("mqtt"), v5 ? 5 : 4);
+        c.send({
+          cmd: "connect",
+          protocolId: "MQTT",
+          protocolVersion: v5 ? 5 : 4,
+          keepalive: 60,
+          ...connect(clientId, v5, round),
+        } as mqtt.Packet);
+        if (round === 0)
+          c.send({
+            cmd: "subscribe",
+            messageId: 1,
+            subscriptions: [{ topic: `workers/home/${clientId}`, qos: 1 }],
+          } as mqtt.Packet);
+        const ack = (await c.next("connack")) as mqtt.IConnackPacket;
+        expect(ack.sessionPresent).toBe(round > 0);
+        if (round === 0) await c.next("suback");
+        expect(await eventually(() => workerOf(gw, clientId), 5_000, `${clientId} in /clients`)).toBe(
+          `${gw.id}-${homeWorker(clientId, 2)}`,
+        );
+        // Dropped without DISCONNECT: the session waits on its home worker.
+        c.end();
+        await absent(clientId);
+      }
+    }
+    const publisher = await connectMqtt(gw.port("mqtt"), { clientId: `home-pub-${++unique}` });
     opened.push(publisher);
-    for (const n of [1, 2, 3]) await publisher.publishAsync("workers/queued", `queued ${n}`, { qos: 1 });
+    for (const { clientId } of ids)
+      await publisher.publishAsync(`workers/home/${clientId}`, `for ${clientId}`, { qos: 1 });
+    for (const { clientId, v5 } of ids) {
+      const c = await RawMqtt.connected(gw.port("mqtt"), v5 ? 5 : 4, connect(clientId, v5, 2));
+      const p = (await c.next("publish", 10_000)) as mqtt.IPublishPacket;
+      expect(p.payload.toString()).toBe(`for ${clientId}`);
+      c.send({ cmd: "puback", messageId: p.messageId } as mqtt.Packet);
+      expect(await workerOf(gw, clientId)).toBe(`${gw.id}-${homeWorker(clientId, 2)}`);
+      c.send({ cmd: "disconnect" } as mqtt.Packet);
+      await c.waitClosed();
+    }
+    // 36 connections: that the kernel gave none of them to the other worker first is 2^-36.
+    expect(await handedOff()).toBeGreaterThan(before);
+  });
 
-    // Come back until the kernel hands the connection to the other worker. A return to the
-    // same worker stays open and acks nothing, so the next one takes the live session over
-    // from it: whatever it was sent comes again.
-    const tries: RawMqtt[] = [];
-    let back: RawMqtt | undefined;
-    for (let i = 0; i < 100 && !back; i++) {
-      const c = await RawMqtt.connected(gw.port("mqtt"), 4, { clientId, clean: false });
-      tries.push(c);
-      const at = await eventually(
-        async () => {
-          const w = await workerOf(gw, clientId);
-          // The takeover ends the older connection; until then /clients may show both.
-          return w !== undefined && (tries.length === 1 || tries[tries.length - 2]!.closed) ? w : undefined;
+  it("moves what a client sent right behind its CONNECT with the socket: SUBSCRIBE and PUBLISH before the CONNACK", async () => {
+    const before = await handedOff();
+    const { client: watcher, inbox } = await connectCollecting(gw.port("mqtt"), {
+      clientId: `early-watch-${++unique}`,
+    });
+    opened.push(watcher);
+    await watcher.subscribeAsync("workers/early/#", { qos: 1 });
+    const ids = Array.from({ length: 20 }, () => `early-${++unique}`);
+    for (const [i, clientId] of ids.entries()) {
+      const topic = `workers/early/${clientId}`;
+      const c = await RawMqtt.open(gw.port("mqtt"), 4);
+      const bytes = [
+        { cmd: "connect", protocolId: "MQTT", protocolVersion: 4, clientId, clean: false, keepalive: 60 },
+        { cmd: "subscribe", messageId: 1, subscriptions: [{ topic, qos: 1 }] },
+        {
+          cmd: "publish",
+          topic,
+          payload: Buffer.from(`echo ${clientId}`),
+          qos: 1,
+          messageId: 2,
+          retain: false,
+          dup: false,
         },
-        5_000,
-        "returned session in /clients",
-      );
-      if (at !== home) back = c;
+      ].map((p) => mqtt.generate(p as mqtt.Packet, { protocolVersion: 4 }));
+      // One write, or three with 0-4 ms between them: the later packets then reach the socket
+      // while the worker that read the CONNECT, or the primary, passes it on.
+      const gapMs = [undefined, 0, 1, 2, 4][i % 5];
+      if (gapMs === undefined) c.sendBytes(Buffer.concat(bytes));
+      else
+        for (const b of bytes) {
+          c.sendBytes(b);
+          await new Promise((r) => setTimeout(r, gapMs));
+        }
+      expect(((await c.next("connack")) as mqtt.IConnackPacket).returnCode).toBe(0);
+      await c.next("suback");
+      await c.next("puback");
+      expect(await workerOf(gw, clientId)).toBe(`${gw.id}-${homeWorker(clientId, 2)}`);
+      c.send({ cmd: "disconnect" } as mqtt.Packet);
+      await c.waitClosed();
     }
-    expect(back).toBeDefined();
-    const payloads = new Set<string>();
-    while (payloads.size < 3) {
-      const p = (await back!.next("publish", 10_000)) as mqtt.IPublishPacket;
-      payloads.add(p.payload.toString());
-      back!.send({ cmd: "puback", messageId: p.messageId } as mqtt.Packet);
-    }
-    expect([...payloads].sort()).toEqual(["queued 1", "queued 2", "queued 3"]);
-    for (const t of tries) t.end();
+    await inbox.count(ids.length);
+    expect(inbox.seen.map((m) => m.payload.toString()).sort()).toEqual(ids.map((id) => `echo ${id}`).sort());
+    expect(await handedOff()).toBeGreaterThan(before);
   });
 
   it("serves /statecharts: the page, and every worker's machines counted together on its stream", async () => {
@@ -389,5 +452,66 @@ describe("ctl ldm and rebalance under run --workers 2", () => {
     expect(ldm.status).toBe(0);
     // Both workers stop on their own, and with them the primary, exit 0.
     expect(await gw.stop("SIGCONT")).toBe(0);
+  });
+});
+
+describe("session homes while a worker drains (run --workers 2)", () => {
+  let gw: GatewayHandle;
+  const opened: ConnectedClient[] = [];
+
+  beforeAll(async () => {
+    const natsPort = await freePort();
+    gw = await startGateway({
+      // Long enough that the drained worker still holds its clients while the test connects.
+      config: { nats: { embedded_listen: `127.0.0.1:${natsPort}` }, ldm: { duration: "120s" } },
+      args: ["--workers", "2"],
+      env: { NATS_SERVER_BIN: natsServerBinary() },
+      ready: (l) => l.msg === "mq-gateway serving" && Array.isArray(l.workers),
+    });
+  });
+  afterAll(async () => {
+    for (const c of opened) c.end(true);
+    await gw?.stop();
+  });
+
+  it("serves a session whose home worker is in lame duck mode on the worker that read its CONNECT", async () => {
+    // Clean clients on worker 2, so that it drains them slowly instead of stopping at once.
+    for (let i = 0; i < 200 && opened.length < 3; i++) {
+      const clientId = `drain-hold-${i}`;
+      const c = await connectMqtt(gw.port("mqtt"), { clientId, protocolVersion: 5 });
+      if ((await eventually(() => workerOf(gw, clientId), 5_000, `${clientId} in /clients`)) === `${gw.id}-2`)
+        opened.push(c);
+      else c.end(true);
+    }
+    expect(opened).toHaveLength(3);
+    const ldm = spawnSync(process.execPath, [bin, "ctl", "ldm", "--gateway", `${gw.id}-2`, "--data", gw.dataDir], {
+      encoding: "utf8",
+      timeout: 60_000,
+    });
+    expect(ldm.status).toBe(0);
+    await eventually(
+      async () => ((await health(gw)).body.workers[1]?.status === "lame_duck" ? true : undefined),
+      10_000,
+      "worker 2 in lame duck mode",
+    );
+    // Sessions whose home is the draining worker: worker 1 reads them (the only one accepting),
+    // worker 2 sends them back, and worker 1 serves them.
+    const homedOn2 = Array.from({ length: 40 }, (_, i) => `drain-home-${i}`)
+      .filter((id) => homeWorker(id, 2) === 2)
+      .slice(0, 6);
+    for (const clientId of homedOn2) {
+      const c = await RawMqtt.connected(gw.port("mqtt"), 4, { clientId, clean: false });
+      c.send({
+        cmd: "subscribe",
+        messageId: 1,
+        subscriptions: [{ topic: `drain/${clientId}`, qos: 1 }],
+      } as mqtt.Packet);
+      await c.next("suback");
+      expect(await workerOf(gw, clientId)).toBe(`${gw.id}-1`);
+      c.send({ cmd: "disconnect" } as mqtt.Packet);
+      await c.waitClosed();
+    }
+    // Worker 2 was still draining throughout: the sessions went back to worker 1, not to a stopped one.
+    expect((await health(gw)).body.workers[1]?.status).toBe("lame_duck");
   });
 });

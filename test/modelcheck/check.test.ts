@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { createMachine } from "xstate";
+import { createMachine, emit } from "xstate";
 import { amqpSenderLinkMachine } from "../../src/machines/amqpLink.js";
 import { mqttConnectionMachine } from "../../src/machines/mqttConnection.js";
 import { mqttSessionMachine } from "../../src/machines/mqttSession.js";
@@ -58,6 +58,22 @@ describe("model checking the machines", () => {
     );
     expect(eventTypes(finding!.path).slice(0, 4)).toEqual(["xstate.init", "CONNECT", "SESSION_READY", "LAME_DUCK"]);
     expect(finding!.path.at(-1)).toMatchObject({ state: "publishingWill", emitted: ["publish_will"] });
+  });
+
+  it("a hand-off to the home worker after the CONNECT was acted on is caught", () => {
+    // Broken on purpose: a connection that already asked NATS for the client's login hands off.
+    const authenticating = mqttConnectionMachine.config.states!.authenticating as { on: object };
+    const broken = withStates(mqttConnectionMachine, {
+      authenticating: {
+        ...authenticating,
+        on: { ...authenticating.on, HAND_OFF: { target: "handedOff", actions: emit({ type: "hand_off", worker: 2 }) } },
+      },
+    });
+    const finding = check(mqttConnectionModel(broken)).findings.find(
+      (f) => f.property === "a connection handed to another worker acted on nothing of its CONNECT",
+    );
+    expect(finding?.message).toBe("handed off after acting on the CONNECT (HAND_OFF)");
+    expect(eventTypes(finding!.path)).toEqual(["xstate.init", "CONNECT", "HAND_OFF"]);
   });
 
   it("an expired session served without being discarded is caught", () => {

@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type { IAuthPacket, IConnectPacket, Packet } from "mqtt-packet";
 import type { ConnectRequest, WillMessage } from "../../machines/mqttConnection.js";
+import type { HomeQuestion } from "../../protocol/homeWorker.js";
 import { ConnackV4, Reason } from "../../protocol/mqttReasons.js";
 import { tooLong } from "../../protocol/natsLimits.js";
 import { loginCredentials } from "../../protocol/natsLogin.js";
@@ -222,3 +223,10 @@ export function connackPacket(
 export function credentialsOf(request: ConnectRequest): Credentials {
   return bridgeCredentialsOf(loginCredentials(request.username, request.password));
 }
+
+/** What decides a CONNECT's home worker under `run --workers` (protocol/homeWorker.ts), read before anything else of it. */
+export const homeQuestion = (p: IConnectPacket): HomeQuestion => ({
+  clientId: p.clientId ?? "",
+  cleanStart: p.clean !== false,
+  sessionExpirySec: p.protocolVersion === 5 ? (p.properties?.sessionExpiryInterval ?? 0) : 0,
+});

@@ -15,7 +15,7 @@ import type { LeaseListener, LeaseStatus, NatsLease } from "../client/natsBridge
 import type { ClientHandle } from "../clients.js";
 import type { MachineActor } from "../machineActor.js";
 import { ClientBytes } from "./clientBytes.js";
-import { authAnswer, connackPacket, readConnect } from "./connect.js";
+import { authAnswer, connackPacket, homeQuestion, readConnect } from "./connect.js";
 import type { MqttDeps } from "./deps.js";
 import { EarlyBytes } from "./earlyBytes.js";
 import { MqttClientHandle } from "./handle.js";
@@ -126,6 +126,11 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
       case "end_socket":
       case "close":
         return endSocket(this.socket, this.outbox);
+      case "hand_off": {
+        // Once this turn's other reads of the socket are back in its buffer (handOff).
+        const { read } = this.handingOff!;
+        return queueMicrotask(() => this.deps.homes?.send(this.socket, e.worker, read));
+      }
     }
   }
 
@@ -154,8 +159,9 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
     keepaliveWheel.unwatch(this);
     this.endConnectDeadline();
     this.lease?.unlisten(this);
-    // Not destroyed: the peer reads the DISCONNECT first (socketEnd.ts).
-    endSocket(this.socket, this.outbox);
+    // Not destroyed: the peer reads the DISCONNECT first (socketEnd.ts). A socket handed to
+    // another worker is that worker's to end.
+    if (!this.handingOff) endSocket(this.socket, this.outbox);
     if (this.handle) this.deps.clients.remove(this.handle);
     const sa = this.sessionActor;
     try {
@@ -219,9 +225,23 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
       if (bad) return this.protocolError(Reason.malformedPacket, bad);
       const parsed = parsePacket(p, this.parserSettings);
       if (parsed instanceof Error) return this.protocolError(Reason.malformedPacket, parsed.message);
+      if (parsed.cmd === "connect" && this.deps.homes) {
+        const home = this.deps.homes.elsewhere(homeQuestion(parsed), this.socket);
+        if (home !== undefined) return this.handOff(home, packets.slice(i));
+      }
       this.onPacket(parsed);
     }
     this.flow();
+  }
+
+  /** What was read, from the CONNECT on, while the machine hands the socket to its session's home worker. */
+  private handingOff: { readonly worker: number; readonly read: Buffer } | undefined;
+
+  private handOff(worker: number, packets: Buffer[]): void {
+    this.handingOff = { worker, read: Buffer.concat([...packets, ...this.buffered.take()]) };
+    // Reads of this turn not yet handled go back into the socket's buffer (SocketReads), to go with it.
+    this.socket.pause();
+    this.actor.send({ type: "HAND_OFF", worker });
   }
 
   /** Packets sent before the CONNACK wait unparsed, the socket paused, until `flow` reads them (earlyBytes.ts). */

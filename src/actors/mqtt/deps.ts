@@ -1,3 +1,4 @@
+import type { SessionHomes } from "../../gateway/sessionHomes.js";
 import type { Logger } from "../../log.js";
 import type { BanCheck } from "../admin/banList.js";
 import type { NatsBridge, NatsLease } from "../client/natsBridge.js";
@@ -36,4 +37,6 @@ export interface MqttDeps {
   readonly quotas: Quotas;
   /** limits.max_connect_buffer: partial CONNECTs of all sockets together. */
   readonly connectBuffers: ConnectBuffers;
+  /** A worker of `run --workers`: where each persistent session is served (gateway/sessionHomes.ts). */
+  readonly homes?: SessionHomes | undefined;
 }

@@ -47,6 +47,13 @@ export class InboundBytes {
     this.length = 0;
   }
 
+  /** Everything kept, in order, and nothing kept after (the socket moves to another worker). */
+  take(): Buffer[] {
+    const chunks = this.chunks;
+    this.clear();
+    return chunks;
+  }
+
   /** The first packet's whole length, from its fixed header; undefined until the header is complete. */
   private needed(): number | undefined {
     let remaining = 0;

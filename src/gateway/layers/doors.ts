@@ -7,7 +7,14 @@ import type { Duplex } from "node:stream";
 import { Context, Effect, Layer, type Scope } from "effect";
 import { Bans } from "../../actors/admin/bans.js";
 import { amqpDoor, amqpSettingsFor } from "../../actors/amqp/door.js";
-import { type HostPort, type ListenError, listenTcp, listenTls, listenWebSocket } from "../../actors/listeners.js";
+import {
+  type HostPort,
+  type ListenError,
+  listenTcp,
+  listenTls,
+  listenWebSocket,
+  remoteOf,
+} from "../../actors/listeners.js";
 import { requestTakeover } from "../../actors/liveness.js";
 import { ConnectBuffers } from "../../actors/mqtt/connectBuffers.js";
 import { mqttConnectionActor } from "../../actors/mqtt/connectionActor.js";
@@ -16,6 +23,7 @@ import { Quotas } from "../../actors/quotas.js";
 import { scopedTracing } from "../../actors/tracing/tracing.js";
 import type { GatewayConfig } from "../../config/schema.js";
 import { mqttSettingsOf } from "../mqttSettings.js";
+import { receiveHandoffs, sessionHomes } from "../sessionHomes.js";
 import { type ListenerName, listenFailure, type StartupError } from "../startupErrors.js";
 import { VERSION } from "../version.js";
 import { Actors, Telemetry } from "./actors.js";
@@ -42,7 +50,7 @@ export class Doors extends Context.Service<
   static readonly layer = Layer.effect(
     Doors,
     Effect.gen(function* () {
-      const { config, log } = yield* Settings;
+      const { config, log, role } = yield* Settings;
       const { supervisor, registry, clients, directory } = yield* Actors;
       const { metrics, gate } = yield* Telemetry;
       const { bridge, core } = yield* Nats;
@@ -78,6 +86,7 @@ export class Doors extends Context.Service<
         bans: bans.list,
         quotas,
         connectBuffers: new ConnectBuffers(() => config().limits.max_connect_buffer),
+        homes: role ? sessionHomes(role) : undefined,
         directory,
         announce: (account, clientId, cleanStart) => claims.announce(account, clientId, cleanStart),
         remoteTakeover: async (account, clientId, owner, cleanStart) =>
@@ -143,6 +152,17 @@ export class Doors extends Context.Service<
           const c = config();
           const timeout = c.limits.connect_timeout;
           yield* listen("mqtt", c.mqtt.listen, (at) => listenTcp(at, "MQTT", onMqtt, admitMqtt));
+          if (role && c.mqtt.listen) {
+            // Sockets other workers read a CONNECT on, whose session lives here (docs/decisions/session-homes.md).
+            const stop = receiveHandoffs(role, (socket, read) => {
+              if (!accepting()) return false;
+              if (!admitMqtt(socket)) return true;
+              socket.unshift(read);
+              onMqtt(socket, remoteOf(socket));
+              return true;
+            });
+            yield* Effect.addFinalizer(() => Effect.sync(stop));
+          }
           const mqttTls = c.mqtt.tls;
           if (mqttTls)
             yield* listen("mqtt_tls", mqttTls.listen, (at) =>

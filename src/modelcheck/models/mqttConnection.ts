@@ -29,7 +29,7 @@ const WITH_WILL = 0x04;
 export const mqttConnectionModel = (machine: AnyStateMachine = mqttConnectionMachine): Model => ({
   machine,
   input: { connectTimeoutMs: 10_000, maxKeepaliveSec: 0 },
-  bound: `${requests.length} CONNECT requests (v4 keep-alive 30 s no will; v5 no keep-alive will now; v5 keep-alive 10 s will after 5 s), each also with its NATS access known at once (up or down), DISCONNECT 0x00/0x04 (with and without a session expiry), NATS accept (up or down)/refuse (auth or not), the session ready (present or not) or refused, 13 other events (the connect and keep-alive clocks among them; takeovers by a connection that resumes the session, starts clean, or of unknown kind); every order, timers fire at any point`,
+  bound: `${requests.length} CONNECT requests (v4 keep-alive 30 s no will; v5 no keep-alive will now; v5 keep-alive 10 s will after 5 s), each also with its NATS access known at once (up or down), DISCONNECT 0x00/0x04 (with and without a session expiry), NATS accept (up or down)/refuse (auth or not), the session ready (present or not) or refused, 14 other events (a hand-off to the session's home worker, the connect and keep-alive clocks among them; takeovers by a connection that resumes the session, starts clean, or of unknown kind); every order, timers fire at any point`,
   events: [
     ...requests.map((request) => ({ type: "CONNECT", request })),
     ...requests.flatMap((request) =>
@@ -59,6 +59,7 @@ export const mqttConnectionModel = (machine: AnyStateMachine = mqttConnectionMac
     { type: "LAME_DUCK" },
     { type: "SHUTDOWN" },
     { type: "WILL_DONE" },
+    { type: "HAND_OFF", worker: 2 },
   ],
   invariants: [
     atMost("a will is published at most once", "publish_will"),
@@ -100,6 +101,21 @@ export const mqttConnectionModel = (machine: AnyStateMachine = mqttConnectionMac
       return acked;
     }),
     atMost("one CONNACK per connection", "connack"),
+    // docs/decisions/session-homes.md: the home worker answers the CONNECT; this one has done nothing of it.
+    invariant(
+      "a connection handed to another worker acted on nothing of its CONNECT",
+      false,
+      (acted: boolean, step) => {
+        if (emits(step, "hand_off") && (acted || !inState(step.before, "awaitingConnect")))
+          return new Broken(`handed off after acting on the CONNECT (${step.event.type})`);
+        if (emits(step, "hand_off") && step.after.status !== "done") return new Broken("went on after handing off");
+        return (
+          acted ||
+          ["acquire_nats", "open_session", "connack", "publish_will", "close"].some((t) => emits(step, t)) ||
+          inState(step.after, "session")
+        );
+      },
+    ),
     // The session machine hears the end of the network side once, whatever ends it.
     atMost("the session is detached at most once", "detach_session"),
     invariant("a session opened is detached before the connection closes", false, (opened: boolean, step) => {

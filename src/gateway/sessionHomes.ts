@@ -1,0 +1,65 @@
+// A worker's side of session homes under `run --workers N` (docs/decisions/session-homes.md):
+// a persistent session is served on the worker its client id names, so its next
+// connection finds it there (parked readers, the record it wrote) wherever the kernel
+// put the socket.
+import type { Socket } from "node:net";
+import type { Duplex } from "node:stream";
+import { type HomeQuestion, hasHome, homeWorker } from "../protocol/homeWorker.js";
+import { canMove, stopReading } from "./socketMove.js";
+import type { SocketHandoff, WorkerRole } from "./workerChannel.js";
+
+/** What an MQTT connection asks when it has read a CONNECT (actors/mqtt/deps.ts). */
+export interface SessionHomes {
+  /** The CONNECT's home worker when that is another one and this socket can go there; undefined: served here. */
+  elsewhere(connect: HomeQuestion, socket: Duplex): number | undefined;
+  /** Sends the socket, and `read` (everything read of it, its CONNECT first), to worker `to`. */
+  send(socket: Duplex, to: number, read: Buffer): void;
+}
+
+/** Sockets that came here to be served: never moved on again, whatever they ask. */
+const arrived = new WeakSet<Duplex>();
+
+export function sessionHomes(role: WorkerRole): SessionHomes {
+  return {
+    elsewhere(connect, socket) {
+      if (role.count < 2 || arrived.has(socket) || !hasHome(connect)) return undefined;
+      const home = homeWorker(connect.clientId, role.count);
+      return home !== role.index && canMove(socket) ? home : undefined;
+    },
+    send(socket, to, read) {
+      const s = socket as Socket;
+      const late = stopReading(s);
+      const bytes = (late ? Buffer.concat([read, late]) : read).toString("base64");
+      const message: SocketHandoff = { mqgw: "handoff", to, from: role.index, bytes };
+      // The descriptor is gone from here once sent: what is left is a socket object to let go
+      // of, whose `close` releases its place under limits.max_connections. Not sent (the
+      // primary went): closed, and the client connects again.
+      if (!process.connected || !process.send) return void s.destroy();
+      process.send(message, s, undefined, () => s.destroy());
+    },
+  };
+}
+
+/**
+ * Takes the sockets other workers send here, until the returned function is called.
+ * `take` answers false when this worker takes no new client (lame duck, stopping): the
+ * socket goes back to the worker that read it, to be served there.
+ */
+export function receiveHandoffs(role: WorkerRole, take: (socket: Socket, read: Buffer) => boolean): () => void {
+  const onMessage = (message: unknown, handle: unknown) => {
+    const m = message as SocketHandoff | null;
+    if (m?.mqgw !== "handoff" || !handle) return;
+    const socket = handle as Socket;
+    const read = Buffer.from(m.bytes, "base64");
+    arrived.add(socket);
+    if (take(socket, read)) return;
+    // Not taken here: back to where it was read, which serves it (unless it came from there).
+    const late = stopReading(socket);
+    if (m.stay || m.from === role.index || !process.connected || !process.send) return void socket.destroy();
+    const bytes = late ? Buffer.concat([read, late]).toString("base64") : m.bytes;
+    const back: SocketHandoff = { mqgw: "handoff", to: m.from, from: role.index, bytes, stay: true };
+    process.send(back, socket, undefined, () => socket.destroy());
+  };
+  process.on("message", onMessage);
+  return () => process.off("message", onMessage);
+}
