@@ -26,6 +26,8 @@ export interface WorkerPool {
   readonly done: Effect.Effect<number>;
   /** The live workers, by slot. */
   live(): ReadonlyMap<number, Worker>;
+  /** Whether the worker in this slot serves now: it said so since it was last forked. */
+  serving(index: number): boolean;
   /** Passes a signal to every live worker; STOP signals also end the restarts. */
   signal(signal: NodeJS.Signals, stop: boolean): void;
 }
@@ -38,6 +40,7 @@ export const workerPool = (options: WorkerPoolOptions): Effect.Effect<WorkerPool
     const { log } = options;
     const workers = new Map<number, Worker>();
     const servedOnce = new Set<number>();
+    const servingNow = new Set<number>();
     const ready = yield* Deferred.make<void, number>();
     // Done once the pool is told to stop: from then on no worker is forked again.
     const stopping = yield* Deferred.make<void>();
@@ -59,12 +62,14 @@ export const workerPool = (options: WorkerPoolOptions): Effect.Effect<WorkerPool
           if ((message as { mqgw?: string } | null)?.mqgw === "serving") {
             servedAt ??= Date.now();
             servedOnce.add(index);
+            servingNow.add(index);
             if (servedOnce.size === options.count) Deferred.doneUnsafe(ready, Effect.void);
           }
         });
         log.info({ worker: id, pid: worker.process.pid }, "worker started");
         worker.once("exit", (code, sig) => {
           workers.delete(index);
+          servingNow.delete(index);
           resume(Effect.succeed({ code, signal: sig, servedAt }));
         });
       });
@@ -106,5 +111,11 @@ export const workerPool = (options: WorkerPoolOptions): Effect.Effect<WorkerPool
     );
     // Closing the scope early (the primary failed) leaves no worker behind.
     yield* Effect.addFinalizer(() => Effect.sync(() => signal("SIGTERM", true)));
-    return { ready: Deferred.await(ready), done: Deferred.await(done), live: () => workers, signal };
+    return {
+      ready: Deferred.await(ready),
+      done: Deferred.await(done),
+      live: () => workers,
+      serving: (index) => servingNow.has(index),
+      signal,
+    };
   });

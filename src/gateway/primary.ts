@@ -12,7 +12,7 @@ import type { GatewayConfig } from "../config/schema.js";
 import { createLogger, type Logger } from "../log.js";
 import { machines } from "../machines/index.js";
 import { startEmbedded } from "./embeddedStart.js";
-import { relayHandoff } from "./handoffRelay.js";
+import { type RelayTargets, relayHandoff } from "./handoffRelay.js";
 import { runToExit } from "./runToExit.js";
 import { listenFailure } from "./startupErrors.js";
 import { type WorkerMessage, workerEnv, workerId } from "./workerChannel.js";
@@ -39,7 +39,7 @@ const primary = (config: GatewayConfig, count: number, log: Logger): Effect.Effe
       natsUrl = (yield* startEmbedded(config, { log, registry, onRestart }, ids)).url;
     }
 
-    let pool: { live(): ReadonlyMap<number, import("node:cluster").Worker> } | undefined;
+    let pool: RelayTargets | undefined;
     const questions = new WorkerQuestions(() => pool?.live() ?? new Map());
     const workerListeners = new Map<number, Record<string, string>>();
     const listeners: Record<string, string> = {};
@@ -68,7 +68,7 @@ const primary = (config: GatewayConfig, count: number, log: Logger): Effect.Effe
       log,
       onMessage: (index, message, handle) => {
         const m = message as WorkerMessage;
-        if (m?.mqgw === "handoff") return relayHandoff(m, handle, pool?.live() ?? new Map());
+        if (m?.mqgw === "handoff") return relayHandoff(m, handle, pool);
         if (m?.mqgw === "serving") workerListeners.set(index, m.listeners);
         questions.onMessage(message);
       },

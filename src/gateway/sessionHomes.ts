@@ -28,14 +28,18 @@ export function sessionHomes(role: WorkerRole): SessionHomes {
     },
     send(socket, to, read) {
       const s = socket as Socket;
-      const late = stopReading(s);
-      const bytes = (late ? Buffer.concat([read, late]) : read).toString("base64");
-      const message: SocketHandoff = { mqgw: "handoff", to, from: role.index, bytes };
       // The descriptor is gone from here once sent: what is left is a socket object to let go
       // of, whose `close` releases its place under limits.max_connections. Not sent (the
-      // primary went): closed, and the client connects again.
-      if (!process.connected || !process.send) return void s.destroy();
-      process.send(message, s, undefined, () => s.destroy());
+      // primary went, the socket closed meanwhile): closed, and the client connects again.
+      try {
+        if (s.destroyed || !process.connected || !process.send) return void s.destroy();
+        const late = stopReading(s);
+        const bytes = (late ? Buffer.concat([read, late]) : read).toString("base64");
+        const message: SocketHandoff = { mqgw: "handoff", to, from: role.index, bytes };
+        process.send(message, s, undefined, () => s.destroy());
+      } catch {
+        s.destroy();
+      }
     },
   };
 }
@@ -52,7 +56,11 @@ export function receiveHandoffs(role: WorkerRole, take: (socket: Socket, read: B
     const socket = handle as Socket;
     const read = Buffer.from(m.bytes, "base64");
     arrived.add(socket);
-    if (take(socket, read)) return;
+    try {
+      if (take(socket, read)) return;
+    } catch {
+      return void socket.destroy();
+    }
     // Not taken here: back to where it was read, which serves it (unless it came from there).
     const late = stopReading(socket);
     if (m.stay || m.from === role.index || !process.connected || !process.send) return void socket.destroy();

@@ -351,6 +351,16 @@ describe("run --workers 2 on the embedded nats-server", () => {
     const victim = before[0]!;
     process.kill(victim, "SIGKILL");
     await gw.waitForLog((l) => l.msg === "worker exited; restarting" && l.signal === "SIGKILL", 10_000);
+    // Meanwhile persistent sessions homed on either slot are served: those of the dead one
+    // where they were read (the primary sends them back), until its successor serves, also
+    // while it is forked and not yet listening.
+    let served = 0;
+    for (let i = 0; served < 6 || (await health(gw)).code !== 200; i++) {
+      const c = await RawMqtt.connected(gw.port("mqtt"), 4, { clientId: `restart-home-${i}`, clean: false });
+      c.send({ cmd: "disconnect" } as mqtt.Packet);
+      await c.waitClosed();
+      served++;
+    }
     const after = await eventually(
       async () => {
         const h = await health(gw);
