@@ -214,7 +214,8 @@ async function startReference() {
 }
 
 /** `at`: the checkout whose gateway runs (another one's, for an A/B of two builds); `http`: its metrics' address, none by default. */
-export async function startGatewayEmbedded(at = root, http = "") {
+/** `args`: more `run` flags (`--workers 2`, bench/sessionsWorkers.mjs). */
+export async function startGatewayEmbedded(at = root, http = "", args = []) {
   const dir = mkdtempSync(join(tmpdir(), "mqgw-sessions-gw-"));
   const natsPort = await freePort();
   const mqttPort = await freePort();
@@ -246,6 +247,7 @@ export async function startGatewayEmbedded(at = root, http = "") {
       join(dir, "gateway.json"),
       "--data",
       join(dir, "data"),
+      ...args,
     ],
   });
   await s.start();

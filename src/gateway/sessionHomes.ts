@@ -5,7 +5,7 @@
 import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import { type HomeQuestion, hasHome, homeWorker } from "../protocol/homeWorker.js";
-import { canMove, stopReading } from "./socketMove.js";
+import { canMove, handleOf, isTcpHandle, socketOver, stopReading } from "./socketMove.js";
 import type { SocketHandoff, WorkerRole } from "./workerChannel.js";
 
 /** What an MQTT connection asks when it has read a CONNECT (actors/mqtt/deps.ts). */
@@ -27,21 +27,28 @@ export function sessionHomes(role: WorkerRole): SessionHomes {
       return home !== role.index && canMove(socket) ? home : undefined;
     },
     send(socket, to, read) {
-      const s = socket as Socket;
-      // The descriptor is gone from here once sent: what is left is a socket object to let go
-      // of, whose `close` releases its place under limits.max_connections. Not sent (the
-      // primary went, the socket closed meanwhile): closed, and the client connects again.
-      try {
-        if (s.destroyed || !process.connected || !process.send) return void s.destroy();
-        const late = stopReading(s);
-        const bytes = (late ? Buffer.concat([read, late]) : read).toString("base64");
-        const message: SocketHandoff = { mqgw: "handoff", to, from: role.index, bytes };
-        process.send(message, s, undefined, () => s.destroy());
-      } catch {
-        s.destroy();
-      }
+      sendOn(socket as Socket, read, { to, from: role.index });
     },
   };
+}
+
+/**
+ * Sends the socket's descriptor, with `read` and whatever it holds unread, to the primary.
+ * Once sent, what is left here is a socket object whose `close` (it is destroyed) releases
+ * its place under limits.max_connections. Not sent (the primary went, the socket closed
+ * meanwhile): closed, and the client connects again.
+ */
+function sendOn(socket: Socket, read: Buffer, to: { to: number; from: number; stay?: true }): void {
+  try {
+    const handle = handleOf(socket);
+    if (socket.destroyed || !handle || !process.connected || !process.send) return void socket.destroy();
+    const late = stopReading(socket);
+    const bytes = (late ? Buffer.concat([read, late]) : read).toString("base64");
+    const message: SocketHandoff = { mqgw: "handoff", ...to, bytes };
+    process.send(message, handle as never, undefined, () => socket.destroy());
+  } catch {
+    socket.destroy();
+  }
 }
 
 /**
@@ -52,8 +59,8 @@ export function sessionHomes(role: WorkerRole): SessionHomes {
 export function receiveHandoffs(role: WorkerRole, take: (socket: Socket, read: Buffer) => boolean): () => void {
   const onMessage = (message: unknown, handle: unknown) => {
     const m = message as SocketHandoff | null;
-    if (m?.mqgw !== "handoff" || !handle) return;
-    const socket = handle as Socket;
+    if (m?.mqgw !== "handoff" || !isTcpHandle(handle)) return;
+    const socket = socketOver(handle);
     const read = Buffer.from(m.bytes, "base64");
     arrived.add(socket);
     try {
@@ -62,11 +69,8 @@ export function receiveHandoffs(role: WorkerRole, take: (socket: Socket, read: B
       return void socket.destroy();
     }
     // Not taken here: back to where it was read, which serves it (unless it came from there).
-    const late = stopReading(socket);
-    if (m.stay || m.from === role.index || !process.connected || !process.send) return void socket.destroy();
-    const bytes = late ? Buffer.concat([read, late]).toString("base64") : m.bytes;
-    const back: SocketHandoff = { mqgw: "handoff", to: m.from, from: role.index, bytes, stay: true };
-    process.send(back, socket, undefined, () => socket.destroy());
+    if (m.stay || m.from === role.index) return void socket.destroy();
+    sendOn(socket, read, { to: m.from, from: role.index, stay: true });
   };
   process.on("message", onMessage);
   return () => process.off("message", onMessage);
