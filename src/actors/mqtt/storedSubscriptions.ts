@@ -70,6 +70,7 @@ export class StoredSubscriptions {
     const { sub, source, consumer } = entry;
     if (!source || !consumer || host.entries.get(sub.filter) !== entry) return undefined;
     const { stream } = source;
+    const to = this.recipient(entry);
     const stored = StoredDelivery.start({
       services: this.deps.services,
       account: link.account,
@@ -82,7 +83,13 @@ export class StoredSubscriptions {
       resume,
       store: source.kind === "store" ? this.deps.messages : undefined,
       registry: this.deps.registry,
-      ...this.recipient(entry),
+      onMessage: to.onMessage,
+      onConsumer: to.onConsumer,
+      budget: to.budget,
+      // Not spread: a spread reads the getter, and made a child logger for every subscription.
+      get log() {
+        return to.log;
+      },
     });
     entry.stored = stored;
     const outcome = await stored.first();
