@@ -60,6 +60,17 @@ const alive = (pid: number) => {
   }
 };
 
+/** `run --workers 2` on the embedded nats-server, with `config` besides. */
+const startWorkerGroup = async (config: Record<string, unknown> = {}): Promise<GatewayHandle> => {
+  const natsPort = await freePort();
+  return startGateway({
+    config: { nats: { embedded_listen: `127.0.0.1:${natsPort}` }, ...config },
+    args: ["--workers", "2"],
+    env: { NATS_SERVER_BIN: natsServerBinary() },
+    ready: (l) => l.msg === "mq-gateway serving" && Array.isArray(l.workers),
+  });
+};
+
 describe("run --workers 2 on the embedded nats-server", () => {
   let gw: GatewayHandle;
   const opened: ConnectedClient[] = [];
@@ -78,13 +89,7 @@ describe("run --workers 2 on the embedded nats-server", () => {
   };
 
   beforeAll(async () => {
-    const natsPort = await freePort();
-    gw = await startGateway({
-      config: { nats: { embedded_listen: `127.0.0.1:${natsPort}` } },
-      args: ["--workers", "2"],
-      env: { NATS_SERVER_BIN: natsServerBinary() },
-      ready: (l) => l.msg === "mq-gateway serving" && Array.isArray(l.workers),
-    });
+    gw = await startWorkerGroup();
   });
   afterAll(async () => {
     for (const c of opened) c.end(true);
@@ -423,13 +428,7 @@ describe("ctl ldm and rebalance under run --workers 2", () => {
   let gw: GatewayHandle;
 
   beforeAll(async () => {
-    const natsPort = await freePort();
-    gw = await startGateway({
-      config: { nats: { embedded_listen: `127.0.0.1:${natsPort}` } },
-      args: ["--workers", "2"],
-      env: { NATS_SERVER_BIN: natsServerBinary() },
-      ready: (l) => l.msg === "mq-gateway serving" && Array.isArray(l.workers),
-    });
+    gw = await startWorkerGroup();
   });
   afterAll(async () => {
     await gw?.stop();
@@ -470,14 +469,8 @@ describe("session homes while a worker drains (run --workers 2)", () => {
   const opened: ConnectedClient[] = [];
 
   beforeAll(async () => {
-    const natsPort = await freePort();
-    gw = await startGateway({
-      // Long enough that the drained worker still holds its clients while the test connects.
-      config: { nats: { embedded_listen: `127.0.0.1:${natsPort}` }, ldm: { duration: "120s" } },
-      args: ["--workers", "2"],
-      env: { NATS_SERVER_BIN: natsServerBinary() },
-      ready: (l) => l.msg === "mq-gateway serving" && Array.isArray(l.workers),
-    });
+    // Long enough that the drained worker still holds its clients while the test connects.
+    gw = await startWorkerGroup({ ldm: { duration: "120s" } });
   });
   afterAll(async () => {
     for (const c of opened) c.end(true);

@@ -6,11 +6,9 @@ import {
   type MqttConnectionEmitted,
   type mqttConnectionMachine,
 } from "../../machines/mqttConnection.js";
-import { parsePubackFast, parsePublishFast } from "../../protocol/mqttFastPath.js";
-import { badPublishTopic, noTopicFilter, splitFrames, unsupportedConnectLevel } from "../../protocol/mqttFrame.js";
-import { propertiesProblem } from "../../protocol/mqttPropertyBlocks.js";
+import { noTopicFilter, splitFrames } from "../../protocol/mqttFrame.js";
 import { Reason } from "../../protocol/mqttReasons.js";
-import { beforeConnect, type ParserSettings, parsePacket, settingsAfterConnect } from "../../vendor/mqttPacket.js";
+import { beforeConnect, type ParserSettings, settingsAfterConnect } from "../../vendor/mqttPacket.js";
 import type { LeaseListener, LeaseStatus, NatsLease } from "../client/natsBridge.js";
 import type { ClientHandle } from "../clients.js";
 import type { MachineActor } from "../machineActor.js";
@@ -18,6 +16,7 @@ import { ClientBytes } from "./clientBytes.js";
 import { authAnswer, connackPacket, homeQuestion, readConnect } from "./connect.js";
 import type { MqttDeps } from "./deps.js";
 import { EarlyBytes } from "./earlyBytes.js";
+import { decodeFrame } from "./frameDecode.js";
 import { MqttClientHandle } from "./handle.js";
 import { onPubrec, onPubrel } from "./handshakes.js";
 import { InboundPublisher } from "./inbound.js";
@@ -213,19 +212,9 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
       const state = this.actor.getSnapshot();
       if (state.status !== "active") return;
       if (!this.isServing(state) && awaitingConnack(state)) return this.holdUntilServed(packets.slice(i));
-      // The PUBLISH fast path (docs/performance.md); anything it does not take goes to mqtt-packet.
-      const fast = parsePublishFast(p, this.version) ?? parsePubackFast(p);
-      const level = fast ? undefined : unsupportedConnectLevel(p);
-      if (fast || level !== undefined) {
-        // [MQTT-3.1.2-2] an unknown protocol level is answered (CONNACK 0x01), not parsed.
-        this.onPacket((fast ?? { cmd: "connect", protocolVersion: level }) as Packet);
-        continue;
-      }
-      const bad = badPublishTopic(p) ?? propertiesProblem(p, this.version);
-      if (bad) return this.protocolError(Reason.malformedPacket, bad);
-      const parsed = parsePacket(p, this.parserSettings);
-      if (parsed instanceof Error) return this.protocolError(Reason.malformedPacket, parsed.message);
-      if (parsed.cmd === "connect" && this.deps.homes) {
+      const parsed = decodeFrame(p, this.version, this.parserSettings);
+      if ("malformed" in parsed) return this.protocolError(Reason.malformedPacket, parsed.malformed);
+      if (parsed.cmd === "connect" && "clientId" in parsed && this.deps.homes) {
         const home = this.deps.homes.elsewhere(homeQuestion(parsed), this.socket);
         if (home !== undefined) return this.handOff(home, packets.slice(i));
       }
