@@ -39,17 +39,19 @@ export const mqttConnectionActor = (
           const started = actor;
           client.start(started);
           return awaitDone(started, () => {
-            const { closeReason, request } = started.getSnapshot().context;
-            deps.log.info(
-              {
-                cid,
-                remote,
-                client_id: request?.clientId,
-                account: client.wasServing() ? client.account() : undefined,
-                reason: closeReason,
-              },
-              "MQTT connection closed",
-            );
+            const snapshot = started.getSnapshot();
+            const { closeReason, request } = snapshot.context;
+            const fields = {
+              cid,
+              remote,
+              client_id: request?.clientId,
+              account: client.wasServing() ? client.account() : undefined,
+              reason: closeReason,
+            };
+            // Not closed: served on by another worker, which logs it connected (session-homes.md).
+            if (snapshot.value === "handedOff")
+              deps.log.debug(fields, "MQTT connection handed to its session's worker");
+            else deps.log.info(fields, "MQTT connection closed");
           });
         }),
       ),
