@@ -8,12 +8,20 @@ import { type HomeQuestion, hasHome, homeWorker } from "../protocol/homeWorker.j
 import { canMove, handleOf, isTcpHandle, socketOver, stopReading } from "./socketMove.js";
 import type { SocketHandoff, WorkerRole } from "./workerChannel.js";
 
+/** A socket on its way to its session's home worker: it reads no more, and goes when told. */
+export interface HomeMove {
+  readonly worker: number;
+  /** Sends it, once this turn's other reads of it are back in its buffer (readBatch.ts puts them back on a pause). */
+  go(): void;
+}
+
 /** What an MQTT connection asks when it has read a CONNECT (actors/mqtt/deps.ts). */
 export interface SessionHomes {
-  /** The CONNECT's home worker when that is another one and this socket can go there; undefined: served here. */
-  elsewhere(connect: HomeQuestion, socket: Duplex): number | undefined;
-  /** Sends the socket, and `read` (everything read of it, its CONNECT first), to worker `to`. */
-  send(socket: Duplex, to: number, read: Buffer): void;
+  /**
+   * The socket's move to the CONNECT's home worker when that is another one and the socket
+   * can go there (`read`: everything read of it, its CONNECT first); undefined: served here.
+   */
+  moveFor(connect: HomeQuestion, socket: Duplex, read: () => Buffer[]): HomeMove | undefined;
 }
 
 /** Sockets that came here to be served: never moved on again, whatever they ask. */
@@ -21,13 +29,16 @@ const arrived = new WeakSet<Duplex>();
 
 export function sessionHomes(role: WorkerRole): SessionHomes {
   return {
-    elsewhere(connect, socket) {
+    moveFor(connect, socket, read) {
       if (role.count < 2 || arrived.has(socket) || !hasHome(connect)) return undefined;
-      const home = homeWorker(connect.clientId, role.count);
-      return home !== role.index && canMove(socket) ? home : undefined;
-    },
-    send(socket, to, read) {
-      sendOn(socket as Socket, read, { to, from: role.index });
+      const worker = homeWorker(connect.clientId, role.count);
+      if (worker === role.index || !canMove(socket)) return undefined;
+      const bytes = Buffer.concat(read());
+      socket.pause();
+      return {
+        worker,
+        go: () => queueMicrotask(() => sendOn(socket as Socket, bytes, { to: worker, from: role.index })),
+      };
     },
   };
 }

@@ -1,5 +1,6 @@
 import type { Duplex } from "node:stream";
 import type { IAuthPacket, IConnectPacket, IPublishPacket, Packet } from "mqtt-packet";
+import type { HomeMove } from "../../gateway/sessionHomes.js";
 import type { Logger } from "../../log.js";
 import {
   effectiveKeepalive,
@@ -125,11 +126,8 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
       case "end_socket":
       case "close":
         return endSocket(this.socket, this.outbox);
-      case "hand_off": {
-        // Once this turn's other reads of the socket are back in its buffer (handOff).
-        const { read } = this.handingOff!;
-        return queueMicrotask(() => this.deps.homes?.send(this.socket, e.worker, read));
-      }
+      case "hand_off":
+        return this.moving?.go();
     }
   }
 
@@ -160,7 +158,7 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
     this.lease?.unlisten(this);
     // Not destroyed: the peer reads the DISCONNECT first (socketEnd.ts). A socket handed to
     // another worker is that worker's to end.
-    if (!this.handingOff) endSocket(this.socket, this.outbox);
+    if (!this.moving) endSocket(this.socket, this.outbox);
     if (this.handle) this.deps.clients.remove(this.handle);
     const sa = this.sessionActor;
     try {
@@ -215,23 +213,17 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
       const parsed = decodeFrame(p, this.version, this.parserSettings);
       if ("malformed" in parsed) return this.protocolError(Reason.malformedPacket, parsed.malformed);
       if (parsed.cmd === "connect" && "clientId" in parsed && this.deps.homes) {
-        const home = this.deps.homes.elsewhere(homeQuestion(parsed), this.socket);
-        if (home !== undefined) return this.handOff(home, packets.slice(i));
+        const take = () => [...packets.slice(i), ...this.buffered.take()];
+        this.moving = this.deps.homes.moveFor(homeQuestion(parsed), this.socket, take);
+        if (this.moving) return this.actor.send({ type: "HAND_OFF", worker: this.moving.worker });
       }
       this.onPacket(parsed);
     }
     this.flow();
   }
 
-  /** What was read, from the CONNECT on, while the machine hands the socket to its session's home worker. */
-  private handingOff: { readonly worker: number; readonly read: Buffer } | undefined;
-
-  private handOff(worker: number, packets: Buffer[]): void {
-    this.handingOff = { worker, read: Buffer.concat([...packets, ...this.buffered.take()]) };
-    // Reads of this turn not yet handled go back into the socket's buffer (SocketReads), to go with it.
-    this.socket.pause();
-    this.actor.send({ type: "HAND_OFF", worker });
-  }
+  /** Under way to the session's home worker (gateway/sessionHomes.ts), once the CONNECT said so. */
+  private moving: HomeMove | undefined;
 
   /** Packets sent before the CONNACK wait unparsed, the socket paused, until `flow` reads them (earlyBytes.ts). */
   private holdUntilServed(early: Buffer[]): void {
