@@ -18,6 +18,7 @@ import { inboxPrefixOf, installNatsPatches } from "../../vendor/natsjs.js";
 import { ConnectionPulls } from "./connectionPulls.js";
 import { type JetStreamApiPacer, pacedRequests } from "./jetStreamPacing.js";
 import { JetStreamPull, type JetStreamPullOptions, settle } from "./jetStreamPull.js";
+import { type CoreInterest, SharedSubscriptions } from "./sharedSubscriptions.js";
 
 /** What a NATS connection tells whoever watches it (the bridge's machine, the admin connection's). */
 export interface ConnectionWatcher {
@@ -53,6 +54,8 @@ export class NatsSeam {
 
   /** Its pull engines, told when it goes away and comes back; made with the first. */
   private pulls: ConnectionPulls | undefined;
+  /** Its clients' core subscriptions, one SUB per subject; made with the first. */
+  private shared: SharedSubscriptions | undefined;
 
   private constructor(readonly nc: NatsConnection) {}
 
@@ -140,6 +143,21 @@ export class NatsSeam {
 
   subscribe(subject: string, delivery: Delivery): Subscription {
     return this.nc.subscribe(subject, delivery);
+  }
+
+  /**
+   * A client's interest in `subject`, on the one SUB every client of this connection shares
+   * (sharedSubscriptions.ts): `deliver` hears each message from now until it unsubscribes.
+   * A refusal comes as `permissionDenied` to every client, as for a SUB of its own.
+   */
+  share(subject: string, deliver: (m: Msg) => void): CoreInterest {
+    this.shared ??= new SharedSubscriptions(this.nc);
+    return this.shared.join(subject, deliver);
+  }
+
+  /** Subjects the clients of this connection hold a shared SUB on. */
+  sharedSubjects(): number {
+    return this.shared?.size ?? 0;
   }
 
   request(subject: string, body: Payload, timeoutMs: number): Promise<Msg> {

@@ -1,4 +1,4 @@
-import type { Msg, Subscription } from "@nats-io/transport-node";
+import type { Msg } from "@nats-io/transport-node";
 import type { ISubscription } from "mqtt-packet";
 import { clientReply, coreDeliverable } from "../../protocol/deliveryGuard.js";
 import { Reason } from "../../protocol/mqttReasons.js";
@@ -10,6 +10,7 @@ import { err, ok } from "../../protocol/result.js";
 import { filterToSubscription } from "../../protocol/topic.js";
 import { headerPairsReader } from "../client/headerPairs.js";
 import type { NatsSeam } from "../client/natsSeam.js";
+import type { CoreInterest } from "../client/sharedSubscriptions.js";
 import type { MqttSettings } from "./settings.js";
 
 /** One MQTT subscription: its filter, options and the NATS subscriptions behind it. */
@@ -19,7 +20,8 @@ export interface ActiveSubscription {
   readonly subjects: string[];
   readonly queue: string | undefined;
   readonly retainHandling: number;
-  nats: Subscription[];
+  /** Per NATS subject: a queue subscription of its own, or a part in the connection's shared one. */
+  nats: CoreInterest[];
 }
 
 export type OnMessage = (
@@ -102,20 +104,25 @@ export function openSubscription(
   const active: ActiveSubscription = { ...plan, nats: [] };
   for (const subject of plan.subjects) {
     const headerPairsOf = headerPairsReader();
+    const deliver = (m: Msg): void => {
+      const options = decide ? decide(active, m) : active.options;
+      if (options === undefined) return;
+      const reply = m.reply || undefined;
+      // The gateway's own traffic and JetStream deliveries routed to an inbox this
+      // subscription matches are not the client's (deliveryGuard.ts).
+      if (!coreDeliverable(subject, m.subject, reply)) return;
+      onMessage(active, m.subject, headerPairsOf(m), m.data, clientReply(reply), options);
+    };
+    // A queue group's members are balanced by NATS, each its own SUB; the rest share one per subject.
     active.nats.push(
-      nats.subscribe(subject, {
-        ...(plan.queue ? { queue: plan.queue } : {}),
-        callback: (e, m) => {
-          if (e) return;
-          const options = decide ? decide(active, m) : active.options;
-          if (options === undefined) return;
-          const reply = m.reply || undefined;
-          // The gateway's own traffic and JetStream deliveries routed to an inbox this
-          // subscription matches are not the client's (deliveryGuard.ts).
-          if (!coreDeliverable(subject, m.subject, reply)) return;
-          onMessage(active, m.subject, headerPairsOf(m), m.data, clientReply(reply), options);
-        },
-      }),
+      plan.queue
+        ? nats.subscribe(subject, {
+            queue: plan.queue,
+            callback: (e, m) => {
+              if (!e) deliver(m);
+            },
+          })
+        : nats.share(subject, deliver),
     );
   }
   return active;

@@ -1,0 +1,139 @@
+// MQTT clients on one NATS connection (one set of credentials) that subscribe to the same
+// subject share one NATS subscription (docs/decisions/shared-core-subscriptions.md): what
+// nats-server's /connz lists for the gateway's client connection, while each client still
+// gets each message once, in order, and stops getting them when it unsubscribes. A queue
+// group ($share) keeps a NATS queue subscription per member, so NATS balances it.
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
+import { collect, connectMqtt } from "../helpers/mqttClient.js";
+import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
+import { eventually } from "../helpers/poll.js";
+import { freePort } from "../helpers/ports.js";
+
+describe("core subscriptions shared by the clients of one NATS connection", () => {
+  let nats: NatsServerHandle;
+  let monitor: number;
+  let gw: GatewayHandle;
+  let port: number;
+  let nc: NatsConnection;
+
+  beforeAll(async () => {
+    monitor = await freePort();
+    nats = await startNatsServer({ config: `http: "127.0.0.1:${monitor}"` });
+    nc = await connect({ servers: nats.url });
+    gw = await startGateway({ nats: nats.url });
+    port = gw.port("mqtt");
+  });
+  afterAll(async () => {
+    await nc?.close();
+    await gw?.stop();
+    await nats?.stop();
+  });
+
+  /** How many subscriptions on each subject the gateway's client connections hold, per nats-server. */
+  async function natsSubscriptions(): Promise<Record<string, number>> {
+    const connz = (await (await fetch(`http://127.0.0.1:${monitor}/connz?subs=detail`)).json()) as {
+      connections: Array<{ name?: string; subscriptions_list_detail?: Array<{ subject: string; qgroup?: string }> }>;
+    };
+    const counts: Record<string, number> = {};
+    for (const c of connz.connections) {
+      if (!c.name?.endsWith(" client")) continue;
+      for (const s of c.subscriptions_list_detail ?? []) {
+        if (!s.subject.startsWith("shared")) continue;
+        const key = s.qgroup ? `${s.subject} queue ${s.qgroup}` : s.subject;
+        counts[key] = (counts[key] ?? 0) + 1;
+      }
+    }
+    return counts;
+  }
+
+  /** Publishes `n` numbered messages on `subject`, then waits until NATS has them all. */
+  async function publish(subject: string, from: number, n: number): Promise<void> {
+    for (let i = from; i < from + n; i++) nc.publish(subject, String(i));
+    await nc.flush();
+  }
+
+  it("three clients on shared/#: one NATS subscription per subject, each message to each once, in order, until each leaves", async () => {
+    const clients = await Promise.all([
+      connectMqtt(port, { protocolVersion: 5, clientId: "share-a" }),
+      connectMqtt(port, { protocolVersion: 4, clientId: "share-b" }),
+      connectMqtt(port, {
+        protocolVersion: 5,
+        clientId: "share-c",
+        clean: false,
+        properties: { sessionExpiryInterval: 60 },
+      }),
+    ]);
+    const inboxes = clients.map((c) => collect(c));
+    for (const c of clients) await c.subscribeAsync("shared/#", { qos: 0 });
+    expect(await natsSubscriptions()).toEqual({ "shared.>": 1, shared: 1 });
+
+    await publish("shared.x", 0, 20);
+    await publish("shared", 20, 1);
+    for (const inbox of inboxes) {
+      const got = await inbox.count(21);
+      expect(got.map((m) => m.payload.toString())).toEqual(Array.from({ length: 21 }, (_, i) => String(i)));
+    }
+
+    // One leaves the filter: the others go on, on the same NATS subscriptions.
+    await clients[0]!.unsubscribeAsync("shared/#");
+    expect(await natsSubscriptions()).toEqual({ "shared.>": 1, shared: 1 });
+    await publish("shared.y", 21, 5);
+    for (const inbox of inboxes.slice(1)) await inbox.count(26);
+    // What came after its UNSUBACK is not the first client's: the others' 26th message was published after it.
+    expect(inboxes[0]!.seen).toHaveLength(21);
+
+    // One disconnects (its session kept): the last holder keeps the subscriptions.
+    await clients[2]!.endAsync();
+    expect(await natsSubscriptions()).toEqual({ "shared.>": 1, shared: 1 });
+    await publish("shared.z", 26, 1);
+    await inboxes[1]!.count(27);
+
+    // The last one leaves: NATS holds nothing on these subjects for the gateway's clients.
+    await clients[1]!.unsubscribeAsync("shared/#");
+    await eventually(
+      async () => (Object.keys(await natsSubscriptions()).length === 0 ? true : undefined),
+      5_000,
+      "no subscription left",
+    );
+
+    // Back: the resumed session subscribes again on a SUB of its own, and gets what follows.
+    const again = await connectMqtt(port, {
+      protocolVersion: 5,
+      clientId: "share-c",
+      clean: false,
+      properties: { sessionExpiryInterval: 60 },
+    });
+    const inbox = collect(again);
+    expect(again.connack.sessionPresent).toBe(true);
+    await eventually(
+      async () => ((await natsSubscriptions())["shared.>"] === 1 ? true : undefined),
+      5_000,
+      "resubscribed",
+    );
+    await publish("shared.w", 27, 1);
+    expect((await inbox.count(1)).map((m) => m.payload.toString())).toEqual(["27"]);
+    await again.endAsync();
+    await Promise.all(clients.slice(0, 2).map((c) => c.endAsync()));
+  });
+
+  it("$share/g/shared/q: each member its own NATS queue subscription, each message to one of them", async () => {
+    const members = await Promise.all([
+      connectMqtt(port, { protocolVersion: 5, clientId: "member-1" }),
+      connectMqtt(port, { protocolVersion: 5, clientId: "member-2" }),
+    ]);
+    const inboxes = members.map((c) => collect(c));
+    for (const c of members) await c.subscribeAsync("$share/g/shared/q", { qos: 0 });
+    expect(await natsSubscriptions()).toEqual({ "shared.q queue g": 2 });
+    await publish("shared.q", 0, 40);
+    await eventually(
+      () => (inboxes[0]!.seen.length + inboxes[1]!.seen.length === 40 ? true : undefined),
+      5_000,
+      "all 40",
+    );
+    const all = inboxes.flatMap((i) => i.seen.map((m) => Number(m.payload.toString()))).sort((a, b) => a - b);
+    expect(all).toEqual(Array.from({ length: 40 }, (_, i) => i));
+    await Promise.all(members.map((c) => c.endAsync()));
+  });
+});
