@@ -155,11 +155,6 @@ export class NatsSeam {
     return this.shared.join(subject, deliver);
   }
 
-  /** Subjects the clients of this connection hold a shared SUB on. */
-  sharedSubjects(): number {
-    return this.shared?.size ?? 0;
-  }
-
   request(subject: string, body: Payload, timeoutMs: number): Promise<Msg> {
     return this.nc.request(subject, body, { timeout: timeoutMs });
   }

@@ -40,11 +40,6 @@ export class SharedSubscriptions {
   forget(shared: SharedSubscription): void {
     if (this.bySubject.get(shared.subject) === shared) this.bySubject.delete(shared.subject);
   }
-
-  /** Subjects with a SUB now (tests, the census). */
-  get size(): number {
-    return this.bySubject.size;
-  }
 }
 
 class SharedSubscription {
