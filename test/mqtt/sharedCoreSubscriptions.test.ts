@@ -4,12 +4,14 @@
 // gets each message once, in order, and stops getting them when it unsubscribes. A queue
 // group ($share) keeps a NATS queue subscription per member, so NATS balances it.
 import { connect, type NatsConnection } from "@nats-io/transport-node";
+import type mqtt from "mqtt-packet";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
 import { collect, connectMqtt } from "../helpers/mqttClient.js";
 import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
 import { eventually } from "../helpers/poll.js";
 import { freePort } from "../helpers/ports.js";
+import { RawMqtt } from "../helpers/rawMqtt.js";
 
 describe("core subscriptions shared by the clients of one NATS connection", () => {
   let nats: NatsServerHandle;
@@ -135,5 +137,70 @@ describe("core subscriptions shared by the clients of one NATS connection", () =
     const all = inboxes.flatMap((i) => i.seen.map((m) => Number(m.payload.toString()))).sort((a, b) => a - b);
     expect(all).toEqual(Array.from({ length: 40 }, (_, i) => i));
     await Promise.all(members.map((c) => c.endAsync()));
+  });
+});
+
+describe("a subject NATS refuses, with its clients sharing the connection", () => {
+  let nats: NatsServerHandle;
+  let gw: GatewayHandle;
+  let port: number;
+  let ops: NatsConnection;
+
+  beforeAll(async () => {
+    nats = await startNatsServer({
+      config: `
+accounts {
+  APP {
+    jetstream: enabled
+    users: [
+      { user: mqg, password: mqg }
+      { user: ops, password: ops }
+      { user: narrow, password: narrow, permissions: { publish: ["open.>"], subscribe: { allow: ["open.>", "_INBOX.>"], deny: ["open.shut"] } } }
+    ]
+  }
+}
+`,
+    });
+    ops = await connect({ servers: nats.url, user: "ops", pass: "ops" });
+    gw = await startGateway({
+      nats: nats.url,
+      config: {
+        gateway_users: { APP: { user: "mqg", password: "mqg" } },
+        routing: [{ username: "*", account: "APP" }],
+      },
+    });
+    port = gw.port("mqtt");
+  });
+  afterAll(async () => {
+    await ops?.close();
+    await gw?.stop();
+    await nats?.stop();
+  });
+
+  const narrow = { username: "narrow", password: Buffer.from("narrow") };
+  async function subscribeBoth(c: RawMqtt): Promise<number[]> {
+    c.send({
+      cmd: "subscribe",
+      messageId: 1,
+      subscriptions: [
+        { topic: "open/shut", qos: 0 },
+        { topic: "open/door", qos: 0 },
+      ],
+    } as mqtt.Packet);
+    return ((await c.next("suback")) as mqtt.ISubackPacket).granted as number[];
+  }
+
+  it("each client of the login that asks for it is refused in turn, and the granted subject beside it is shared", async () => {
+    const a = await RawMqtt.connected(port, 5, { clientId: "narrow-a", ...narrow });
+    expect(await subscribeBoth(a)).toEqual([0x87, 0]);
+    // Connected after the refusal was told: it hears its own verdict, not a shared subscription NATS dropped.
+    const b = await RawMqtt.connected(port, 5, { clientId: "narrow-b", ...narrow });
+    expect(await subscribeBoth(b)).toEqual([0x87, 0]);
+    ops.publish("open.door", "knock");
+    await ops.flush();
+    for (const c of [a, b])
+      expect(((await c.next("publish")) as mqtt.IPublishPacket).payload.toString()).toEqual("knock");
+    a.end();
+    b.end();
   });
 });
