@@ -287,41 +287,56 @@ async function consumers(s, owned) {
 const rssMiB = (pids) => pids.reduce((a, p) => a + (alive(p) ? rssKiB(p) : 0), 0) / 1024;
 export const cpuSeconds = (pids) => pids.reduce((a, p) => a + (alive(p) ? cpuMicros(p) : 0), 0) / 1e6;
 
-/** One QoS 1 PUBLISH from a clean 3.1.1 session, resolved at its PUBACK. */
-async function publishOnce(port, topic, payload) {
+/** A clean MQTT 3.1.1 session, resolved once its CONNACK accepted it: its socket and parser. */
+export async function mqttPublisher(port, clientId) {
   const s = net.connect({ host: "127.0.0.1", port });
   const parser = mqtt.parser({ protocolVersion: 4 });
-  const done = new Promise((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error("no PUBACK in 30 s")), 30_000);
-    parser.on("packet", (p) => {
-      if (p.cmd === "connack") {
-        if (p.returnCode !== 0) reject(new Error(`publisher CONNACK ${p.returnCode}`));
-        else
-          s.write(mqtt.generate({ cmd: "publish", topic, payload, qos: 1, messageId: 7, retain: false, dup: false }));
-      } else if (p.cmd === "puback") {
+  s.on("data", (c) => parser.parse(c));
+  try {
+    await new Promise((resolve, reject) => {
+      const t = setTimeout(() => reject(new Error("publisher: no CONNACK in 30 s")), 30_000);
+      parser.once("packet", (p) => {
+        clearTimeout(t);
+        if (p.cmd === "connack" && p.returnCode === 0) resolve();
+        else reject(new Error(`publisher: ${p.cmd} ${p.returnCode ?? ""}`));
+      });
+      s.once("error", reject);
+      s.on("connect", () =>
+        s.write(
+          mqtt.generate({
+            cmd: "connect",
+            protocolId: "MQTT",
+            protocolVersion: 4,
+            clean: true,
+            clientId,
+            keepalive: 30,
+          }),
+        ),
+      );
+    });
+  } catch (e) {
+    s.destroy();
+    throw e;
+  }
+  return { socket: s, parser };
+}
+
+/** One QoS 1 PUBLISH from a clean 3.1.1 session, resolved at its PUBACK. */
+async function publishOnce(port, topic, payload) {
+  const { socket, parser } = await mqttPublisher(port, `pub-${payload}`);
+  try {
+    await new Promise((resolve, reject) => {
+      const t = setTimeout(() => reject(new Error("no PUBACK in 30 s")), 30_000);
+      parser.on("packet", (p) => {
+        if (p.cmd !== "puback") return;
         clearTimeout(t);
         resolve();
-      }
+      });
+      socket.on("error", reject);
+      socket.write(mqtt.generate({ cmd: "publish", topic, payload, qos: 1, messageId: 7, retain: false, dup: false }));
     });
-    s.on("error", reject);
-  });
-  s.on("data", (c) => parser.parse(c));
-  s.on("connect", () =>
-    s.write(
-      mqtt.generate({
-        cmd: "connect",
-        protocolId: "MQTT",
-        protocolVersion: 4,
-        clean: true,
-        clientId: `pub-${payload}`,
-        keepalive: 30,
-      }),
-    ),
-  );
-  try {
-    await done;
   } finally {
-    s.destroy();
+    socket.destroy();
   }
 }
 

@@ -10,10 +10,9 @@
 //
 // Each checkout must be built (`npx tsc -p tsconfig.json`). Run on demand, not by the tests.
 import { rmSync } from "node:fs";
-import net from "node:net";
 import { parseArgs } from "node:util";
 import mqtt from "mqtt-packet";
-import { all, cpuSeconds, loadgen, startGatewayEmbedded } from "./sessions.mjs";
+import { all, cpuSeconds, loadgen, mqttPublisher, startGatewayEmbedded } from "./sessions.mjs";
 
 const { values: opt } = parseArgs({
   options: {
@@ -31,32 +30,6 @@ const rounds = Number(opt.rounds);
 const PACE_MS = 20;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-/** A plain MQTT 3.1.1 publisher, connected. */
-async function publisher(port) {
-  const s = net.connect(port, "127.0.0.1");
-  const parser = mqtt.parser({ protocolVersion: 4 });
-  s.on("data", (c) => parser.parse(c));
-  await new Promise((resolve, reject) => {
-    parser.once("packet", (p) =>
-      p.cmd === "connack" && p.returnCode === 0 ? resolve() : reject(new Error(`publisher: ${p.cmd}`)),
-    );
-    s.once("error", reject);
-    s.on("connect", () =>
-      s.write(
-        mqtt.generate({
-          cmd: "connect",
-          protocolId: "MQTT",
-          protocolVersion: 4,
-          clean: true,
-          clientId: `fanout${process.pid}`,
-          keepalive: 60,
-        }),
-      ),
-    );
-  });
-  return s;
-}
-
 const sides = {};
 try {
   for (const [k, name] of ["a", "b"].entries()) {
@@ -73,7 +46,7 @@ try {
     await gen.ready;
     const r = await all([gen], "connect", { concurrency: 200, timeoutMs: 120_000 });
     console.log(`${name} connect + subscribe ${r.seconds?.toFixed(1)} s, ok ${r.ok}`);
-    sides[name].pub = await publisher(s.mqttPort);
+    sides[name].pub = (await mqttPublisher(s.mqttPort, `fanout${process.pid}`)).socket;
   }
   for (let round = 0; round < rounds; round++) {
     for (const name of round % 2 ? ["b", "a"] : ["a", "b"]) {
