@@ -219,10 +219,12 @@ describe("QoS 2 publisher's gateway killed (SIGKILL): exactly once across gatewa
   // all that is left at each reconnect, so the second kill lands with hundreds being
   // stored, PUBRECed and released at once; 20,000, that the backlog cannot outrun the kill
   // (10,000 did once, in a full run: the gateway stored all 8,500 left before the test read
-  // paho's line and killed it, and paho finished on its second connection).
+  // paho's line and killed it, and paho finished on its second connection). The second
+  // kill comes at the first line of the second connection (the first kill lands by 1,000):
+  // 20,000 with a kill at 1,500 was outrun so once too, in a CI run on a loaded machine.
   it.each([
     ["paced", 500, 3_000, [750, 1_750]],
-    ["unpaced", 0, 20_000, [750, 1_500]],
+    ["unpaced", 0, 20_000, [750, 1_000]],
   ] as const)(
     "paho (3.1.1) streaming QoS 2 messages %s (%i a second, 0: all queued at once; %i of them), its gateway killed twice and restarted on the same port: each stored once, none lost",
     async (pacing, rate, count, kills) => {
