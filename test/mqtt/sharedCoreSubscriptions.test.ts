@@ -140,6 +140,20 @@ describe("core subscriptions shared by the clients of one NATS connection", () =
   });
 });
 
+/** `narrow` may read open.> but what `deny` lists. */
+const narrowConfig = (deny: string) => `
+accounts {
+  APP {
+    jetstream: enabled
+    users: [
+      { user: mqg, password: mqg }
+      { user: ops, password: ops }
+      { user: narrow, password: narrow, permissions: { publish: ["open.>"], subscribe: { allow: ["open.>", "_INBOX.>"], deny: ${deny} } } }
+    ]
+  }
+}
+`;
+
 describe("a subject NATS refuses, with its clients sharing the connection", () => {
   let nats: NatsServerHandle;
   let gw: GatewayHandle;
@@ -147,20 +161,7 @@ describe("a subject NATS refuses, with its clients sharing the connection", () =
   let ops: NatsConnection;
 
   beforeAll(async () => {
-    nats = await startNatsServer({
-      config: `
-accounts {
-  APP {
-    jetstream: enabled
-    users: [
-      { user: mqg, password: mqg }
-      { user: ops, password: ops }
-      { user: narrow, password: narrow, permissions: { publish: ["open.>"], subscribe: { allow: ["open.>", "_INBOX.>"], deny: ["open.shut"] } } }
-    ]
-  }
-}
-`,
-    });
+    nats = await startNatsServer({ config: narrowConfig(`["open.shut"]`) });
     ops = await connect({ servers: nats.url, user: "ops", pass: "ops" });
     gw = await startGateway({
       nats: nats.url,
@@ -202,5 +203,33 @@ accounts {
       expect(((await c.next("publish")) as mqtt.IPublishPacket).payload.toString()).toEqual("knock");
     a.end();
     b.end();
+  });
+  it("a reload that withdraws a subject two clients share stops both, and the next client asking is refused", async () => {
+    const readers = [
+      await RawMqtt.connected(port, 5, { clientId: "narrow-5", ...narrow }),
+      await RawMqtt.connected(port, 4, { clientId: "narrow-4", ...narrow }),
+    ];
+    for (const c of readers) {
+      c.send({
+        cmd: "subscribe",
+        messageId: 1,
+        subscriptions: [
+          { topic: "open/hall", qos: 0 },
+          { topic: "open/mark", qos: 0 },
+        ],
+      } as mqtt.Packet);
+      expect(((await c.next("suback")) as mqtt.ISubackPacket).granted).toEqual([0, 0]);
+    }
+    await nats.reload(narrowConfig(`["open.shut", "open.hall"]`));
+    // NATS dropped the one SUB at the reload: what comes after is not theirs, the marker behind it is.
+    ops.publish("open.hall", "after");
+    ops.publish("open.mark", "mark");
+    await ops.flush();
+    for (const c of readers) expect(((await c.next("publish")) as mqtt.IPublishPacket).topic).toBe("open/mark");
+    // A client of the same login asking now hears its own verdict.
+    const late = await RawMqtt.connected(port, 5, { clientId: "narrow-late", ...narrow });
+    late.send({ cmd: "subscribe", messageId: 1, subscriptions: [{ topic: "open/hall", qos: 0 }] } as mqtt.Packet);
+    expect(((await late.next("suback")) as mqtt.ISubackPacket).granted).toEqual([0x87]);
+    for (const c of [...readers, late]) c.end();
   });
 });
