@@ -179,24 +179,22 @@ describe("a subject NATS refuses, with its clients sharing the connection", () =
   });
 
   const narrow = { username: "narrow", password: Buffer.from("narrow") };
-  async function subscribeBoth(c: RawMqtt): Promise<number[]> {
+  /** SUBSCRIBE at QoS 0 to `topics`; the SUBACK's codes. */
+  async function subscribe(c: RawMqtt, ...topics: string[]): Promise<number[]> {
     c.send({
       cmd: "subscribe",
       messageId: 1,
-      subscriptions: [
-        { topic: "open/shut", qos: 0 },
-        { topic: "open/door", qos: 0 },
-      ],
+      subscriptions: topics.map((topic) => ({ topic, qos: 0 })),
     } as mqtt.Packet);
     return ((await c.next("suback")) as mqtt.ISubackPacket).granted as number[];
   }
 
   it("each client of the login that asks for it is refused in turn, and the granted subject beside it is shared", async () => {
     const a = await RawMqtt.connected(port, 5, { clientId: "narrow-a", ...narrow });
-    expect(await subscribeBoth(a)).toEqual([0x87, 0]);
+    expect(await subscribe(a, "open/shut", "open/door")).toEqual([0x87, 0]);
     // Connected after the refusal was told: it hears its own verdict, not a shared subscription NATS dropped.
     const b = await RawMqtt.connected(port, 5, { clientId: "narrow-b", ...narrow });
-    expect(await subscribeBoth(b)).toEqual([0x87, 0]);
+    expect(await subscribe(b, "open/shut", "open/door")).toEqual([0x87, 0]);
     ops.publish("open.door", "knock");
     await ops.flush();
     for (const c of [a, b])
@@ -204,22 +202,13 @@ describe("a subject NATS refuses, with its clients sharing the connection", () =
     a.end();
     b.end();
   });
+
   it("a reload that withdraws a subject two clients share stops both, and the next client asking is refused", async () => {
     const readers = [
       await RawMqtt.connected(port, 5, { clientId: "narrow-5", ...narrow }),
       await RawMqtt.connected(port, 4, { clientId: "narrow-4", ...narrow }),
     ];
-    for (const c of readers) {
-      c.send({
-        cmd: "subscribe",
-        messageId: 1,
-        subscriptions: [
-          { topic: "open/hall", qos: 0 },
-          { topic: "open/mark", qos: 0 },
-        ],
-      } as mqtt.Packet);
-      expect(((await c.next("suback")) as mqtt.ISubackPacket).granted).toEqual([0, 0]);
-    }
+    for (const c of readers) expect(await subscribe(c, "open/hall", "open/mark")).toEqual([0, 0]);
     await nats.reload(narrowConfig(`["open.shut", "open.hall"]`));
     // NATS dropped the one SUB at the reload: what comes after is not theirs, the marker behind it is.
     ops.publish("open.hall", "after");
@@ -228,8 +217,7 @@ describe("a subject NATS refuses, with its clients sharing the connection", () =
     for (const c of readers) expect(((await c.next("publish")) as mqtt.IPublishPacket).topic).toBe("open/mark");
     // A client of the same login asking now hears its own verdict.
     const late = await RawMqtt.connected(port, 5, { clientId: "narrow-late", ...narrow });
-    late.send({ cmd: "subscribe", messageId: 1, subscriptions: [{ topic: "open/hall", qos: 0 }] } as mqtt.Packet);
-    expect(((await late.next("suback")) as mqtt.ISubackPacket).granted).toEqual([0x87]);
+    expect(await subscribe(late, "open/hall")).toEqual([0x87]);
     for (const c of [...readers, late]) c.end();
   });
 });
