@@ -94,7 +94,7 @@ export async function takeOver(
 }
 
 /** Where a taken-over consumer is (a stored delivery's options). */
-type Where = Pick<OpenOptions, "services" | "account" | "stream" | "log">;
+type Where = Pick<OpenOptions, "services" | "account" | "stream"> & { readonly log?: Logger | undefined };
 
 /**
  * A reader that took its consumer over, with messages waiting, and was not served

@@ -56,6 +56,18 @@ import {
  * the server carried out is taken as made, and no consumer is left behind.
  */
 
+/**
+ * A parked delivery's recipient: nobody. What its pulls bring is held (`held`), it makes no
+ * consumer (the machine opens none while parked), and what it would log it has no one to
+ * tell until a connection adopts it.
+ */
+const PARKED: Recipient = {
+  onMessage() {},
+  renamed() {
+    throw new Error("a parked stored delivery makes no consumer");
+  },
+};
+
 /** 10014: consumer not found. */
 const CONSUMER_NOT_FOUND = 10014;
 
@@ -89,8 +101,11 @@ export class StoredDelivery {
   /** Its attempts and retirements under way (made with the first), interrupted when it stops. */
   private work: ActorTasks | undefined;
 
-  private constructor(private readonly o: OpenOptions) {
-    this.to = o;
+  private constructor(
+    private readonly o: OpenOptions,
+    to: Recipient,
+  ) {
+    this.to = to;
     this.current = o.name;
     this.ledger = new AckLedger(o.resume, o.maxAckPending);
     this.takeover = o.resume ? { name: o.name, ask: true } : undefined;
@@ -107,8 +122,8 @@ export class StoredDelivery {
   }
 
   /** Starts reading; the first attempt's outcome is `first()`, later ones follow by themselves. */
-  static start(options: OpenOptions): StoredDelivery {
-    return new StoredDelivery(options);
+  static start(options: OpenOptions, to: Recipient): StoredDelivery {
+    return new StoredDelivery(options, to);
   }
 
   /** How the first attempt ended (later attempts go on by themselves while waiting). */
@@ -159,7 +174,9 @@ export class StoredDelivery {
           this.send(await checkPin(this.o, this.current, this.served, this.olderPullsUntil)),
         );
       case "retake":
-        return this.tasks().run(async () => this.send(await retakePin(this.o, this.current, this.served, e)));
+        return this.tasks().run(async () =>
+          this.send(await retakePin({ ...this.o, log: this.to.log }, this.current, this.served, e)),
+        );
       case "stop":
         this.window?.stop();
         this.window = undefined;
@@ -241,7 +258,7 @@ export class StoredDelivery {
         this.making =
           this.takeover && (found || floor > 0)
             ? {
-                name: this.o.renamed(),
+                name: this.to.renamed(),
                 config: { ...base, deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: floor + 1 },
               }
             : { name: this.current, config: { ...base, deliver_policy: DeliverPolicy.New } };
@@ -387,6 +404,9 @@ export class StoredDelivery {
     if (!reading || this.ledger.held > 0 || !this.window) return false;
     this.held = [];
     this.window.pause();
+    // What the connection that parked it reached (its socket, session, machines) goes with it:
+    // held here, it stayed alive for the whole park (docs/performance.md, "What a resumed session holds").
+    this.to = PARKED;
     this.send({ type: "PARK" });
     this.onStopped = onStopped;
     return true;

@@ -13,14 +13,10 @@ export interface OpenOptions {
   readonly stream: string;
   /** The consumer to create (a fresh subscription), or to take over from (a resume). */
   readonly name: string;
-  /** A new name for each consumer a resume or a reopen creates. */
-  readonly renamed: () => string;
   readonly subjects: readonly string[];
   readonly maxAckPending: number;
   /** The session's expiry: the server removes the consumer when nobody read it that long. */
   readonly inactiveMs: number;
-  /** A message to deliver, with its stream sequence. */
-  readonly onMessage: (m: Msg, seq: number, delivery: StoredDelivery) => void;
   /**
    * The session is resumed: read on from what was acknowledged in order (`floor`, as the
    * record has it; 0 when unknown), skipping what was acknowledged above it.
@@ -28,16 +24,28 @@ export interface OpenOptions {
   readonly resume?: { readonly floor: number; readonly above: readonly number[] } | undefined;
   /** Reading the MQTT store: made on first use, by a subscriber as well as a publisher. */
   readonly store?: MessageStore | undefined;
-  /** The consumer the subscription reads changed (the session's record names it). */
-  readonly onConsumer?: (name: string) => void;
-  readonly log?: Logger | undefined;
   readonly registry?: ActorRegistry | undefined;
+}
+
+/**
+ * Who the messages go to: the connection reading the subscription (another one's after a
+ * resume adopts it). Everything of a connection the delivery refers to is here, and given
+ * up when another connection adopts it: the options (OpenOptions) hold nothing of one, so a
+ * reader adopted resume after resume keeps no earlier connection's objects alive. Methods,
+ * not function fields: a literal of closures and a getter was a dictionary-mode object of
+ * ~0.5 KB each (docs/performance.md, "What a resumed session holds").
+ */
+export interface Recipient {
+  /** A new name for each consumer a resume or a reopen creates (the session's epoch names it). */
+  renamed(): string;
+  /** A message to deliver, with its stream sequence. */
+  onMessage(m: Msg, seq: number, delivery: StoredDelivery): void;
+  /** The consumer the subscription reads changed (the session's record names it). */
+  onConsumer?(name: string): void;
+  readonly log?: Logger | undefined;
   /** The client's bytes: the pull pauses while they are at their bound (pullWindow.ts). */
   readonly budget?: PullBudget | undefined;
 }
-
-/** Who the messages go to: the connection reading the subscription (another one's after a resume adopts it). */
-export type Recipient = Pick<OpenOptions, "onMessage" | "onConsumer" | "log" | "budget">;
 
 /** What the first attempt came to: reading, waiting for the store, or refused for good. */
 export type StoredOutcome =

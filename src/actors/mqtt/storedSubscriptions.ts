@@ -1,8 +1,10 @@
+import type { Msg } from "@nats-io/transport-node";
 import type { Logger } from "../../log.js";
 import { MSGS_PREFIX } from "../messageStore.js";
 import type { Deliveries } from "./deliveries.js";
 import type { ClientLink } from "./link.js";
 import type { ParkedSession } from "./parkedDeliveries.js";
+import type { PullBudget } from "./pullWindow.js";
 import type { SessionDeps } from "./session.js";
 import { sessionConsumerName } from "./sessionConsumers.js";
 import type { StoredSession } from "./sessionStore.js";
@@ -70,27 +72,21 @@ export class StoredSubscriptions {
     const { sub, source, consumer } = entry;
     if (!source || !consumer || host.entries.get(sub.filter) !== entry) return undefined;
     const { stream } = source;
-    const to = this.recipient(entry);
-    const stored = StoredDelivery.start({
-      services: this.deps.services,
-      account: link.account,
-      stream,
-      name: consumer,
-      renamed: () => sessionConsumerName(link.account, link.clientId, sub.filter, host.epoch()),
-      subjects: sub.subjects.map((s) => prefixOf(source) + s),
-      maxAckPending: Math.min(link.settings.receiveMaximum, 65535),
-      inactiveMs: this.expirySec * 1000,
-      resume,
-      store: source.kind === "store" ? this.deps.messages : undefined,
-      registry: this.deps.registry,
-      onMessage: to.onMessage,
-      onConsumer: to.onConsumer,
-      budget: to.budget,
-      // Not spread: a spread reads the getter, and made a child logger for every subscription.
-      get log() {
-        return to.log;
+    const stored = StoredDelivery.start(
+      {
+        services: this.deps.services,
+        account: link.account,
+        stream,
+        name: consumer,
+        subjects: sub.subjects.map((s) => prefixOf(source) + s),
+        maxAckPending: Math.min(link.settings.receiveMaximum, 65535),
+        inactiveMs: this.expirySec * 1000,
+        resume,
+        store: source.kind === "store" ? this.deps.messages : undefined,
+        registry: this.deps.registry,
       },
-    });
+      this.recipient(entry),
+    );
     entry.stored = stored;
     const outcome = await stored.first();
     // Closed meanwhile (UNSUBSCRIBE, the same filter subscribed again, the connection ending);
@@ -154,23 +150,7 @@ export class StoredSubscriptions {
 
   /** Where a subscription's stored messages go, and who hears of its consumer. */
   private recipient(entry: SessionEntry): Recipient {
-    const { link, host } = this;
-    const { sub, source } = entry;
-    const prefix = source ? prefixOf(source) : "";
-    let log: Logger | undefined;
-    return {
-      onMessage: (m, seq, d) => this.deliveries.deliverStored(sub, prefix, m, seq, d),
-      onConsumer: (name) => {
-        if (host.entries.get(sub.filter) !== entry) return;
-        entry.consumer = name;
-        host.consumerChanged();
-      },
-      // Made when a line is written (a failure): a storm's resumes write none.
-      get log() {
-        return (log ??= link.log.child({ filter: sub.filter }));
-      },
-      budget: link.bytes,
-    };
+    return new EntryRecipient(this.link, this.host, this.deliveries, entry);
   }
 
   /**
@@ -215,3 +195,42 @@ export class StoredSubscriptions {
 }
 
 const prefixOf = (source: StoredSource) => (source.kind === "store" ? MSGS_PREFIX : "");
+
+/** Where one subscription's stored messages go: the session's deliveries; its consumer's name: the session's record. */
+class EntryRecipient implements Recipient {
+  readonly budget: PullBudget;
+  private readonly prefix: string;
+  private logger: Logger | undefined;
+
+  constructor(
+    private readonly link: ClientLink,
+    private readonly host: StoredSubscriptionsHost,
+    private readonly deliveries: Deliveries,
+    private readonly entry: SessionEntry,
+  ) {
+    this.budget = link.bytes;
+    this.prefix = entry.source ? prefixOf(entry.source) : "";
+  }
+
+  onMessage(m: Msg, seq: number, d: StoredDelivery): void {
+    this.deliveries.deliverStored(this.entry.sub, this.prefix, m, seq, d);
+  }
+
+  renamed(): string {
+    const { link, entry, host } = this;
+    return sessionConsumerName(link.account, link.clientId, entry.sub.filter, host.epoch());
+  }
+
+  onConsumer(name: string): void {
+    const { entry, host } = this;
+    if (host.entries.get(entry.sub.filter) !== entry) return;
+    entry.consumer = name;
+    host.consumerChanged();
+  }
+
+  /** Made when a line is written (a failure): a storm's resumes write none. */
+  get log(): Logger {
+    this.logger ??= this.link.log.child({ filter: this.entry.sub.filter });
+    return this.logger;
+  }
+}
