@@ -95,7 +95,7 @@ retrying with backoff (250 ms doubling to 5 s); then one live QoS 1 message to \
       );
     for (const p of ["offline", "restart"])
       row([p, "messages kept in the sessions' stream after"], (x) => x?.consumers?.messages?.[x.consumers.stream]);
-    for (const p of ["connect", "restart"]) row([p, "RSS MiB after"], (x) => x?.rssMiB, { ratio: true });
+    for (const p of PHASES) row([p, "RSS MiB after"], (x) => x?.rssMiB, { ratio: true });
     for (const p of ["connect", "storm", "offline", "storm2", "blip"])
       row([p, "server CPU s"], (x) => x?.serverCpuSeconds, { ratio: true, d: 1 });
     parts.push(`
