@@ -322,7 +322,7 @@ export async function mqttPublisher(port, clientId) {
 }
 
 /** One QoS 1 PUBLISH from a clean 3.1.1 session, resolved at its PUBACK. */
-async function publishOnce(port, topic, payload) {
+export async function publishOnce(port, topic, payload) {
   const { socket, parser } = await mqttPublisher(port, `pub-${payload}`);
   try {
     await new Promise((resolve, reject) => {
