@@ -19,11 +19,13 @@ export class Metrics {
    */
   private readonly tallyIn = new Tally();
   private readonly tallyOut = new Tally();
+  // biome-ignore lint/correctness/noUnusedPrivateClassMembers: made to register with the registry; a scrape reads it there
   private readonly messagesIn = tallied(this.tallyIn, {
     name: "mqgw_messages_in_total",
     help: "Messages received from clients, by protocol and outcome",
     registers: [this.registry],
   });
+  // biome-ignore lint/correctness/noUnusedPrivateClassMembers: made to register with the registry; a scrape reads it there
   private readonly messagesOut = tallied(this.tallyOut, {
     name: "mqgw_messages_out_total",
     help: "Messages sent to clients, by protocol and outcome",

@@ -206,7 +206,7 @@ class Run<W> {
       return;
     }
     const a = this.actors[to];
-    if (!a || a.snapshot.status !== "active") return;
+    if (a?.snapshot.status !== "active") return;
     if (this.busy.has(to)) {
       (this.mailbox.get(to) ?? this.mailbox.set(to, []).get(to)!).push(event);
       return;

@@ -8,12 +8,12 @@ import { type Socket, connect as tcpConnect } from "node:net";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import type { Sender } from "rhea";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { HEADER_ROOM } from "../../src/protocol/natsLimits.js";
 import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
 import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
 import { eventually } from "../helpers/poll.js";
 import { makeCertificates } from "../helpers/tls.js";
 import { AmqpClient, bodyText, collect, detached, rhea, send } from "./rheaClient.js";
-import { HEADER_ROOM } from "../../src/protocol/natsLimits.js";
 
 const frames = createRequire(import.meta.url)("rhea/lib/frames.js") as {
   write_frame(f: { type: number; channel: number; performative?: unknown; payload?: Buffer }): Buffer;

@@ -5,8 +5,8 @@ import type { Source } from "rhea";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type GatewayHandle, metric, startGateway } from "../helpers/gateway.js";
 import { collect as collectMqtt, connectMqtt } from "../helpers/mqttClient.js";
-import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
 import { nextMsg } from "../helpers/natsMessages.js";
+import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
 import { eventually } from "../helpers/poll.js";
 import { AmqpClient, bodyText, collect, rhea, send, sendSettled } from "./rheaClient.js";
 

@@ -3,8 +3,9 @@
 // subscription, and a delivery must match the subscription that asked for it. alice may
 // use dev.alice.> only; carol may subscribe dev.> and _INBOX.> but not dev.secret.> or
 // dev.alice.store.secret.>; dave may use everything but $MQG.>.
-import { connect, type NatsConnection } from "@nats-io/transport-node";
+
 import { AckPolicy, jetstreamManager } from "@nats-io/jetstream";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
 import type mqtt from "mqtt-packet";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AmqpClient, bodyText, collect } from "../amqp/rheaClient.js";

@@ -8,8 +8,8 @@ import type mqtt from "mqtt-packet";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
 import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
-import { freePort } from "../helpers/ports.js";
 import { eventually } from "../helpers/poll.js";
+import { freePort } from "../helpers/ports.js";
 import { RawMqtt } from "../helpers/rawMqtt.js";
 
 /** The finding's packet: topic `t`, a property block of 5 bytes whose user property claims a 16-byte key. */

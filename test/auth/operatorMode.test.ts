@@ -21,7 +21,7 @@ import { AmqpClient } from "../amqp/rheaClient.js";
 import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
 import { publishesOf } from "../helpers/inbound.js";
 import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
-import { OperatorWorld, type OperatorUser } from "../helpers/operator.js";
+import { type OperatorUser, OperatorWorld } from "../helpers/operator.js";
 import { RawMqtt } from "../helpers/rawMqtt.js";
 
 const run = promisify(execFile);

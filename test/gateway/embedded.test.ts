@@ -1,9 +1,9 @@
 import { execFileSync } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
+import { natsServerBinary } from "../helpers/natsServer.js";
 import { eventually } from "../helpers/poll.js";
 import { freePort } from "../helpers/ports.js";
-import { natsServerBinary } from "../helpers/natsServer.js";
 
 async function health(gw: GatewayHandle): Promise<{ status: number; body: Record<string, unknown> }> {
   const res = await fetch(`http://127.0.0.1:${gw.port("http")}/healthz`);

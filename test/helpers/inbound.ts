@@ -1,6 +1,6 @@
 import type mqtt from "mqtt-packet";
-import type { RawMqtt } from "./rawMqtt.js";
 import { eventually } from "./poll.js";
+import type { RawMqtt } from "./rawMqtt.js";
 
 /**
  * Every PUBLISH a raw client receives, acknowledged as a client would (QoS 1 PUBACK,

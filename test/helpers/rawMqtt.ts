@@ -1,4 +1,4 @@
-import { connect as tcpConnect, type Socket } from "node:net";
+import { type Socket, connect as tcpConnect } from "node:net";
 import mqtt, { type Packet } from "mqtt-packet";
 
 /**

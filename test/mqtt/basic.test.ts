@@ -1,6 +1,6 @@
 import { execFile, spawn } from "node:child_process";
 import { promisify } from "node:util";
-import { connect, headers as natsHeaders, type NatsConnection } from "@nats-io/transport-node";
+import { connect, type NatsConnection, headers as natsHeaders } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
 import { collect, connectMqtt } from "../helpers/mqttClient.js";

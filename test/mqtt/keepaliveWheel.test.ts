@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { KeepaliveWheel, type KeepaliveWatched } from "../../src/actors/mqtt/keepaliveWheel.js";
+import { type KeepaliveWatched, KeepaliveWheel } from "../../src/actors/mqtt/keepaliveWheel.js";
 
 /** A connection as the wheel sees it, on a clock the test moves. */
 function client(lastActivity: number, keepaliveLimitMs: number) {

@@ -1,4 +1,4 @@
-import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
+import { type JetStreamManager, jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import type mqttPacket from "mqtt-packet";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

@@ -4,8 +4,8 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { isGatewayOwn } from "../../src/protocol/deliveryGuard.js";
-import { mqttPublishToNats, type PublishContext, type Route } from "../../src/protocol/mqttToNats.js";
 import { Reason } from "../../src/protocol/mqttReasons.js";
+import { mqttPublishToNats, type PublishContext, type Route } from "../../src/protocol/mqttToNats.js";
 import { lineLimits, publishSubjectProblem, tooLong } from "../../src/protocol/natsLimits.js";
 import { parseTemplate } from "../../src/protocol/route.js";
 import { publishTopicToSubject, utf8Length } from "../../src/protocol/topic.js";

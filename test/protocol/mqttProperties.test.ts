@@ -4,10 +4,10 @@ import mqtt, { type IConnectPacket, type IPublishPacket } from "mqtt-packet";
 import { describe, expect, it } from "vitest";
 import { HEADER } from "../../src/protocol/headers.js";
 import { encodePublishFast, parsePublishFast, publishLength } from "../../src/protocol/mqttFastPath.js";
-import { parsePacket } from "../../src/vendor/mqttPacket.js";
 import { type PublishProperties, publishPropertiesLength } from "../../src/protocol/mqttProperties.js";
 import { mqttPublishToNats } from "../../src/protocol/mqttToNats.js";
 import { natsToMqttPublish } from "../../src/protocol/natsToMqtt.js";
+import { parsePacket } from "../../src/vendor/mqttPacket.js";
 
 const RUNS = { numRuns: 500 };
 

@@ -4,7 +4,6 @@ import {
   type NatsConnection,
   NoRespondersError,
   PermissionViolationError,
-  type Subscription,
   TimeoutError,
 } from "@nats-io/transport-node";
 import { readPubAck } from "../../protocol/pubAck.js";
@@ -105,7 +104,6 @@ export class StoredPublisher {
   private readonly prefix: string;
   private readonly waiting = new Map<string, Waiter>();
   private next = 0;
-  private sub: Subscription | undefined;
   /** The inbox subscription: being confirmed by a flush, or confirmed (then publishes go out at once). */
   private inbox: Promise<void> | "granted" | undefined;
   private sweeper: ReturnType<typeof setInterval> | undefined;
@@ -164,7 +162,6 @@ export class StoredPublisher {
   private confirmInbox(): Promise<void> {
     if (this.inbox instanceof Promise) return this.inbox;
     const sub = this.nc.subscribe(`${this.prefix}*`, { callback: (e, m) => (e ? this.failAll(e) : this.onReply(m)) });
-    this.sub = sub;
     const confirming = this.nc
       .flush()
       .then(() => new Promise<void>((resolve) => setImmediate(resolve)))
@@ -223,7 +220,6 @@ export class StoredPublisher {
 
   /** The inbox subscription failed (refused by NATS permissions, closed): nothing will answer. */
   private failAll(e: Error): void {
-    this.sub = undefined;
     this.inbox = undefined;
     for (const w of this.waiting.values()) w.reject(e);
     this.waiting.clear();

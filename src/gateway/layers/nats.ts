@@ -2,8 +2,8 @@
 // (docs/decisions/embedded-nats.md); the bridge every client connects through, and the
 // gateway's own connection. Released after everything that uses NATS, before the supervisor.
 import { Context, Effect, Layer } from "effect";
-import { bridgeCredentials } from "../../actors/gatewayCredentials.js";
 import { NatsBridge, type NatsLease } from "../../actors/client/natsBridge.js";
+import { bridgeCredentials } from "../../actors/gatewayCredentials.js";
 import { natsTlsOptions } from "../../actors/natsTls.js";
 import { NoAuthBridge } from "../../actors/noAuthBridge.js";
 import type { GatewayConfig } from "../../config/schema.js";
