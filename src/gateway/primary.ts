@@ -82,9 +82,11 @@ const primary = (config: GatewayConfig, count: number, log: Logger): Effect.Effe
       ["SIGHUP", () => workers.signal("SIGHUP", false)],
     ];
     for (const [sig, fn] of signals) process.on(sig, fn);
-    yield* Effect.addFinalizer(() => Effect.sync(() => {
-          for (const [sig, fn] of signals) process.off(sig, fn);
-        }));
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        for (const [sig, fn] of signals) process.off(sig, fn);
+      }),
+    );
 
     const ready = yield* Effect.exit(workers.ready);
     if (Exit.isSuccess(ready)) {

@@ -3,7 +3,14 @@
  * @nats-io/transport-node and @nats-io/jetstream 3.4.0, pinned (nats-core 3.4.0 with them);
  * test/vendor.test.ts fails when the source of the classes read here changes.
  */
-import { type Deferred, deferred, MsgImpl, NatsConnectionImpl, ProtocolHandler, RequestOne } from "@nats-io/nats-core/internal";
+import {
+  type Deferred,
+  deferred,
+  MsgImpl,
+  NatsConnectionImpl,
+  ProtocolHandler,
+  RequestOne,
+} from "@nats-io/nats-core/internal";
 import type { MsgHdrs, NatsConnection } from "@nats-io/transport-node";
 
 type SendCommand = (this: ProtocolHandler, cmd: string | Uint8Array, ...payloads: Uint8Array[]) => void;

@@ -7,7 +7,17 @@ import { newPublishId } from "../../src/actors/publishId.js";
 
 const dist = join(import.meta.dirname, "../../dist/actors/publishId.js");
 const idsOfAnotherProcess = (n: number): string[] =>
-  JSON.parse(execFileSync(process.execPath, ["--input-type=module", "-e", `import { newPublishId } from ${JSON.stringify(dist)}; console.log(JSON.stringify(Array.from({ length: ${n} }, newPublishId)))`], { encoding: "utf8" }));
+  JSON.parse(
+    execFileSync(
+      process.execPath,
+      [
+        "--input-type=module",
+        "-e",
+        `import { newPublishId } from ${JSON.stringify(dist)}; console.log(JSON.stringify(Array.from({ length: ${n} }, newPublishId)))`,
+      ],
+      { encoding: "utf8" },
+    ),
+  );
 
 describe("publish ids", () => {
   it("never repeat within a process, and are valid Nats-Msg-Id values", () => {

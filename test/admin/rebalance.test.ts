@@ -62,16 +62,32 @@ describe("admin rebalance", () => {
   });
 
   const list = async () =>
-    (await operator.request(`$MQG.admin.server.${gw.id}.list`, JSON.stringify({ account: "PLANT_A" }), { timeout: 2_000 })).json<{
+    (
+      await operator.request(`$MQG.admin.server.${gw.id}.list`, JSON.stringify({ account: "PLANT_A" }), {
+        timeout: 2_000,
+      })
+    ).json<{
       clients: Array<{ client_id: string; nats_server: string }>;
     }>().clients;
   const rebalance = async (body: object) =>
-    (await operator.request(`$MQG.admin.server.${gw.id}.rebalance`, JSON.stringify(body), { timeout: 2_000 })).json<Reply>();
+    (
+      await operator.request(`$MQG.admin.server.${gw.id}.rebalance`, JSON.stringify(body), { timeout: 2_000 })
+    ).json<Reply>();
 
   it("moves the account's connections back to a restarted server; clients stay connected and a QoS 1 subscriber loses nothing", async () => {
     // Two credential sets: two shared NATS connections (sensor-a, and anonymous = anon-a).
-    const sub = await connectMqtt(gw.port("mqtt"), { protocolVersion: 5, clientId: "rb-sub", username: "sensor-a", password: "sensor-a-pw" });
-    const pub = await connectMqtt(gw.port("mqtt"), { protocolVersion: 5, clientId: "rb-pub", username: "sensor-a", password: "sensor-a-pw" });
+    const sub = await connectMqtt(gw.port("mqtt"), {
+      protocolVersion: 5,
+      clientId: "rb-sub",
+      username: "sensor-a",
+      password: "sensor-a-pw",
+    });
+    const pub = await connectMqtt(gw.port("mqtt"), {
+      protocolVersion: 5,
+      clientId: "rb-pub",
+      username: "sensor-a",
+      password: "sensor-a-pw",
+    });
     const other = await connectMqtt(gw.port("mqtt"), { protocolVersion: 5, clientId: "rb-anon" });
     clients.push(sub, pub, other);
     let closed = 0;
@@ -81,7 +97,11 @@ describe("admin rebalance", () => {
     // Stop n2: every connection ends up on n1.
     const n2Port = n2.port;
     await n2.stop();
-    await eventually(async () => ((await list()).every((c) => c.nats_server === "n1") ? true : undefined), 10_000, "all on n1");
+    await eventually(
+      async () => ((await list()).every((c) => c.nats_server === "n1") ? true : undefined),
+      10_000,
+      "all on n1",
+    );
     n2 = await start2(n2Port);
     // n2 is back (and routed) when a connection made there sees n1's subscriptions.
     const probe = await connect({ servers: n2.url, user: "sensor-a", pass: "sensor-a-pw" });
@@ -114,7 +134,11 @@ describe("admin rebalance", () => {
     publishing = false;
     await publisher;
 
-    const seen = await eventually(() => (new Set(inbox.seen.map((s) => s.payload.toString())).size >= sent ? inbox.seen : undefined), 10_000, "every acknowledged message").catch(() => inbox.seen);
+    const seen = await eventually(
+      () => (new Set(inbox.seen.map((s) => s.payload.toString())).size >= sent ? inbox.seen : undefined),
+      10_000,
+      "every acknowledged message",
+    ).catch(() => inbox.seen);
     const got = new Set(seen.map((s) => s.payload.toString()));
     const missing = Array.from({ length: sent }, (_, i) => String(i + 1)).filter((p) => !got.has(p));
     expect(missing).toEqual([]);
@@ -128,7 +152,9 @@ describe("admin rebalance", () => {
   it("stops when the first connection does not land on the named server", async () => {
     const before = gw.logs.length;
     expect(await rebalance({ account: "PLANT_A", server: "no-such-server" })).toMatchObject({ started: true, max: 2 });
-    const end = await gw.waitForLog((l) => gw.logs.indexOf(l) >= before && (l.msg === "rebalance: stopped" || l.msg === "rebalance: done"));
+    const end = await gw.waitForLog(
+      (l) => gw.logs.indexOf(l) >= before && (l.msg === "rebalance: stopped" || l.msg === "rebalance: done"),
+    );
     expect(end).toMatchObject({ msg: "rebalance: stopped", moved: 0 });
     expect(String(end.reason)).toContain("did not land on no-such-server");
   }, 30_000);

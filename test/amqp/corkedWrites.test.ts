@@ -27,15 +27,21 @@ const nextTurn = () => new Promise<void>((r) => setImmediate(r));
 describe("corkPerTick", () => {
   it("gives each tick's writes to the socket as one batch, in order", async () => {
     await fc.assert(
-      fc.asyncProperty(fc.array(fc.array(fc.stringMatching(/^[a-z]{1,4}$/), { minLength: 1, maxLength: 6 }), { minLength: 1, maxLength: 4 }), async (ticks) => {
-        const { w, batches } = recorder();
-        corkPerTick(w as never);
-        for (const frames of ticks) {
-          for (const f of frames) w.write(f);
-          await nextTurn();
-        }
-        expect(batches).toEqual(ticks);
-      }),
+      fc.asyncProperty(
+        fc.array(fc.array(fc.stringMatching(/^[a-z]{1,4}$/), { minLength: 1, maxLength: 6 }), {
+          minLength: 1,
+          maxLength: 4,
+        }),
+        async (ticks) => {
+          const { w, batches } = recorder();
+          corkPerTick(w as never);
+          for (const frames of ticks) {
+            for (const f of frames) w.write(f);
+            await nextTurn();
+          }
+          expect(batches).toEqual(ticks);
+        },
+      ),
       { numRuns: 50 },
     );
   });

@@ -56,7 +56,15 @@ describe("jetStreamFeed", () => {
     for (let i = 0; i < 5; i++) nc.publish(`feed.${name}`, `m${i}`);
     await nc.flush();
     const s = sink();
-    const feed = jetStreamFeed({ nats: NatsSeam.of(nc), stream: "FEED", consumer: name, source: "feed.>", sink: s, expiresMs: 5_000, ackWaitMs: 30_000 });
+    const feed = jetStreamFeed({
+      nats: NatsSeam.of(nc),
+      stream: "FEED",
+      consumer: name,
+      source: "feed.>",
+      sink: s,
+      expiresMs: 5_000,
+      ackWaitMs: 30_000,
+    });
     feed.want(2);
     await eventually(() => (s.offered.length === 2 ? true : undefined), 5_000, "two offered");
     // The link holds those two now: it wants nothing more.
@@ -75,7 +83,15 @@ describe("jetStreamFeed", () => {
   it("renews a pull that ran out, so a message published later still arrives", async () => {
     const name = await consumer("renew");
     const s = sink();
-    const feed = jetStreamFeed({ nats: NatsSeam.of(nc), stream: "FEED", consumer: name, source: "feed.>", sink: s, expiresMs: 1_000, ackWaitMs: 30_000 });
+    const feed = jetStreamFeed({
+      nats: NatsSeam.of(nc),
+      stream: "FEED",
+      consumer: name,
+      source: "feed.>",
+      sink: s,
+      expiresMs: 1_000,
+      ackWaitMs: 30_000,
+    });
     feed.want(1);
     await eventually(() => (s.refills() > 0 ? true : undefined), 5_000, "the first pull expired");
     feed.want(1);
@@ -106,7 +122,15 @@ describe("jetStreamFeed", () => {
     nc.publish(`feed.${name}`, "held");
     await nc.flush();
     const s = sink();
-    const feed = jetStreamFeed({ nats: NatsSeam.of(nc), stream: "FEED", consumer: name, source: "feed.>", sink: s, expiresMs: 5_000, ackWaitMs: 30_000 });
+    const feed = jetStreamFeed({
+      nats: NatsSeam.of(nc),
+      stream: "FEED",
+      consumer: name,
+      source: "feed.>",
+      sink: s,
+      expiresMs: 5_000,
+      ackWaitMs: 30_000,
+    });
     feed.want(1);
     await eventually(() => (s.offered.length === 1 ? true : undefined), 5_000, "held");
     feed.close();

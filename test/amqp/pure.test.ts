@@ -162,8 +162,20 @@ describe("AMQP message -> NATS", () => {
     });
     expect(seen).toEqual([
       { headers: [["Mqgw-Amqp-Container-Id", "a"]], payload: "p" },
-      { headers: [["Mqgw-QoS", "1"], ["Mqgw-Amqp-Container-Id", "a"]], payload: "p" },
-      { headers: [["Mqgw-QoS", "1"], ["Mqgw-Amqp-Container-Id", "b"]], payload: "p" },
+      {
+        headers: [
+          ["Mqgw-QoS", "1"],
+          ["Mqgw-Amqp-Container-Id", "a"],
+        ],
+        payload: "p",
+      },
+      {
+        headers: [
+          ["Mqgw-QoS", "1"],
+          ["Mqgw-Amqp-Container-Id", "b"],
+        ],
+        payload: "p",
+      },
       { headers: [["Mqgw-Amqp-Container-Id", "a"]], payload: "p" },
     ]);
   });

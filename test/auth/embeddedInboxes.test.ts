@@ -57,18 +57,32 @@ describe("embedded default: the gateway's own replies never reach # or +/+", () 
 
     const pub = await RawMqtt.connected(port, 5, { clientId: "pub" });
     const qos1 = async (topic: string, payload: string, id: number, retain = false) => {
-      pub.send({ cmd: "publish", topic, payload: Buffer.from(payload), qos: 1, messageId: id, retain, dup: false } as mqtt.Packet);
+      pub.send({
+        cmd: "publish",
+        topic,
+        payload: Buffer.from(payload),
+        qos: 1,
+        messageId: id,
+        retain,
+        dup: false,
+      } as mqtt.Packet);
       expect(((await pub.next("puback")) as mqtt.IPubackPacket).reasonCode ?? 0).toBe(0);
     };
     await qos1("orders/r", "retained", 1, true);
     // A persistent QoS 1 subscriber: KV writes, a consumer, a retained read, stored deliveries.
-    const reader = await RawMqtt.connected(port, 5, { clientId: "reader", clean: false, properties: { sessionExpiryInterval: 300 } });
+    const reader = await RawMqtt.connected(port, 5, {
+      clientId: "reader",
+      clean: false,
+      properties: { sessionExpiryInterval: 300 },
+    });
     const readerGot = publishesOf(reader);
     reader.send({ cmd: "subscribe", messageId: 1, subscriptions: [{ topic: "orders/#", qos: 1 }] } as mqtt.Packet);
     expect(((await reader.next("suback")) as mqtt.ISubackPacket).granted).toEqual([1]);
     await readerGot.waitFor("orders/r");
     for (let i = 0; i < 3; i++) await qos1("orders/1", `stored-${i}`, i + 2);
-    await expect.poll(() => readerGot.payloads().filter((p) => p.startsWith("stored-")).length, { timeout: 10_000 }).toBe(3);
+    await expect
+      .poll(() => readerGot.payloads().filter((p) => p.startsWith("stored-")).length, { timeout: 10_000 })
+      .toBe(3);
     reader.end();
 
     nc.publish("m.marker", "m");

@@ -22,11 +22,19 @@ import { RawMqtt } from "../helpers/rawMqtt.js";
 
 const run = promisify(execFile);
 const bin = join(import.meta.dirname, "../../bin/mq-gateway.js");
-const SECRETS = { MQG_ADMIN_PASSWORD: "admin-pw", MQG_OPERATOR_PASSWORD: "operator-pw", MQG_A_PASSWORD: "gw-a-pw", MQG_B_PASSWORD: "gw-b-pw" };
+const SECRETS = {
+  MQG_ADMIN_PASSWORD: "admin-pw",
+  MQG_OPERATOR_PASSWORD: "operator-pw",
+  MQG_A_PASSWORD: "gw-a-pw",
+  MQG_B_PASSWORD: "gw-b-pw",
+};
 const CONFIG = {
   id: "gw-gen",
   admin: { user: "mqg-admin", password: "env:MQG_ADMIN_PASSWORD" },
-  gateway_users: { A: { user: "mqg-a", password: "env:MQG_A_PASSWORD" }, B: { user: "mqg-b", password: "env:MQG_B_PASSWORD" } },
+  gateway_users: {
+    A: { user: "mqg-a", password: "env:MQG_A_PASSWORD" },
+    B: { user: "mqg-b", password: "env:MQG_B_PASSWORD" },
+  },
   routing: [
     { username: "a-*", account: "A" },
     { username: "b-*", account: "B" },
@@ -41,13 +49,20 @@ const PLACEHOLDER = `# { user: "sensor-7", password: "..." }`;
 const ACCOUNTS = ["A", "B"] as const;
 type Account = (typeof ACCOUNTS)[number];
 const user = (x: Account) => `${x.toLowerCase()}-user`;
-const login = (x: Account, clientId: string, extra: Partial<mqtt.IConnectPacket> = {}) => ({ clientId, username: user(x), password: Buffer.from(`${user(x)}-pw`), ...extra });
+const login = (x: Account, clientId: string, extra: Partial<mqtt.IConnectPacket> = {}) => ({
+  clientId,
+  username: user(x),
+  password: Buffer.from(`${user(x)}-pw`),
+  ...extra,
+});
 const other = (x: Account): Account => (x === "A" ? "B" : "A");
 
 async function generated(): Promise<string> {
   const file = join(mkdtempSync(join(tmpdir(), "mqgw-gen-")), "gateway.yaml");
   writeFileSync(file, stringify(CONFIG));
-  const { stdout } = await run(process.execPath, [bin, "generate", "--format", "nats-server", "--config", file], { env: { ...process.env, ...SECRETS } });
+  const { stdout } = await run(process.execPath, [bin, "generate", "--format", "nats-server", "--config", file], {
+    env: { ...process.env, ...SECRETS },
+  });
   // The client users where the text says they go, one per account, and a system account for $SYS.REQ.USER.INFO.
   let text = stdout;
   for (const x of ACCOUNTS) {
@@ -59,7 +74,15 @@ async function generated(): Promise<string> {
 }
 
 async function qos1(c: RawMqtt, topic: string, payload: string, id: number, retain = false): Promise<number> {
-  c.send({ cmd: "publish", topic, payload: Buffer.from(payload), qos: 1, messageId: id, retain, dup: false } as mqtt.Packet);
+  c.send({
+    cmd: "publish",
+    topic,
+    payload: Buffer.from(payload),
+    qos: 1,
+    messageId: id,
+    retain,
+    dup: false,
+  } as mqtt.Packet);
   return ((await c.next("puback")) as mqtt.IPubackPacket).reasonCode ?? 0;
 }
 async function subscribe(c: RawMqtt, topic: string, qos: 0 | 1): Promise<number[]> {
@@ -88,10 +111,18 @@ describe("the gateway on generated permissions: two client accounts and the admi
       conns.push(nc);
       const jsm = await jetstreamManager(nc);
       await jsm.streams.add({ name: "ORDERS", subjects: ["orders.>"] });
-      await jsm.consumers.add("ORDERS", { durable_name: "q", ack_policy: AckPolicy.Explicit, filter_subject: "orders.>" });
+      await jsm.consumers.add("ORDERS", {
+        durable_name: "q",
+        ack_policy: AckPolicy.Explicit,
+        filter_subject: "orders.>",
+      });
     }
     operator = await connect({ servers: nats.url, user: "mqg-operator", pass: SECRETS.MQG_OPERATOR_PASSWORD });
-    gw = await startGateway({ nats: nats.url, config: { ...CONFIG, log: { level: process.env.DEBUG_LOGS ? "debug" : "info", format: "json" } }, env: SECRETS });
+    gw = await startGateway({
+      nats: nats.url,
+      config: { ...CONFIG, log: { level: process.env.DEBUG_LOGS ? "debug" : "info", format: "json" } },
+      env: SECRETS,
+    });
     await gw.waitForLog((l) => l.msg === "admin connection serving the admin subjects");
     for (const x of ACCOUNTS) {
       const c = await RawMqtt.connected(gw.port("mqtt"), 5, login(x, `${x}-watcher`));
@@ -103,7 +134,13 @@ describe("the gateway on generated permissions: two client accounts and the admi
     }
   });
   afterAll(async () => {
-    if (process.env.DEBUG_LOGS) console.log(gw?.logs.filter((l) => (l.level as number) >= Number(process.env.DEBUG_LOGS)).map((l) => JSON.stringify(l).slice(0, 500)).join("\n"));
+    if (process.env.DEBUG_LOGS)
+      console.log(
+        gw?.logs
+          .filter((l) => (l.level as number) >= Number(process.env.DEBUG_LOGS))
+          .map((l) => JSON.stringify(l).slice(0, 500))
+          .join("\n"),
+      );
     for (const c of watcherConns) c.end();
     await operator?.close();
     for (const nc of conns) await nc.close();
@@ -114,7 +151,11 @@ describe("the gateway on generated permissions: two client accounts and the admi
   for (const x of ACCOUNTS) {
     describe(`account ${x}`, () => {
       it("a persistent QoS 1 subscriber on a stored subject gets what was published while it was away", async () => {
-        const sub = await RawMqtt.connected(gw.port("mqtt"), 5, login(x, `${x}-sub`, { clean: false, properties: { sessionExpiryInterval: 300 } }));
+        const sub = await RawMqtt.connected(
+          gw.port("mqtt"),
+          5,
+          login(x, `${x}-sub`, { clean: false, properties: { sessionExpiryInterval: 300 } }),
+        );
         // orders/+ (orders.*) lies inside the stream; orders/# would add the unstored parent `orders`.
         expect(await subscribe(sub, "orders/+", 1)).toEqual([1]);
         sub.end();
@@ -124,9 +165,26 @@ describe("the gateway on generated permissions: two client accounts and the admi
         pub.end();
         const back = await RawMqtt.open(gw.port("mqtt"), 5);
         const got = publishesOf(back);
-        back.send({ cmd: "connect", protocolId: "MQTT", protocolVersion: 5, clean: false, keepalive: 60, properties: { sessionExpiryInterval: 300 }, ...login(x, `${x}-sub`) } as mqtt.Packet);
+        back.send({
+          cmd: "connect",
+          protocolId: "MQTT",
+          protocolVersion: 5,
+          clean: false,
+          keepalive: 60,
+          properties: { sessionExpiryInterval: 300 },
+          ...login(x, `${x}-sub`),
+        } as mqtt.Packet);
         expect(((await back.next("connack")) as mqtt.IConnackPacket).sessionPresent).toBe(true);
-        await expect.poll(() => got.payloads().filter((p) => p.startsWith(`${x}-offline`)).sort(), { timeout: 10_000 }).toEqual([0, 1, 2].map((i) => `${x}-offline-${i}`));
+        await expect
+          .poll(
+            () =>
+              got
+                .payloads()
+                .filter((p) => p.startsWith(`${x}-offline`))
+                .sort(),
+            { timeout: 10_000 },
+          )
+          .toEqual([0, 1, 2].map((i) => `${x}-offline-${i}`));
         expect(got.got.every((p) => p.qos === 1)).toBe(true);
         back.end();
       });
@@ -144,7 +202,13 @@ describe("the gateway on generated permissions: two client accounts and the admi
       });
 
       it("a will reaches its account", async () => {
-        const w = await RawMqtt.connected(gw.port("mqtt"), 5, login(x, `${x}-will`, { will: { topic: "wills/x", payload: Buffer.from(`${x}-will`), qos: 1, retain: false } } as Partial<mqtt.IConnectPacket>));
+        const w = await RawMqtt.connected(
+          gw.port("mqtt"),
+          5,
+          login(x, `${x}-will`, {
+            will: { topic: "wills/x", payload: Buffer.from(`${x}-will`), qos: 1, retain: false },
+          } as Partial<mqtt.IConnectPacket>),
+        );
         w.end();
         await watchers.get(x)!.waitFor("wills/x");
       });
@@ -158,10 +222,14 @@ describe("the gateway on generated permissions: two client accounts and the admi
       });
 
       it("admin requests on the account scope see this account's clients alone", async () => {
-        const list = (await operator.request(`$MQG.admin.account.${x}.list`, "", { timeout: 5_000 })).json<{ clients: Array<{ account: string; client_id: string }> }>();
+        const list = (await operator.request(`$MQG.admin.account.${x}.list`, "", { timeout: 5_000 })).json<{
+          clients: Array<{ account: string; client_id: string }>;
+        }>();
         expect(list.clients.length).toBeGreaterThan(0);
         expect(new Set(list.clients.map((c) => c.account))).toEqual(new Set([x]));
-        const info = (await operator.request(`$MQG.admin.account.${x}.info`, "", { timeout: 5_000 })).json<{ accounts: Record<string, unknown> }>();
+        const info = (await operator.request(`$MQG.admin.account.${x}.info`, "", { timeout: 5_000 })).json<{
+          accounts: Record<string, unknown>;
+        }>();
         expect(Object.keys(info.accounts)).toEqual([x]);
       });
     });
@@ -175,7 +243,9 @@ describe("the gateway on generated permissions: two client accounts and the admi
       expect(seen).toContain(`${x}-will`);
       expect(seen).toContain(`${x}-offline-0`);
     }
-    const trouble = gw.logs.filter((l) => /Permissions Violation|binding skipped|stored delivery unavailable|could not/i.test(JSON.stringify(l)));
+    const trouble = gw.logs.filter((l) =>
+      /Permissions Violation|binding skipped|stored delivery unavailable|could not/i.test(JSON.stringify(l)),
+    );
     expect(trouble).toEqual([]);
   });
 });

@@ -19,7 +19,17 @@ const value = fc.oneof(
   fc.constant("é".repeat(33_000)),
 );
 const key = fc.oneof(
-  fc.constantFrom("Mqgw-Prop-x", "Mqgw-Prop-%FF", "Mqgw-Prop-a%00", "Mqgw-Content-Type", "Mqgw-Correlation-Id", "Mqgw-Reply-To", "Mqgw-QoS", "Mqgw-Mqtt-Props-Order", "Trace-Id"),
+  fc.constantFrom(
+    "Mqgw-Prop-x",
+    "Mqgw-Prop-%FF",
+    "Mqgw-Prop-a%00",
+    "Mqgw-Content-Type",
+    "Mqgw-Correlation-Id",
+    "Mqgw-Reply-To",
+    "Mqgw-QoS",
+    "Mqgw-Mqtt-Props-Order",
+    "Trace-Id",
+  ),
   fc.stringMatching(/^[A-Za-z0-9-]{1,12}$/).map((k) => `Mqgw-Prop-${k}`),
   fc.constant(`Mqgw-Prop-${"k".repeat(66_000)}`),
 );
@@ -32,7 +42,10 @@ describe("header fuzz: NATS -> MQTT 5 (mqtt.js)", () => {
 
   beforeAll(async () => {
     nats = await startNatsServer({ config: "max_payload: 8MB" });
-    gw = await startGateway({ nats: nats.url, config: { mqtt: { listen: "127.0.0.1:0", max_packet_size: "8MiB" }, log: { level: "info", format: "json" } } });
+    gw = await startGateway({
+      nats: nats.url,
+      config: { mqtt: { listen: "127.0.0.1:0", max_packet_size: "8MiB" }, log: { level: "info", format: "json" } },
+    });
     nc = await connect({ servers: nats.url });
   });
   afterAll(async () => {
@@ -52,7 +65,11 @@ describe("header fuzz: NATS -> MQTT 5 (mqtt.js)", () => {
 
     const maps = fc.sample(headerMaps, { numRuns: 200, seed: 13 });
     // Each payload is a whole MQTT PUBLISH on another topic: what a desynchronised stream would read as a packet.
-    const forged = (i: number) => mqttPacket.generate({ cmd: "publish", topic: "forged/x", payload: Buffer.from(`forged ${i}`), qos: 0, retain: false, dup: false }, { protocolVersion: 5 });
+    const forged = (i: number) =>
+      mqttPacket.generate(
+        { cmd: "publish", topic: "forged/x", payload: Buffer.from(`forged ${i}`), qos: 0, retain: false, dup: false },
+        { protocolVersion: 5 },
+      );
     for (const [i, map] of maps.entries()) {
       const h = headers();
       for (const [k, v] of map) h.append(k, v);

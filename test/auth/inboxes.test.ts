@@ -43,7 +43,15 @@ system_account: SYS
 const login = (user: string) => ({ username: user, password: Buffer.from(user) });
 
 async function qos1(c: RawMqtt, topic: string, payload: string, retain = false, id = 1): Promise<number> {
-  c.send({ cmd: "publish", topic, payload: Buffer.from(payload), qos: 1, messageId: id, retain, dup: false } as mqtt.Packet);
+  c.send({
+    cmd: "publish",
+    topic,
+    payload: Buffer.from(payload),
+    qos: 1,
+    messageId: id,
+    retain,
+    dup: false,
+  } as mqtt.Packet);
   return ((await c.next("puback")) as mqtt.IPubackPacket).reasonCode ?? 0;
 }
 
@@ -62,7 +70,11 @@ describe("the gateway's own inbox traffic never reaches client subscriptions (ac
     ops = await connect({ servers: nats.url, user: "ops", pass: "ops" });
     const jsm = await jetstreamManager(ops);
     await jsm.streams.add({ name: "DEV", subjects: ["dev.>"] });
-    await jsm.consumers.add("DEV", { durable_name: "aq", ack_policy: AckPolicy.Explicit, filter_subject: "dev.alice.store.>" });
+    await jsm.consumers.add("DEV", {
+      durable_name: "aq",
+      ack_policy: AckPolicy.Explicit,
+      filter_subject: "dev.alice.store.>",
+    });
     gw = await startGateway({
       nats: nats.url,
       config: {
@@ -83,7 +95,12 @@ describe("the gateway's own inbox traffic never reaches client subscriptions (ac
     const port = gw.port("mqtt");
     const carol = await RawMqtt.connected(port, 5, { ...login("carol"), clientId: "carol" });
     const carolGot = publishesOf(carol);
-    expect(await subscribe(carol, [{ topic: "_INBOX/#", qos: 0 }, { topic: "dev/#", qos: 0 }])).toEqual([0, 0]);
+    expect(
+      await subscribe(carol, [
+        { topic: "_INBOX/#", qos: 0 },
+        { topic: "dev/#", qos: 0 },
+      ]),
+    ).toEqual([0, 0]);
     const dave = await RawMqtt.connected(port, 5, { ...login("dave"), clientId: "dave" });
     const daveGot = publishesOf(dave);
     expect(await subscribe(dave, [{ topic: "#", qos: 0 }])).toEqual([0]);
@@ -109,10 +126,13 @@ describe("the gateway's own inbox traffic never reaches client subscriptions (ac
     const aliceGot = publishesOf(alice);
     expect(await subscribe(alice, [{ topic: "dev/alice/store/secret/#", qos: 1 }])).toEqual([1]);
     await aliceGot.waitFor("dev/alice/store/secret/r");
-    for (let i = 0; i < 3; i++) expect(await qos1(alicePub, "dev/alice/store/secret/1", `TOPSECRET-${i}`, false, i + 2)).toBe(0);
+    for (let i = 0; i < 3; i++)
+      expect(await qos1(alicePub, "dev/alice/store/secret/1", `TOPSECRET-${i}`, false, i + 2)).toBe(0);
     for (let i = 0; i < 3; i++) {
       const want = `TOPSECRET-${i}`;
-      await expect.poll(() => aliceGot.got.filter((p) => p.qos === 1 && String(p.payload) === want).length, { timeout: 10_000 }).toBe(1);
+      await expect
+        .poll(() => aliceGot.got.filter((p) => p.qos === 1 && String(p.payload) === want).length, { timeout: 10_000 })
+        .toBe(1);
     }
     alice.end();
     alicePub.end();
@@ -124,19 +144,36 @@ describe("the gateway's own inbox traffic never reaches client subscriptions (ac
     await carolGot.waitFor("dev/public/marker");
     await daveGot.waitFor("dev/public/marker");
     await expect.poll(() => carolRx.seen.some((r) => r.message.to === "_INBOX.marker"), { timeout: 10_000 }).toBe(true);
-    await expect.poll(() => daveRx.seen.some((r) => r.message.to === "dev.public.marker"), { timeout: 10_000 }).toBe(true);
-    expect((await queueRx.take(4)).map((r) => bodyText(r.message)).sort()).toEqual(["RETAINED-SECRET", "TOPSECRET-0", "TOPSECRET-1", "TOPSECRET-2"]);
+    await expect
+      .poll(() => daveRx.seen.some((r) => r.message.to === "dev.public.marker"), { timeout: 10_000 })
+      .toBe(true);
+    expect((await queueRx.take(4)).map((r) => bodyText(r.message)).sort()).toEqual([
+      "RETAINED-SECRET",
+      "TOPSECRET-0",
+      "TOPSECRET-1",
+      "TOPSECRET-2",
+    ]);
 
     expect(carolGot.topics().sort()).toEqual(["_INBOX/marker", "dev/public/marker"]);
     const daveTopics = daveGot.topics();
     expect(daveTopics.filter((t) => t.startsWith("$") || t.startsWith("_INBOX"))).toEqual(["_INBOX/marker"]);
     // The live core copy of each stored publish, once; no second copy from the gateway's pulls.
-    expect(daveGot.payloads().filter((p) => p.startsWith("TOPSECRET")).sort()).toEqual(["TOPSECRET-0", "TOPSECRET-1", "TOPSECRET-2"]);
+    expect(
+      daveGot
+        .payloads()
+        .filter((p) => p.startsWith("TOPSECRET"))
+        .sort(),
+    ).toEqual(["TOPSECRET-0", "TOPSECRET-1", "TOPSECRET-2"]);
     expect(daveGot.payloads().filter((p) => p === "RETAINED-SECRET")).toHaveLength(1);
     expect(carolRx.seen.map((r) => r.message.to)).toEqual(["_INBOX.marker"]);
     const daveSubjects = daveRx.seen.map((r) => String(r.message.to));
     expect(daveSubjects.filter((t) => t.startsWith("$MQG") || t.startsWith("_INBOX"))).toEqual(["_INBOX.marker"]);
-    expect(daveRx.seen.map((r) => bodyText(r.message)).filter((b) => b.startsWith("TOPSECRET")).sort()).toEqual(["TOPSECRET-0", "TOPSECRET-1", "TOPSECRET-2"]);
+    expect(
+      daveRx.seen
+        .map((r) => bodyText(r.message))
+        .filter((b) => b.startsWith("TOPSECRET"))
+        .sort(),
+    ).toEqual(["TOPSECRET-0", "TOPSECRET-1", "TOPSECRET-2"]);
     carol.end();
     dave.end();
     await carolAmqp.close();

@@ -36,7 +36,11 @@ describe("liveness asks are scoped to the account that carried them", () => {
     });
     a = await connect({ servers: nats.url, user: "a1", pass: "a1" });
     // Each account's liveness actor subscribes once its gateway user is connected.
-    await eventually(() => a.request(`$MQG.alive.${gw.id}`, "", { timeout: 500 }).then(() => true), 10_000, "liveness in A");
+    await eventually(
+      () => a.request(`$MQG.alive.${gw.id}`, "", { timeout: 500 }).then(() => true),
+      10_000,
+      "liveness in A",
+    );
   });
   afterAll(async () => {
     await a?.close();
@@ -45,8 +49,16 @@ describe("liveness asks are scoped to the account that carried them", () => {
   });
 
   it("an ask in account A naming account B's client takes nothing over; the same ask in B does", async () => {
-    const victim = await RawMqtt.connected(gw.port("mqtt"), 5, { clientId: "victim", username: "b1", password: Buffer.from("b1") });
-    const reply = await a.request(`$MQG.alive.${gw.id}`, JSON.stringify({ takeover: { account: "B", client_id: "victim" } }), { timeout: 5_000 });
+    const victim = await RawMqtt.connected(gw.port("mqtt"), 5, {
+      clientId: "victim",
+      username: "b1",
+      password: Buffer.from("b1"),
+    });
+    const reply = await a.request(
+      `$MQG.alive.${gw.id}`,
+      JSON.stringify({ takeover: { account: "B", client_id: "victim" } }),
+      { timeout: 5_000 },
+    );
     expect(reply.json()).toMatchObject({ alive: true, taken_over: 0 });
     victim.send({ cmd: "pingreq" } as mqtt.Packet);
     await victim.next("pingresp");
@@ -54,8 +66,16 @@ describe("liveness asks are scoped to the account that carried them", () => {
 
     // The gateway that owns a session asks in the session's account: that still works.
     const b = await connect({ servers: nats.url, user: "b1", pass: "b1" });
-    await eventually(() => b.request(`$MQG.alive.${gw.id}`, "", { timeout: 500 }).then(() => true), 10_000, "liveness in B");
-    const inB = await b.request(`$MQG.alive.${gw.id}`, JSON.stringify({ takeover: { account: "A", client_id: "victim" } }), { timeout: 5_000 });
+    await eventually(
+      () => b.request(`$MQG.alive.${gw.id}`, "", { timeout: 500 }).then(() => true),
+      10_000,
+      "liveness in B",
+    );
+    const inB = await b.request(
+      `$MQG.alive.${gw.id}`,
+      JSON.stringify({ takeover: { account: "A", client_id: "victim" } }),
+      { timeout: 5_000 },
+    );
     expect(inB.json()).toMatchObject({ alive: true, taken_over: 1 });
     expect(((await victim.next("disconnect")) as mqtt.IDisconnectPacket).reasonCode).toBe(0x8e);
     await b.close();

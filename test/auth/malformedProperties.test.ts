@@ -15,7 +15,12 @@ import { RawMqtt } from "../helpers/rawMqtt.js";
 /** The finding's packet: topic `t`, a property block of 5 bytes whose user property claims a 16-byte key. */
 function malformed(): Buffer {
   const props = Buffer.from([0x26, 0x00, 0x10, 0x61, 0x62]);
-  const body = Buffer.concat([Buffer.from([0, 1, 0x74]), Buffer.from([props.length]), props, Buffer.from("hello world payload here")]);
+  const body = Buffer.concat([
+    Buffer.from([0, 1, 0x74]),
+    Buffer.from([props.length]),
+    props,
+    Buffer.from("hello world payload here"),
+  ]);
   return Buffer.concat([Buffer.from([0x30, body.length]), body]);
 }
 
@@ -66,7 +71,16 @@ describe("a user property running past its property block (MQTT 5: malformed)", 
     expect(await answer(gw.port("mqtt"))).toEqual(reference);
     // A well-formed publish after it arrives; the malformed one never did.
     const ok = await RawMqtt.connected(gw.port("mqtt"), 5);
-    ok.send({ cmd: "publish", topic: "t", payload: Buffer.from("after"), qos: 1, messageId: 1, retain: false, dup: false, properties: { userProperties: { ab: "x" } } } as mqtt.Packet);
+    ok.send({
+      cmd: "publish",
+      topic: "t",
+      payload: Buffer.from("after"),
+      qos: 1,
+      messageId: 1,
+      retain: false,
+      dup: false,
+      properties: { userProperties: { ab: "x" } },
+    } as mqtt.Packet);
     await ok.next("puback");
     await eventually(() => (seen.includes("after") ? true : undefined), 5_000, "the good publish");
     expect(seen).toEqual(["after"]);

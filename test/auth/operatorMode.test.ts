@@ -31,7 +31,8 @@ const bin = join(import.meta.dirname, "../../bin/mq-gateway.js");
 function nscPermissions(text: string, credsFile: string): Partial<User> {
   const at = text.indexOf(`It logs in with ${credsFile} `);
   const line = text.slice(at).split("\n")[1] ?? "";
-  const flag = (name: string) => [...line.matchAll(new RegExp(`--${name} "([^"]*)"`, "g"))].flatMap((m) => m[1]!.split(","));
+  const flag = (name: string) =>
+    [...line.matchAll(new RegExp(`--${name} "([^"]*)"`, "g"))].flatMap((m) => m[1]!.split(","));
   return {
     pub: { allow: flag("allow-pub") },
     sub: { allow: flag("allow-sub") },
@@ -42,8 +43,12 @@ function nscPermissions(text: string, credsFile: string): Partial<User> {
 /** The client permissions generate prints (MQG_CLIENT_PERMISSIONS), as JWT permissions. */
 function clientPermissions(text: string): Partial<User> {
   const block = text.slice(text.indexOf("MQG_CLIENT_PERMISSIONS = {"));
-  const list = (direction: string, which: string) => JSON.parse(new RegExp(`${direction}: \\{[^}]*${which}: (\\[[^\\]]*\\])`).exec(block)![1]!) as string[];
-  return { pub: { allow: list("publish", "allow"), deny: list("publish", "deny") }, sub: { allow: list("subscribe", "allow"), deny: list("subscribe", "deny") } };
+  const list = (direction: string, which: string) =>
+    JSON.parse(new RegExp(`${direction}: \\{[^}]*${which}: (\\[[^\\]]*\\])`).exec(block)![1]!) as string[];
+  return {
+    pub: { allow: list("publish", "allow"), deny: list("publish", "deny") },
+    sub: { allow: list("subscribe", "allow"), deny: list("subscribe", "deny") },
+  };
 }
 
 describe("operator mode end to end", () => {
@@ -83,11 +88,19 @@ describe("operator mode end to end", () => {
     await regrant("B", "mqg-b", gwB);
     await regrant("ADM", "mqg-admin", admin);
     const perms = clientPermissions(stdout);
-    for (const [account, name] of [["A", "a-1"], ["A", "a-2"], ["B", "b-1"], ["B", "b-2"]] as const) {
+    for (const [account, name] of [
+      ["A", "a-1"],
+      ["A", "a-2"],
+      ["B", "b-1"],
+      ["B", "b-2"],
+    ] as const) {
       clients.set(name, await world.user(account, name, { ...perms, bearer_token: true }));
     }
     // An operator in the admin account, with generate's operator permissions.
-    const op = await world.user("ADM", "mqg-operator", { pub: { allow: ["$MQG.admin.>"] }, sub: { allow: ["_INBOX.>"] } });
+    const op = await world.user("ADM", "mqg-operator", {
+      pub: { allow: ["$MQG.admin.>"] },
+      sub: { allow: ["_INBOX.>"] },
+    });
 
     nats = await startNatsServer({ config: world.serverConfig() });
     sys = await world.systemConnection(nats.url);
@@ -105,21 +118,46 @@ describe("operator mode end to end", () => {
     await nats?.stop();
   });
 
-  const login = (name: string, extra: Partial<mqtt.IConnectPacket> = {}) => ({ clientId: name, username: name, password: Buffer.from(clients.get(name)!.jwt), ...extra });
+  const login = (name: string, extra: Partial<mqtt.IConnectPacket> = {}) => ({
+    clientId: name,
+    username: name,
+    password: Buffer.from(clients.get(name)!.jwt),
+    ...extra,
+  });
 
   it("a client logs in with its bearer JWT; a persistent QoS 1 subscriber in account A (by public key) gets what it missed", async () => {
-    const sub = await RawMqtt.connected(gw.port("mqtt"), 5, login("a-2", { clean: false, properties: { sessionExpiryInterval: 300 } }));
+    const sub = await RawMqtt.connected(
+      gw.port("mqtt"),
+      5,
+      login("a-2", { clean: false, properties: { sessionExpiryInterval: 300 } }),
+    );
     sub.send({ cmd: "subscribe", messageId: 1, subscriptions: [{ topic: "orders/+", qos: 1 }] } as mqtt.Packet);
     expect(((await sub.next("suback")) as mqtt.ISubackPacket).granted).toEqual([1]);
     sub.end();
     await sub.waitClosed();
     const pub = await RawMqtt.connected(gw.port("mqtt"), 5, login("a-1"));
-    pub.send({ cmd: "publish", topic: "orders/1", payload: Buffer.from("missed"), qos: 1, messageId: 1, retain: false, dup: false } as mqtt.Packet);
+    pub.send({
+      cmd: "publish",
+      topic: "orders/1",
+      payload: Buffer.from("missed"),
+      qos: 1,
+      messageId: 1,
+      retain: false,
+      dup: false,
+    } as mqtt.Packet);
     expect(((await pub.next("puback")) as mqtt.IPubackPacket).reasonCode ?? 0).toBe(0);
     pub.end();
     const back = await RawMqtt.open(gw.port("mqtt"), 5);
     const got = publishesOf(back);
-    back.send({ cmd: "connect", protocolId: "MQTT", protocolVersion: 5, clean: false, keepalive: 60, properties: { sessionExpiryInterval: 300 }, ...login("a-2") } as mqtt.Packet);
+    back.send({
+      cmd: "connect",
+      protocolId: "MQTT",
+      protocolVersion: 5,
+      clean: false,
+      keepalive: 60,
+      properties: { sessionExpiryInterval: 300 },
+      ...login("a-2"),
+    } as mqtt.Packet);
     expect(((await back.next("connack")) as mqtt.IConnackPacket).sessionPresent).toBe(true);
     await got.waitFor("orders/1");
     back.end();
@@ -128,11 +166,17 @@ describe("operator mode end to end", () => {
   it("admin subjects name accounts by public key; routing by public key puts b-1 in B", async () => {
     const b = await RawMqtt.connected(gw.port("mqtt"), 5, login("b-1"));
     const a = await RawMqtt.connected(gw.port("mqtt"), 5, login("a-1"));
-    const listA = (await operator.request(`$MQG.admin.account.${A}.list`, "", { timeout: 5_000 })).json<{ clients: Array<{ account: string; client_id: string }> }>();
+    const listA = (await operator.request(`$MQG.admin.account.${A}.list`, "", { timeout: 5_000 })).json<{
+      clients: Array<{ account: string; client_id: string }>;
+    }>();
     expect(listA.clients.map((c) => [c.account, c.client_id])).toEqual([[A, "a-1"]]);
-    const listB = (await operator.request(`$MQG.admin.account.${B}.list`, "", { timeout: 5_000 })).json<{ clients: Array<{ account: string; client_id: string }> }>();
+    const listB = (await operator.request(`$MQG.admin.account.${B}.list`, "", { timeout: 5_000 })).json<{
+      clients: Array<{ account: string; client_id: string }>;
+    }>();
     expect(listB.clients.map((c) => [c.account, c.client_id])).toEqual([[B, "b-1"]]);
-    const info = (await operator.request("$MQG.admin.ping.info", "", { timeout: 5_000 })).json<{ accounts: Record<string, unknown> }>();
+    const info = (await operator.request("$MQG.admin.ping.info", "", { timeout: 5_000 })).json<{
+      accounts: Record<string, unknown>;
+    }>();
     expect(Object.keys(info.accounts).sort()).toEqual([A, B].sort());
     a.end();
     b.end();
@@ -149,7 +193,14 @@ describe("operator mode end to end", () => {
     expect(((await m.next("disconnect", 10_000)) as mqtt.IDisconnectPacket).reasonCode).toBe(0x87);
     expect(await amqpClosed).toMatchObject({ condition: "amqp:unauthorized-access" });
     const again = await RawMqtt.open(gw.port("mqtt"), 5);
-    again.send({ cmd: "connect", protocolId: "MQTT", protocolVersion: 5, clean: true, keepalive: 60, ...login("a-1") } as mqtt.Packet);
+    again.send({
+      cmd: "connect",
+      protocolId: "MQTT",
+      protocolVersion: 5,
+      clean: true,
+      keepalive: 60,
+      ...login("a-1"),
+    } as mqtt.Packet);
     expect([0x86, 0x87]).toContain(((await again.next("connack")) as mqtt.IConnackPacket).reasonCode);
     // Another user of the account is not affected.
     other.send({ cmd: "pingreq" } as mqtt.Packet);
@@ -168,6 +219,10 @@ describe("operator mode end to end", () => {
   });
 
   it("the gateway met no refusal on generate's permissions", () => {
-    expect(gw.logs.filter((l) => /Permissions Violation|binding skipped|stored delivery unavailable|could not/i.test(JSON.stringify(l)))).toEqual([]);
+    expect(
+      gw.logs.filter((l) =>
+        /Permissions Violation|binding skipped|stored delivery unavailable|could not/i.test(JSON.stringify(l)),
+      ),
+    ).toEqual([]);
   });
 });

@@ -24,8 +24,18 @@ authorization { users: [
 `;
 const BOB_BEFORE = `{ publish: ["orders.>", "$JS.API.>", "_INBOX.>"], subscribe: ["orders.>", "secret.>", "_INBOX.>"] }`;
 const BOB_AFTER = `{ publish: ["$JS.API.>", "_INBOX.>"], subscribe: ["orders.>", "_INBOX.>"] }`;
-const alice = (clientId: string, extra: Partial<mqtt.IConnectPacket> = {}) => ({ clientId, username: "alice", password: Buffer.from("alice"), ...extra });
-const bob = (clientId: string, extra: Partial<mqtt.IConnectPacket> = {}) => ({ clientId, username: "bob", password: Buffer.from("bob"), ...extra });
+const alice = (clientId: string, extra: Partial<mqtt.IConnectPacket> = {}) => ({
+  clientId,
+  username: "alice",
+  password: Buffer.from("alice"),
+  ...extra,
+});
+const bob = (clientId: string, extra: Partial<mqtt.IConnectPacket> = {}) => ({
+  clientId,
+  username: "bob",
+  password: Buffer.from("bob"),
+  ...extra,
+});
 
 describe("revocation by nats-server config reload", () => {
   let nats: NatsServerHandle;
@@ -40,7 +50,12 @@ describe("revocation by nats-server config reload", () => {
     await (await jetstreamManager(ops)).streams.add({ name: "SECRET", subjects: ["secret.>"] });
     gw = await startGateway({
       nats: nats.url,
-      config: { gateway_users: { APP: { user: "gw", password: "gw" } }, routing: [{ username: "*", account: "APP" }], bindings: [{ stream: "SECRET", account: "APP" }], log: { level: "info", format: "json" } },
+      config: {
+        gateway_users: { APP: { user: "gw", password: "gw" } },
+        routing: [{ username: "*", account: "APP" }],
+        bindings: [{ stream: "SECRET", account: "APP" }],
+        log: { level: "info", format: "json" },
+      },
     });
   });
   afterAll(async () => {
@@ -50,9 +65,20 @@ describe("revocation by nats-server config reload", () => {
   });
 
   it("permissions shrink: bob's QoS 1 stored subscription and his AMQP receiver stop at once; his publish is refused 0x87", async () => {
-    const b = await RawMqtt.connected(gw.port("mqtt"), 5, bob("bob-sub", { clean: false, properties: { sessionExpiryInterval: 300 } }));
+    const b = await RawMqtt.connected(
+      gw.port("mqtt"),
+      5,
+      bob("bob-sub", { clean: false, properties: { sessionExpiryInterval: 300 } }),
+    );
     const got = publishesOf(b);
-    b.send({ cmd: "subscribe", messageId: 1, subscriptions: [{ topic: "secret/x", qos: 1 }, { topic: "orders/x", qos: 0 }] } as mqtt.Packet);
+    b.send({
+      cmd: "subscribe",
+      messageId: 1,
+      subscriptions: [
+        { topic: "secret/x", qos: 1 },
+        { topic: "orders/x", qos: 0 },
+      ],
+    } as mqtt.Packet);
     expect(((await b.next("suback")) as mqtt.ISubackPacket).granted).toEqual([1, 0]);
     const amqp = await AmqpClient.open(gw.port("amqp"), { username: "bob", password: "bob" });
     const rx = await amqp.receiver({ source: { address: "secret.x" }, snd_settle_mode: 1 });
@@ -64,7 +90,9 @@ describe("revocation by nats-server config reload", () => {
     await got.waitFor("secret/x");
     expect(bodyText((await amqpGot.next()).message)).toBe("before");
 
-    const detached = new Promise<{ condition?: string }>((resolve) => rx.once("receiver_close", () => resolve(rx.error as { condition?: string })));
+    const detached = new Promise<{ condition?: string }>((resolve) =>
+      rx.once("receiver_close", () => resolve(rx.error as { condition?: string })),
+    );
     await nats.reload(users(BOB_AFTER, true));
     // NATS removed bob's secret.x subscriptions: the AMQP link goes, and stored delivery stops.
     expect(await detached).toMatchObject({ condition: "amqp:unauthorized-access" });
@@ -72,7 +100,15 @@ describe("revocation by nats-server config reload", () => {
     ops.publish("orders.x", "marker");
     await got.waitFor("orders/x");
     expect(got.payloads()).toEqual(["before", "marker"]);
-    b.send({ cmd: "publish", topic: "orders/x", payload: Buffer.from("p"), qos: 1, messageId: 9, retain: false, dup: false } as mqtt.Packet);
+    b.send({
+      cmd: "publish",
+      topic: "orders/x",
+      payload: Buffer.from("p"),
+      qos: 1,
+      messageId: 9,
+      retain: false,
+      dup: false,
+    } as mqtt.Packet);
     expect(((await b.next("puback")) as mqtt.IPubackPacket).reasonCode).toBe(0x87);
     b.end();
     await amqp.close();
@@ -99,7 +135,14 @@ describe("revocation by nats-server config reload", () => {
     const answers = await Promise.all(
       Array.from({ length: 20 }, async (_x, i) => {
         const c = await RawMqtt.open(gw.port("mqtt"), 5);
-        c.send({ cmd: "connect", protocolId: "MQTT", protocolVersion: 5, clean: true, keepalive: 60, ...alice(`again-${i}`) } as mqtt.Packet);
+        c.send({
+          cmd: "connect",
+          protocolId: "MQTT",
+          protocolVersion: 5,
+          clean: true,
+          keepalive: 60,
+          ...alice(`again-${i}`),
+        } as mqtt.Packet);
         const ack = (await c.next("connack")) as mqtt.IConnackPacket;
         c.end();
         return ack.reasonCode;

@@ -26,7 +26,14 @@ describe("routes cannot build the gateway's own subjects", () => {
 
   beforeAll(async () => {
     nats = await startNatsServer();
-    gw = await startGateway({ nats: nats.url, config: { mqtt: { listen: "127.0.0.1:0", routes }, amqp: { listen: "127.0.0.1:0", routes }, log: { level: "info", format: "json" } } });
+    gw = await startGateway({
+      nats: nats.url,
+      config: {
+        mqtt: { listen: "127.0.0.1:0", routes },
+        amqp: { listen: "127.0.0.1:0", routes },
+        log: { level: "info", format: "json" },
+      },
+    });
     nc = await connect({ servers: nats.url });
     // Where the values land once encoded: an ordinary subject.
     encoded = nc.subscribe("%24MQG.>", { callback: (_e, m) => landed.push(m.subject) });
@@ -38,7 +45,8 @@ describe("routes cannot build the gateway's own subjects", () => {
     await nats?.stop();
   });
 
-  const takeover = (clientId: string) => Buffer.from(JSON.stringify({ takeover: { account: "$G", client_id: clientId } }));
+  const takeover = (clientId: string) =>
+    Buffer.from(JSON.stringify({ takeover: { account: "$G", client_id: clientId } }));
 
   /** A connected victim that must stay connected: a PINGREQ after the attack still gets its PINGRESP. */
   async function victim(clientId: string): Promise<RawMqtt> {
@@ -46,7 +54,11 @@ describe("routes cannot build the gateway's own subjects", () => {
   }
   /** The attack went somewhere: to the encoded subject (fixed) or to the victim (kicked). */
   const arrived = (v: RawMqtt, count: () => number, at: number) =>
-    eventually(() => (count() > at || v.closed || v.packets.some((p) => p.cmd === "disconnect") ? true : undefined), 10_000, "the attack's outcome");
+    eventually(
+      () => (count() > at || v.closed || v.packets.some((p) => p.cmd === "disconnect") ? true : undefined),
+      10_000,
+      "the attack's outcome",
+    );
   const encodedCount = () => landed.filter((s) => s === `%24MQG.alive.${gw.id}`).length;
   async function stillConnected(v: RawMqtt): Promise<void> {
     expect(v.packets.filter((p) => p.cmd === "disconnect")).toEqual([]);
@@ -79,7 +91,16 @@ describe("routes cannot build the gateway's own subjects", () => {
 
   it("MQTT: values spelling the gateway's client inboxes are refused 0x87", async () => {
     const c = await RawMqtt.connected(gw.port("mqtt"), 5);
-    c.send({ cmd: "publish", topic: "inbox", payload: Buffer.from("{}"), qos: 1, messageId: 1, retain: false, dup: false, properties: { userProperties: { a: "MQGW", b: gw.id } } } as mqtt.Packet);
+    c.send({
+      cmd: "publish",
+      topic: "inbox",
+      payload: Buffer.from("{}"),
+      qos: 1,
+      messageId: 1,
+      retain: false,
+      dup: false,
+      properties: { userProperties: { a: "MQGW", b: gw.id } },
+    } as mqtt.Packet);
     expect(((await c.next("puback")) as mqtt.IPubackPacket).reasonCode).toBe(0x87);
     c.end();
   });
@@ -87,12 +108,37 @@ describe("routes cannot build the gateway's own subjects", () => {
   it("MQTT: b=retained stores nothing a later # subscriber gets", async () => {
     const c = await RawMqtt.connected(gw.port("mqtt"), 5);
     // A retained message first: the gateway creates the retained stream on first use.
-    c.send({ cmd: "publish", topic: "legit/first", payload: Buffer.from("ok"), qos: 1, messageId: 3, retain: true, dup: false } as mqtt.Packet);
+    c.send({
+      cmd: "publish",
+      topic: "legit/first",
+      payload: Buffer.from("ok"),
+      qos: 1,
+      messageId: 3,
+      retain: true,
+      dup: false,
+    } as mqtt.Packet);
     expect(((await c.next("puback")) as mqtt.IPubackPacket).reasonCode ?? 0).toBe(0);
-    c.send({ cmd: "publish", topic: "r", payload: Buffer.from("FORGED"), qos: 1, messageId: 1, retain: false, dup: false, properties: { userProperties: { a: "$MQG", b: "retained", c: "forged" } } } as mqtt.Packet);
+    c.send({
+      cmd: "publish",
+      topic: "r",
+      payload: Buffer.from("FORGED"),
+      qos: 1,
+      messageId: 1,
+      retain: false,
+      dup: false,
+      properties: { userProperties: { a: "$MQG", b: "retained", c: "forged" } },
+    } as mqtt.Packet);
     expect(((await c.next("puback")) as mqtt.IPubackPacket).reasonCode ?? 0).toBe(0);
     // A legitimate retained message after it: the retained read returns both in stream order.
-    c.send({ cmd: "publish", topic: "legit/x", payload: Buffer.from("ok"), qos: 1, messageId: 2, retain: true, dup: false } as mqtt.Packet);
+    c.send({
+      cmd: "publish",
+      topic: "legit/x",
+      payload: Buffer.from("ok"),
+      qos: 1,
+      messageId: 2,
+      retain: true,
+      dup: false,
+    } as mqtt.Packet);
     expect(((await c.next("puback")) as mqtt.IPubackPacket).reasonCode ?? 0).toBe(0);
     const reader = await RawMqtt.connected(gw.port("mqtt"), 5);
     const got = publishesOf(reader);
@@ -109,7 +155,11 @@ describe("routes cannot build the gateway's own subjects", () => {
     const a = await AmqpClient.open(gw.port("amqp"));
     const relay = await a.sender({ target: {} });
     const at = encodedCount();
-    const outcome = await send(relay, { to: "r", application_properties: { a: "$MQG", b: "alive", c: gw.id }, body: takeover("victim-amqp") });
+    const outcome = await send(relay, {
+      to: "r",
+      application_properties: { a: "$MQG", b: "alive", c: gw.id },
+      body: takeover("victim-amqp"),
+    });
     expect(outcome.state).toBe("accepted");
     await arrived(v, encodedCount, at);
     await stillConnected(v);
@@ -123,7 +173,13 @@ describe("routes cannot build the gateway's own subjects", () => {
     const v = await victim("victim-will");
     const at = encodedCount();
     const w = await RawMqtt.connected(gw.port("mqtt"), 5, {
-      will: { topic: "r", payload: takeover("victim-will"), qos: 1, retain: false, properties: { userProperties: { a: "$MQG", b: "alive", c: gw.id } } },
+      will: {
+        topic: "r",
+        payload: takeover("victim-will"),
+        qos: 1,
+        retain: false,
+        properties: { userProperties: { a: "$MQG", b: "alive", c: gw.id } },
+      },
     } as Partial<mqtt.IConnectPacket>);
     w.end(); // an abnormal close: the will is owed
     await arrived(v, encodedCount, at);

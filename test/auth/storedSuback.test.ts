@@ -53,19 +53,42 @@ describe("SUBACK when stored delivery cannot start", () => {
   const app = { username: "app", password: Buffer.from("app") };
 
   it("v5: 0x87 for the stored filter with a reason string naming it; the other filters granted; the log names the permission", async () => {
-    const c = await RawMqtt.connected(gw.port("mqtt"), 5, { ...app, clean: false, clientId: "p5", properties: { sessionExpiryInterval: 60 } });
-    c.send({ cmd: "subscribe", messageId: 1, subscriptions: [{ topic: "orders/+", qos: 1 }, { topic: "other/x", qos: 1 }, { topic: "orders/eu", qos: 0 }] } as mqtt.Packet);
+    const c = await RawMqtt.connected(gw.port("mqtt"), 5, {
+      ...app,
+      clean: false,
+      clientId: "p5",
+      properties: { sessionExpiryInterval: 60 },
+    });
+    c.send({
+      cmd: "subscribe",
+      messageId: 1,
+      subscriptions: [
+        { topic: "orders/+", qos: 1 },
+        { topic: "other/x", qos: 1 },
+        { topic: "orders/eu", qos: 0 },
+      ],
+    } as mqtt.Packet);
     const suback = (await c.next("suback")) as mqtt.ISubackPacket;
     expect(suback.granted).toEqual([0x87, 1, 0]);
     expect(suback.properties?.reasonString).toMatch(/orders\/\+.*\$JS\.API\.CONSUMER\.DURABLE\.CREATE\.ORDERS/);
     const line = await gw.waitForLog((l) => typeof l.missing_permission === "object");
-    expect(line).toMatchObject({ filter: "orders/+", missing_permission: { subject: expect.stringMatching(/^\$JS\.API\.CONSUMER\.DURABLE\.CREATE\.ORDERS\./) } });
+    expect(line).toMatchObject({
+      filter: "orders/+",
+      missing_permission: { subject: expect.stringMatching(/^\$JS\.API\.CONSUMER\.DURABLE\.CREATE\.ORDERS\./) },
+    });
     c.end();
   });
 
   it("3.1.1: 0x80 for that filter", async () => {
     const c = await RawMqtt.connected(gw.port("mqtt"), 4, { ...app, clean: false, clientId: "p4" });
-    c.send({ cmd: "subscribe", messageId: 1, subscriptions: [{ topic: "orders/+", qos: 1 }, { topic: "other/x", qos: 1 }] } as mqtt.Packet);
+    c.send({
+      cmd: "subscribe",
+      messageId: 1,
+      subscriptions: [
+        { topic: "orders/+", qos: 1 },
+        { topic: "other/x", qos: 1 },
+      ],
+    } as mqtt.Packet);
     expect(((await c.next("suback")) as mqtt.ISubackPacket).granted).toEqual([0x80, 1]);
     c.end();
   });

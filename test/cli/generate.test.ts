@@ -184,7 +184,12 @@ describe("the generated permissions on a running nats-server", () => {
     }
     // The retained stream keeps its subjects under $MQG., where clients cannot write.
     const jsm = await jetstreamManager(gw);
-    await jsm.streams.add({ name: "MQGW_RETAINED", subjects: ["$MQG.retained.>"], max_msgs_per_subject: 1, allow_direct: true });
+    await jsm.streams.add({
+      name: "MQGW_RETAINED",
+      subjects: ["$MQG.retained.>"],
+      max_msgs_per_subject: 1,
+      allow_direct: true,
+    });
     await jetstream(gw).publish("$MQG.retained.orders.eu", "last");
     // Read as the gateway reads it: a direct get.
     expect((await jsm.direct.getMessage("MQGW_RETAINED", { last_by_subj: "$MQG.retained.orders.eu" }))?.string()).toBe(
@@ -203,13 +208,26 @@ describe("the generated permissions on a running nats-server", () => {
     });
     try {
       const login = { username: "sensor-7", password: "sensor-pw" };
-      const sub = await connectMqtt(gateway.port("mqtt"), { ...login, protocolVersion: 5, clientId: "perm-away", clean: false, properties: { sessionExpiryInterval: 600 } });
+      const sub = await connectMqtt(gateway.port("mqtt"), {
+        ...login,
+        protocolVersion: 5,
+        clientId: "perm-away",
+        clean: false,
+        properties: { sessionExpiryInterval: 600 },
+      });
       await sub.subscribeAsync("perm/+", { qos: 1 });
       await sub.endAsync();
       const pub = await connectMqtt(gateway.port("mqtt"), { ...login, protocolVersion: 5 });
       await pub.publishAsync("perm/1", "kept", { qos: 1 });
       await pub.endAsync();
-      const { client: back, inbox } = await connectCollecting(gateway.port("mqtt"), { ...login, protocolVersion: 5, clientId: "perm-away", clean: false, properties: { sessionExpiryInterval: 600 }, resubscribe: false });
+      const { client: back, inbox } = await connectCollecting(gateway.port("mqtt"), {
+        ...login,
+        protocolVersion: 5,
+        clientId: "perm-away",
+        clean: false,
+        properties: { sessionExpiryInterval: 600 },
+        resubscribe: false,
+      });
       expect(back.connack.sessionPresent).toBe(true);
       const [m] = await inbox.count(1);
       expect(m!.payload.toString()).toBe("kept");

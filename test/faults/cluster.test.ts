@@ -162,9 +162,17 @@ describe("a gateway given one seed of a cluster, whose node goes away", () => {
       "the cluster gossips B",
     );
     await nodes.A!.stop();
-    await eventually(async () => ((await health(gw)).server === "B" ? true : undefined), 15_000, "the gateway's own connection on B");
+    await eventually(
+      async () => ((await health(gw)).server === "B" ? true : undefined),
+      15_000,
+      "the gateway's own connection on B",
+    );
     // Credentials no client used before: a NATS connection of its own, opened now.
-    const fresh = await RawMqtt.connected(gw.port("mqtt"), 5, { clientId: "after-seed", username: "someone-new", password: Buffer.from("pw") });
+    const fresh = await RawMqtt.connected(gw.port("mqtt"), 5, {
+      clientId: "after-seed",
+      username: "someone-new",
+      password: Buffer.from("pw"),
+    });
     fresh.send({ cmd: "pingreq" } as mqtt.Packet);
     await fresh.next("pingresp");
     fresh.socket.destroy();

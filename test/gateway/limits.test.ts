@@ -62,7 +62,23 @@ describe("limits on the defaults (embedded nats-server)", () => {
     const onNats = nextMsg(nc, topic.replaceAll("/", "."), 20_000);
     const sub = run(
       "mosquitto_sub",
-      ["-p", String(gw.port("mqtt")), "-V", "mqttv5", "-i", "limits-sub", "-q", "1", "-t", topic, "-C", "1", "-W", "20", "-N"],
+      [
+        "-p",
+        String(gw.port("mqtt")),
+        "-V",
+        "mqttv5",
+        "-i",
+        "limits-sub",
+        "-q",
+        "1",
+        "-t",
+        topic,
+        "-C",
+        "1",
+        "-W",
+        "20",
+        "-N",
+      ],
       {
         encoding: "buffer",
         maxBuffer: 4 * MiB,

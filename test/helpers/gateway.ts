@@ -24,7 +24,10 @@ export interface GatewayHandle {
   /** A listener's port; "amqp" is the strict tap's, which passes every byte on (amqpTap.ts). */
   port(name: string): number;
   stop(signal?: NodeJS.Signals): Promise<number | null>;
-  waitForLog(predicate: (line: Record<string, unknown>) => boolean, timeoutMs?: number): Promise<Record<string, unknown>>;
+  waitForLog(
+    predicate: (line: Record<string, unknown>) => boolean,
+    timeoutMs?: number,
+  ): Promise<Record<string, unknown>>;
 }
 
 /**
@@ -57,10 +60,25 @@ export async function startGateway(
     ...options.config,
   };
   writeFileSync(file, stringify(config));
-  const args = [bin, "run", "--config", file, "--data", join(dir, "data"), ...(options.nats ? ["--nats", options.nats] : []), ...(options.args ?? [])];
-  const proc = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...options.env } });
+  const args = [
+    bin,
+    "run",
+    "--config",
+    file,
+    "--data",
+    join(dir, "data"),
+    ...(options.nats ? ["--nats", options.nats] : []),
+    ...(options.args ?? []),
+  ];
+  const proc = spawn(process.execPath, args, {
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, ...options.env },
+  });
   const logs: Array<Record<string, unknown>> = [];
-  const waiters: Array<{ predicate: (l: Record<string, unknown>) => boolean; resolve: (l: Record<string, unknown>) => void }> = [];
+  const waiters: Array<{
+    predicate: (l: Record<string, unknown>) => boolean;
+    resolve: (l: Record<string, unknown>) => void;
+  }> = [];
   let stderrText = "";
   let rest = "";
   proc.stderr!.setEncoding("utf8").on("data", (chunk: string) => {
@@ -90,7 +108,10 @@ export async function startGateway(
     const found = logs.find(predicate);
     if (found) return Promise.resolve(found);
     return new Promise<Record<string, unknown>>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`log line not seen in ${timeoutMs} ms; stderr so far:\n${stderrText.slice(-4000)}`)), timeoutMs);
+      const timer = setTimeout(
+        () => reject(new Error(`log line not seen in ${timeoutMs} ms; stderr so far:\n${stderrText.slice(-4000)}`)),
+        timeoutMs,
+      );
       waiters.push({
         predicate,
         resolve: (l) => {
@@ -134,7 +155,9 @@ export async function startGateway(
  * The gateway as a new user runs it: no `nats` given, so it starts its embedded
  * nats-server (on a free port here); `natsUrl` reaches that server.
  */
-export async function startEmbeddedGateway(config: Record<string, unknown> = {}): Promise<GatewayHandle & { natsUrl: string }> {
+export async function startEmbeddedGateway(
+  config: Record<string, unknown> = {},
+): Promise<GatewayHandle & { natsUrl: string }> {
   const natsPort = await freePort();
   const nats = (config.nats as Record<string, unknown> | undefined) ?? {};
   const gw = await startGateway({
@@ -163,7 +186,9 @@ export async function metric(gw: GatewayHandle, name: string, labels: Record<str
 export async function subscribed(gw: GatewayHandle, clientId: string, timeoutMs = 10_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const page = (await (await fetch(`http://127.0.0.1:${gw.port("http")}/clients?client_id=${encodeURIComponent(clientId)}`)).json()) as {
+    const page = (await (
+      await fetch(`http://127.0.0.1:${gw.port("http")}/clients?client_id=${encodeURIComponent(clientId)}`)
+    ).json()) as {
       clients: Array<{ subscriptions: number }>;
     };
     if (page.clients.some((c) => c.subscriptions > 0)) return;

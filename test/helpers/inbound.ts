@@ -9,7 +9,11 @@ import type { RawMqtt } from "./rawMqtt.js";
 export function publishesOf(c: RawMqtt) {
   const got: mqtt.IPublishPacket[] = [];
   const take = () => {
-    for (let i = c.packets.findIndex((p) => p.cmd === "publish" || p.cmd === "pubrel"); i >= 0; i = c.packets.findIndex((p) => p.cmd === "publish" || p.cmd === "pubrel")) {
+    for (
+      let i = c.packets.findIndex((p) => p.cmd === "publish" || p.cmd === "pubrel");
+      i >= 0;
+      i = c.packets.findIndex((p) => p.cmd === "publish" || p.cmd === "pubrel")
+    ) {
       const p = c.packets.splice(i, 1)[0]!;
       if (p.cmd === "pubrel") {
         c.send({ cmd: "pubcomp", messageId: p.messageId } as mqtt.Packet);
@@ -27,6 +31,7 @@ export function publishesOf(c: RawMqtt) {
     got,
     topics: () => got.map((p) => p.topic),
     payloads: () => got.map((p) => String(p.payload)),
-    waitFor: (topic: string, ms = 10_000) => eventually(() => got.find((p) => p.topic === topic), ms, `a PUBLISH on ${topic}`),
+    waitFor: (topic: string, ms = 10_000) =>
+      eventually(() => got.find((p) => p.topic === topic), ms, `a PUBLISH on ${topic}`),
   };
 }

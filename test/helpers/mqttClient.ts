@@ -7,8 +7,18 @@ export type ConnectedClient = MqttClient & { connack: mqtt.IConnackPacket };
  * `before` sees the client before it connects: a resumed session's messages can arrive
  * in the same read as the CONNACK, before anything attached after the promise resolves.
  */
-export function connectMqtt(port: number, options: IClientOptions = {}, before?: (client: MqttClient) => void): Promise<ConnectedClient> {
-  const client = mqtt.connect({ host: "127.0.0.1", port, reconnectPeriod: 0, connectTimeout: 5_000, ...options }) as ConnectedClient;
+export function connectMqtt(
+  port: number,
+  options: IClientOptions = {},
+  before?: (client: MqttClient) => void,
+): Promise<ConnectedClient> {
+  const client = mqtt.connect({
+    host: "127.0.0.1",
+    port,
+    reconnectPeriod: 0,
+    connectTimeout: 5_000,
+    ...options,
+  }) as ConnectedClient;
   before?.(client);
   return new Promise((resolve, reject) => {
     client.once("connect", (connack) => {
@@ -46,7 +56,8 @@ export function collect(client: MqttClient) {
       const deadline = Date.now() + timeoutMs;
       while (seen.length < n) {
         const left = deadline - Date.now();
-        if (left <= 0) throw new Error(`expected ${n} messages, got ${seen.length}: ${seen.map((s) => s.topic).join(", ")}`);
+        if (left <= 0)
+          throw new Error(`expected ${n} messages, got ${seen.length}: ${seen.map((s) => s.topic).join(", ")}`);
         await new Promise<void>((r) => {
           const t = setTimeout(r, left);
           waiters.push(() => {

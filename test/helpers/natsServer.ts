@@ -7,7 +7,9 @@ let binary: string | undefined;
 
 /** The nats-server the project's script finds or fetches (never a mock). */
 export function natsServerBinary(): string {
-  binary ??= execFileSync("bash", [join(import.meta.dirname, "../../scripts/nats-server.sh")], { encoding: "utf8" }).trim();
+  binary ??= execFileSync("bash", [join(import.meta.dirname, "../../scripts/nats-server.sh")], {
+    encoding: "utf8",
+  }).trim();
   return binary;
 }
 
@@ -22,7 +24,9 @@ export interface NatsServerHandle {
 }
 
 /** Starts a real nats-server on a free port (JetStream on unless told otherwise). */
-export async function startNatsServer(options: { jetstream?: boolean; config?: string; port?: number; storeDir?: string } = {}): Promise<NatsServerHandle> {
+export async function startNatsServer(
+  options: { jetstream?: boolean; config?: string; port?: number; storeDir?: string } = {},
+): Promise<NatsServerHandle> {
   const dir = mkdtempSync(join(tmpdir(), "mqgw-nats-"));
   const storeDir = options.storeDir ?? join(dir, "js");
   const args = ["-a", "127.0.0.1", "-p", String(options.port ?? -1)];

@@ -43,12 +43,24 @@ export class OperatorWorld {
     const operator = createOperator();
     const sysKey = createAccount();
     const operatorJwt = await encodeOperator("mqgw-test", operator, { system_account: sysKey.getPublicKey() });
-    const system: OperatorAccount = { name: "SYS", key: sysKey, pub: sysKey.getPublicKey(), jwt: "", claims: { limits: { ...UNLIMITED } } };
+    const system: OperatorAccount = {
+      name: "SYS",
+      key: sysKey,
+      pub: sysKey.getPublicKey(),
+      jwt: "",
+      claims: { limits: { ...UNLIMITED } },
+    };
     const world = new OperatorWorld(operator, operatorJwt, system);
     system.jwt = await world.sign(system);
     for (const name of names) {
       const key = createAccount();
-      const account: OperatorAccount = { name, key, pub: key.getPublicKey(), jwt: "", claims: { limits: jetstream.includes(name) ? { ...UNLIMITED, ...JETSTREAM } : { ...UNLIMITED } } };
+      const account: OperatorAccount = {
+        name,
+        key,
+        pub: key.getPublicKey(),
+        jwt: "",
+        claims: { limits: jetstream.includes(name) ? { ...UNLIMITED, ...JETSTREAM } : { ...UNLIMITED } },
+      };
       account.jwt = await world.sign(account);
       world.accounts.set(name, account);
     }
@@ -95,7 +107,12 @@ ${preload}
   }
 
   /** Re-signs an account with its changed claims (revocations, an expiry) and pushes it, as `nsc push`. */
-  async push(sys: NatsConnection, name: string, change: (claims: Partial<Account>) => void, exp?: number): Promise<void> {
+  async push(
+    sys: NatsConnection,
+    name: string,
+    change: (claims: Partial<Account>) => void,
+    exp?: number,
+  ): Promise<void> {
     const a = this.account(name);
     change(a.claims);
     a.jwt = await this.sign(a, exp);

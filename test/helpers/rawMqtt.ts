@@ -36,11 +36,24 @@ export class RawMqtt {
   }
 
   /** Opens and sends CONNECT; resolves with the CONNACK. */
-  static async connected(port: number, protocolVersion: 4 | 5 = 5, connect: Partial<mqtt.IConnectPacket> = {}): Promise<RawMqtt> {
+  static async connected(
+    port: number,
+    protocolVersion: 4 | 5 = 5,
+    connect: Partial<mqtt.IConnectPacket> = {},
+  ): Promise<RawMqtt> {
     const c = await RawMqtt.open(port, protocolVersion);
-    c.send({ cmd: "connect", protocolId: "MQTT", protocolVersion, clientId: `raw-${Math.random().toString(16).slice(2)}`, clean: true, keepalive: 60, ...connect } as Packet);
+    c.send({
+      cmd: "connect",
+      protocolId: "MQTT",
+      protocolVersion,
+      clientId: `raw-${Math.random().toString(16).slice(2)}`,
+      clean: true,
+      keepalive: 60,
+      ...connect,
+    } as Packet);
     const ack = await c.next("connack");
-    if ((ack as mqtt.IConnackPacket).returnCode || (ack as mqtt.IConnackPacket).reasonCode) throw new Error(`CONNACK refused: ${JSON.stringify(ack)}`);
+    if ((ack as mqtt.IConnackPacket).returnCode || (ack as mqtt.IConnackPacket).reasonCode)
+      throw new Error(`CONNACK refused: ${JSON.stringify(ack)}`);
     return c;
   }
 
@@ -58,7 +71,8 @@ export class RawMqtt {
     for (;;) {
       const i = this.packets.findIndex((p) => p.cmd === cmd);
       if (i >= 0) return this.packets.splice(i, 1)[0]!;
-      if (this.closed) throw new Error(`connection closed before ${cmd}; got ${this.packets.map((p) => p.cmd).join(",")}`);
+      if (this.closed)
+        throw new Error(`connection closed before ${cmd}; got ${this.packets.map((p) => p.cmd).join(",")}`);
       const left = deadline - Date.now();
       if (left <= 0) throw new Error(`no ${cmd} in ${timeoutMs} ms; got ${this.packets.map((p) => p.cmd).join(",")}`);
       await new Promise<void>((r) => {

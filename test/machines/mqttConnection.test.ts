@@ -29,7 +29,10 @@ describe("mqttConnection machine", () => {
   });
 
   it("a NATS auth refusal answers CONNACK 0x86 (v5) / 4 (3.1.1) and closes", () => {
-    for (const [version, code] of [[5, 0x86], [4, 4]] as const) {
+    for (const [version, code] of [
+      [5, 0x86],
+      [4, 4],
+    ] as const) {
       const d = drive(mqttConnectionMachine, input);
       d.actor.send({ type: "CONNECT", request: request({ protocolVersion: version }) });
       d.actor.send({ type: "NATS_REFUSED", auth: true, reason: "bad" });
@@ -170,7 +173,10 @@ describe("mqttConnection machine", () => {
   });
 
   it("a session the store cannot open is refused with CONNACK 0x88 (v5) / 3 (3.1.1)", () => {
-    for (const [version, code] of [[5, 0x88], [4, 3]] as const) {
+    for (const [version, code] of [
+      [5, 0x88],
+      [4, 3],
+    ] as const) {
       const d = drive(mqttConnectionMachine, input);
       d.actor.send({ type: "CONNECT", request: request({ protocolVersion: version }) });
       d.actor.send({ type: "NATS_ACQUIRED", account: "", natsUp: true });

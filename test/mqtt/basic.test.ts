@@ -26,35 +26,39 @@ describe("MQTT <-> NATS through the gateway", () => {
     await nats?.stop();
   });
 
-  it.each([4, 5] as const)("mqtt.js v%s: QoS 0/1/2 publishes reach a NATS subscriber on the mapped subject", async (protocolVersion) => {
-    const sub = nc.subscribe(`plant${protocolVersion}.>`, { max: 3 });
-    const got: string[] = [];
-    const done = (async () => {
-      for await (const m of sub) {
-        got.push(`${m.subject}=${m.string()} qos=${m.headers?.get("Mqgw-QoS") || "0"}`);
-        // By default every message names its publisher, QoS 0 without properties too.
-        expect(m.headers?.get("Mqgw-Mqtt-Client-Id")).toMatch(/./);
-      }
-    })();
-    await nc.flush();
-    const client = await connectMqtt(port, { protocolVersion });
-    await client.publishAsync(`plant${protocolVersion}/line1/temp`, "a", { qos: 0 });
-    await client.publishAsync(`plant${protocolVersion}/line.2/temp`, "b", { qos: 1 });
-    await client.publishAsync(`plant${protocolVersion}//x`, "c", { qos: 2 });
-    await done;
-    expect(got).toEqual([
-      `plant${protocolVersion}.line1.temp=a qos=0`,
-      `plant${protocolVersion}.line//2.temp=b qos=1`,
-      `plant${protocolVersion}./.x=c qos=2`,
-    ]);
-    await client.endAsync();
-  });
+  it.each([4, 5] as const)(
+    "mqtt.js v%s: QoS 0/1/2 publishes reach a NATS subscriber on the mapped subject",
+    async (protocolVersion) => {
+      const sub = nc.subscribe(`plant${protocolVersion}.>`, { max: 3 });
+      const got: string[] = [];
+      const done = (async () => {
+        for await (const m of sub) {
+          got.push(`${m.subject}=${m.string()} qos=${m.headers?.get("Mqgw-QoS") || "0"}`);
+          // By default every message names its publisher, QoS 0 without properties too.
+          expect(m.headers?.get("Mqgw-Mqtt-Client-Id")).toMatch(/./);
+        }
+      })();
+      await nc.flush();
+      const client = await connectMqtt(port, { protocolVersion });
+      await client.publishAsync(`plant${protocolVersion}/line1/temp`, "a", { qos: 0 });
+      await client.publishAsync(`plant${protocolVersion}/line.2/temp`, "b", { qos: 1 });
+      await client.publishAsync(`plant${protocolVersion}//x`, "c", { qos: 2 });
+      await done;
+      expect(got).toEqual([
+        `plant${protocolVersion}.line1.temp=a qos=0`,
+        `plant${protocolVersion}.line//2.temp=b qos=1`,
+        `plant${protocolVersion}./.x=c qos=2`,
+      ]);
+      await client.endAsync();
+    },
+  );
 
   it("bare QoS 0 publishes, whose header block is made once per client, name it the same around publishes that say more", async () => {
     const sub = nc.subscribe("bare.>", { max: 4 });
     const got: Array<[string, string | undefined, string]> = [];
     const done = (async () => {
-      for await (const m of sub) got.push([m.string(), m.headers?.get("Mqgw-Mqtt-Client-Id"), m.headers?.keys().join(",") ?? ""]);
+      for await (const m of sub)
+        got.push([m.string(), m.headers?.get("Mqgw-Mqtt-Client-Id"), m.headers?.keys().join(",") ?? ""]);
     })();
     await nc.flush();
     const client = await connectMqtt(port, { protocolVersion: 5, clientId: "bäre 1%" });
@@ -146,7 +150,26 @@ describe("MQTT <-> NATS through the gateway", () => {
   it("mosquitto_pub and mosquitto_sub (3.1.1 and 5) work against the gateway", async () => {
     for (const version of ["mqttv311", "mqttv5"]) {
       // -d prints the SUBACK it receives (line-buffered through stdbuf): publish once the subscription is in place.
-      const sub = spawn("stdbuf", ["-oL", "mosquitto_sub", "-d", "-h", "127.0.0.1", "-p", String(port), "-V", version, "-t", `mosq/${version}/#`, "-C", "1", "-v", "-W", "10", "-q", "1"]);
+      const sub = spawn("stdbuf", [
+        "-oL",
+        "mosquitto_sub",
+        "-d",
+        "-h",
+        "127.0.0.1",
+        "-p",
+        String(port),
+        "-V",
+        version,
+        "-t",
+        `mosq/${version}/#`,
+        "-C",
+        "1",
+        "-v",
+        "-W",
+        "10",
+        "-q",
+        "1",
+      ]);
       let out = "";
       const subscribed = new Promise<void>((resolve) => {
         sub.stdout.setEncoding("utf8").on("data", (d: string) => {
@@ -156,7 +179,20 @@ describe("MQTT <-> NATS through the gateway", () => {
       });
       const exited = new Promise<number | null>((resolve) => sub.once("exit", resolve));
       await subscribed;
-      await run("mosquitto_pub", ["-h", "127.0.0.1", "-p", String(port), "-V", version, "-t", `mosq/${version}/t`, "-m", "hello", "-q", "1"]);
+      await run("mosquitto_pub", [
+        "-h",
+        "127.0.0.1",
+        "-p",
+        String(port),
+        "-V",
+        version,
+        "-t",
+        `mosq/${version}/t`,
+        "-m",
+        "hello",
+        "-q",
+        "1",
+      ]);
       expect(await exited).toBe(0);
       expect(out).toContain(`mosq/${version}/t hello`);
     }

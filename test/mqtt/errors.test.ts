@@ -26,7 +26,13 @@ describe("MQTT error answers (CONTRACT error table)", () => {
     nats = await startNatsServer({ config: serverConfig });
     gw = await startGateway({
       nats: nats.url,
-      config: { mqtt: { listen: "127.0.0.1:0", max_packet_size: "4KiB", routes: [{ subject: "orders", template: "orders.{region}" }] } },
+      config: {
+        mqtt: {
+          listen: "127.0.0.1:0",
+          max_packet_size: "4KiB",
+          routes: [{ subject: "orders", template: "orders.{region}" }],
+        },
+      },
     });
     port = gw.port("mqtt");
     nc = await connect({ servers: nats.url, user: "open", pass: "open" });
@@ -38,7 +44,16 @@ describe("MQTT error answers (CONTRACT error table)", () => {
   });
 
   const puback = async (c: RawMqtt, topic: string, qos: 1 | 2 = 1, properties?: Record<string, unknown>) => {
-    c.send({ cmd: "publish", topic, payload: Buffer.from("x"), qos, messageId: 7, retain: false, dup: false, ...(properties ? { properties } : {}) } as mqtt.Packet);
+    c.send({
+      cmd: "publish",
+      topic,
+      payload: Buffer.from("x"),
+      qos,
+      messageId: 7,
+      retain: false,
+      dup: false,
+      ...(properties ? { properties } : {}),
+    } as mqtt.Packet);
     return (await c.next(qos === 1 ? "puback" : "pubrec")) as mqtt.IPubackPacket;
   };
 
@@ -61,22 +76,48 @@ describe("MQTT error answers (CONTRACT error table)", () => {
 
   it("v5 QoS 0 publish to a bad topic: DISCONNECT 0x90", async () => {
     const c = await RawMqtt.connected(port, 5);
-    c.send({ cmd: "publish", topic: "bad topic", payload: Buffer.from("x"), qos: 0, retain: false, dup: false } as mqtt.Packet);
+    c.send({
+      cmd: "publish",
+      topic: "bad topic",
+      payload: Buffer.from("x"),
+      qos: 0,
+      retain: false,
+      dup: false,
+    } as mqtt.Packet);
     expect(((await c.next("disconnect")) as mqtt.IDisconnectPacket).reasonCode).toBe(0x90);
     await c.waitClosed();
   });
 
   it("3.1.1 QoS 1 publish to a bad topic: the connection is closed", async () => {
     const c = await RawMqtt.connected(port, 4);
-    c.send({ cmd: "publish", topic: "bad topic", payload: Buffer.from("x"), qos: 1, messageId: 1, retain: false, dup: false } as mqtt.Packet);
+    c.send({
+      cmd: "publish",
+      topic: "bad topic",
+      payload: Buffer.from("x"),
+      qos: 1,
+      messageId: 1,
+      retain: false,
+      dup: false,
+    } as mqtt.Packet);
     await c.waitClosed();
     expect(c.packets.filter((p) => p.cmd === "puback")).toEqual([]);
   });
 
   it("bad filters: SUBACK 0x8F (v5) and 0x80 (3.1.1); good filters in the same SUBSCRIBE are granted", async () => {
-    for (const [version, failure] of [[5, 0x8f], [4, 0x80]] as const) {
+    for (const [version, failure] of [
+      [5, 0x8f],
+      [4, 0x80],
+    ] as const) {
       const c = await RawMqtt.connected(port, version);
-      c.send({ cmd: "subscribe", messageId: 3, subscriptions: [{ topic: "a/*/b", qos: 1 }, { topic: "ok/+", qos: 1 }, { topic: "a#", qos: 0 }] } as mqtt.Packet);
+      c.send({
+        cmd: "subscribe",
+        messageId: 3,
+        subscriptions: [
+          { topic: "a/*/b", qos: 1 },
+          { topic: "ok/+", qos: 1 },
+          { topic: "a#", qos: 0 },
+        ],
+      } as mqtt.Packet);
       expect(((await c.next("suback")) as mqtt.ISubackPacket).granted).toEqual([failure, 1, failure]);
       c.end();
     }
@@ -98,19 +139,46 @@ describe("MQTT error answers (CONTRACT error table)", () => {
     const c = await RawMqtt.connected(port, 5, { username: "narrow", password: Buffer.from("narrow") });
     expect((await puback(c, "forbidden/x")).reasonCode).toBe(0x87);
     expect((await puback(c, "allowed/x")).reasonCode ?? 0).toBe(0);
-    c.send({ cmd: "subscribe", messageId: 5, subscriptions: [{ topic: "forbidden/#", qos: 0 }, { topic: "allowed/#", qos: 0 }] } as mqtt.Packet);
+    c.send({
+      cmd: "subscribe",
+      messageId: 5,
+      subscriptions: [
+        { topic: "forbidden/#", qos: 0 },
+        { topic: "allowed/#", qos: 0 },
+      ],
+    } as mqtt.Packet);
     expect(((await c.next("suback")) as mqtt.ISubackPacket).granted).toEqual([0x87, 0]);
     c.end();
     const c4 = await RawMqtt.connected(port, 4, { username: "narrow", password: Buffer.from("narrow") });
-    c4.send({ cmd: "publish", topic: "forbidden/y", payload: Buffer.from("x"), qos: 1, messageId: 9, retain: false, dup: false } as mqtt.Packet);
+    c4.send({
+      cmd: "publish",
+      topic: "forbidden/y",
+      payload: Buffer.from("x"),
+      qos: 1,
+      messageId: 9,
+      retain: false,
+      dup: false,
+    } as mqtt.Packet);
     await c4.waitClosed();
     expect(c4.packets.filter((p) => p.cmd === "puback")).toEqual([]);
   });
 
   it("bad credentials: CONNACK 0x86 (v5) and 4 (3.1.1)", async () => {
-    for (const [version, code] of [[5, 0x86], [4, 4]] as const) {
+    for (const [version, code] of [
+      [5, 0x86],
+      [4, 4],
+    ] as const) {
       const c = await RawMqtt.open(port, version);
-      c.send({ cmd: "connect", protocolId: "MQTT", protocolVersion: version, clientId: "bad-creds", clean: true, keepalive: 10, username: "open", password: Buffer.from("wrong") } as mqtt.Packet);
+      c.send({
+        cmd: "connect",
+        protocolId: "MQTT",
+        protocolVersion: version,
+        clientId: "bad-creds",
+        clean: true,
+        keepalive: 10,
+        username: "open",
+        password: Buffer.from("wrong"),
+      } as mqtt.Packet);
       const ack = (await c.next("connack")) as mqtt.IConnackPacket;
       expect(version === 5 ? ack.reasonCode : ack.returnCode).toBe(code);
       await c.waitClosed();
@@ -132,7 +200,14 @@ describe("MQTT error answers (CONTRACT error table)", () => {
 
   it("packet too large: DISCONNECT 0x95, and the gateway stays up", async () => {
     const c = await RawMqtt.connected(port, 5);
-    c.send({ cmd: "publish", topic: "big", payload: Buffer.alloc(8 * 1024), qos: 0, retain: false, dup: false } as mqtt.Packet);
+    c.send({
+      cmd: "publish",
+      topic: "big",
+      payload: Buffer.alloc(8 * 1024),
+      qos: 0,
+      retain: false,
+      dup: false,
+    } as mqtt.Packet);
     expect(((await c.next("disconnect")) as mqtt.IDisconnectPacket).reasonCode).toBe(0x95);
     await c.waitClosed();
     const again = await RawMqtt.connected(port, 5);
@@ -155,7 +230,14 @@ describe("MQTT error answers (CONTRACT error table)", () => {
 
   it("protocol level 3 (MQIsdp) is refused with CONNACK 1 and closed", async () => {
     const c = await RawMqtt.open(port, 4);
-    c.send({ cmd: "connect", protocolId: "MQIsdp", protocolVersion: 3, clientId: "old", clean: true, keepalive: 10 } as mqtt.Packet);
+    c.send({
+      cmd: "connect",
+      protocolId: "MQIsdp",
+      protocolVersion: 3,
+      clientId: "old",
+      clean: true,
+      keepalive: 10,
+    } as mqtt.Packet);
     expect(((await c.next("connack")) as mqtt.IConnackPacket).returnCode).toBe(1);
     await c.waitClosed();
   });
@@ -165,14 +247,28 @@ describe("MQTT error answers (CONTRACT error table)", () => {
     c.send({ cmd: "pingreq" });
     await c.waitClosed();
     const d = await RawMqtt.connected(port, 5);
-    d.send({ cmd: "connect", protocolId: "MQTT", protocolVersion: 5, clientId: "again", clean: true, keepalive: 10 } as mqtt.Packet);
+    d.send({
+      cmd: "connect",
+      protocolId: "MQTT",
+      protocolVersion: 5,
+      clientId: "again",
+      clean: true,
+      keepalive: 10,
+    } as mqtt.Packet);
     expect(((await d.next("disconnect")) as mqtt.IDisconnectPacket).reasonCode).toBe(0x82);
     await d.waitClosed();
   });
 
   it("an empty client id: v5 gets an assigned one; 3.1.1 with clean session 0 gets CONNACK 2", async () => {
     const c = await RawMqtt.open(port, 5);
-    c.send({ cmd: "connect", protocolId: "MQTT", protocolVersion: 5, clientId: "", clean: true, keepalive: 10 } as mqtt.Packet);
+    c.send({
+      cmd: "connect",
+      protocolId: "MQTT",
+      protocolVersion: 5,
+      clientId: "",
+      clean: true,
+      keepalive: 10,
+    } as mqtt.Packet);
     const ack = (await c.next("connack")) as mqtt.IConnackPacket;
     expect(ack.reasonCode).toBe(0);
     expect(ack.properties?.assignedClientIdentifier).toMatch(/^mqgw-/);
@@ -195,14 +291,28 @@ describe("MQTT error answers (CONTRACT error table)", () => {
   });
 
   it("receive maximum exceeded: DISCONNECT 0x93", async () => {
-    const small = await startGateway({ nats: nats.url, config: { mqtt: { listen: "127.0.0.1:0", receive_maximum: 2 } } });
+    const small = await startGateway({
+      nats: nats.url,
+      config: { mqtt: { listen: "127.0.0.1:0", receive_maximum: 2 } },
+    });
     try {
       const c = await RawMqtt.connected(small.port("mqtt"), 5, { username: "narrow", password: Buffer.from("narrow") });
       // Three QoS 2 publishes in one write (three writes may reach the gateway after the
       // first one's PUBREC: Nagle holds them until the first is acknowledged); the third
       // is one too many.
       const publish = (id: number) =>
-        mqtt.generate({ cmd: "publish", topic: "allowed/q", payload: Buffer.from("x"), qos: 2, messageId: id, retain: false, dup: false }, { protocolVersion: 5 });
+        mqtt.generate(
+          {
+            cmd: "publish",
+            topic: "allowed/q",
+            payload: Buffer.from("x"),
+            qos: 2,
+            messageId: id,
+            retain: false,
+            dup: false,
+          },
+          { protocolVersion: 5 },
+        );
       c.sendBytes(Buffer.concat([publish(1), publish(2), publish(3)]));
       expect(((await c.next("disconnect")) as mqtt.IDisconnectPacket).reasonCode).toBe(0x93);
     } finally {

@@ -36,7 +36,10 @@ describe("MQTT hot path", () => {
     jsm = await jetstreamManager(nc);
     await jsm.streams.add({ name: "FAST", subjects: ["fast.stored.>"] });
     // Plain PUB for bare QoS 0 is opt-in (mqtt.client_id_header); the default follows the spec's table.
-    gw = await startGateway({ nats: nats.url, config: { bindings: [{ stream: "FAST" }], mqtt: { listen: "127.0.0.1:0", client_id_header: "when_needed" } } });
+    gw = await startGateway({
+      nats: nats.url,
+      config: { bindings: [{ stream: "FAST" }], mqtt: { listen: "127.0.0.1:0", client_id_header: "when_needed" } },
+    });
   });
   afterAll(async () => {
     await nc?.close();

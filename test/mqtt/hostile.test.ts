@@ -26,9 +26,35 @@ function poke(port: number, bytes: Uint8Array): Promise<"closed" | "answered" | 
 }
 
 const validPackets = (): Buffer[] => [
-  mqttPacket.generate({ cmd: "connect", protocolId: "MQTT", protocolVersion: 5, clientId: "fuzz", clean: true, keepalive: 10, properties: { sessionExpiryInterval: 0, userProperties: { a: "b" } } }, { protocolVersion: 5 }),
-  mqttPacket.generate({ cmd: "connect", protocolId: "MQTT", protocolVersion: 4, clientId: "fuzz4", clean: true, keepalive: 10 }),
-  mqttPacket.generate({ cmd: "publish", topic: "fuzz/t", payload: Buffer.from("x"), qos: 1, messageId: 3, retain: false, dup: false }),
+  mqttPacket.generate(
+    {
+      cmd: "connect",
+      protocolId: "MQTT",
+      protocolVersion: 5,
+      clientId: "fuzz",
+      clean: true,
+      keepalive: 10,
+      properties: { sessionExpiryInterval: 0, userProperties: { a: "b" } },
+    },
+    { protocolVersion: 5 },
+  ),
+  mqttPacket.generate({
+    cmd: "connect",
+    protocolId: "MQTT",
+    protocolVersion: 4,
+    clientId: "fuzz4",
+    clean: true,
+    keepalive: 10,
+  }),
+  mqttPacket.generate({
+    cmd: "publish",
+    topic: "fuzz/t",
+    payload: Buffer.from("x"),
+    qos: 1,
+    messageId: 3,
+    retain: false,
+    dup: false,
+  }),
   mqttPacket.generate({ cmd: "subscribe", messageId: 4, subscriptions: [{ topic: "fuzz/#", qos: 1 }] }),
 ];
 
@@ -40,7 +66,10 @@ describe("hostile MQTT input", () => {
 
   beforeAll(async () => {
     nats = await startNatsServer();
-    gw = await startGateway({ nats: nats.url, config: { mqtt: { listen: "127.0.0.1:0", max_packet_size: "64KiB" }, limits: { connect_timeout: "1s" } } });
+    gw = await startGateway({
+      nats: nats.url,
+      config: { mqtt: { listen: "127.0.0.1:0", max_packet_size: "64KiB" }, limits: { connect_timeout: "1s" } },
+    });
     port = gw.port("mqtt");
     nc = await connect({ servers: nats.url });
   });
@@ -55,7 +84,15 @@ describe("hostile MQTT input", () => {
     const sub = nc.subscribe("canary.t", { max: 1 });
     await nc.flush();
     const c = await RawMqtt.connected(port, 4);
-    c.send({ cmd: "publish", topic: "canary/t", payload: Buffer.from("ok"), qos: 1, messageId: 1, retain: false, dup: false });
+    c.send({
+      cmd: "publish",
+      topic: "canary/t",
+      payload: Buffer.from("ok"),
+      qos: 1,
+      messageId: 1,
+      retain: false,
+      dup: false,
+    });
     await c.next("puback");
     for await (const m of sub) expect(m.string()).toBe("ok");
     c.end();
@@ -67,11 +104,16 @@ describe("hostile MQTT input", () => {
       fc.asyncProperty(
         fc.oneof(
           fc.uint8Array({ minLength: 1, maxLength: 200 }),
-          fc.tuple(fc.constantFrom(...validPackets()), fc.array(fc.tuple(fc.nat(), fc.integer({ min: 0, max: 255 })), { minLength: 1, maxLength: 6 })).map(([p, flips]) => {
-            const b = Buffer.from(p);
-            for (const [i, v] of flips) b[i % b.length] = v;
-            return new Uint8Array(b);
-          }),
+          fc
+            .tuple(
+              fc.constantFrom(...validPackets()),
+              fc.array(fc.tuple(fc.nat(), fc.integer({ min: 0, max: 255 })), { minLength: 1, maxLength: 6 }),
+            )
+            .map(([p, flips]) => {
+              const b = Buffer.from(p);
+              for (const [i, v] of flips) b[i % b.length] = v;
+              return new Uint8Array(b);
+            }),
         ),
         async (bytes) => {
           await poke(port, bytes);

@@ -34,7 +34,13 @@ describe("MQTT wills, retained messages and sessions", () => {
     await nats?.stop();
   });
 
-  const will = (topic: string, extra: Record<string, unknown> = {}) => ({ topic, payload: Buffer.from("gone"), qos: 1 as const, retain: false, ...extra });
+  const will = (topic: string, extra: Record<string, unknown> = {}) => ({
+    topic,
+    payload: Buffer.from("gone"),
+    qos: 1 as const,
+    retain: false,
+    ...extra,
+  });
 
   it("an abnormal close publishes the will", async () => {
     const got = await nextOn(nc, "wills.abrupt");
@@ -48,7 +54,11 @@ describe("MQTT wills, retained messages and sessions", () => {
     c.send({ cmd: "disconnect", reasonCode: 0 } as mqttPacket.Packet);
     await c.waitClosed();
     await gw.waitForLog((l) => l.msg === "MQTT connection closed" && l.client_id === "will-normal");
-    expect(gw.logs.some((l) => l.msg === "MQTT connection closed" && l.client_id === "will-normal" && l.reason === "DISCONNECT")).toBe(true);
+    expect(
+      gw.logs.some(
+        (l) => l.msg === "MQTT connection closed" && l.client_id === "will-normal" && l.reason === "DISCONNECT",
+      ),
+    ).toBe(true);
 
     const got = await nextOn(nc, "wills.asked");
     const d = await RawMqtt.connected(port, 5, { clientId: "will-asked", will: will("wills/asked") });
@@ -63,7 +73,11 @@ describe("MQTT wills, retained messages and sessions", () => {
       properties: { sessionExpiryInterval: 60 },
     });
     c.end();
-    const again = await RawMqtt.connected(port, 5, { clientId: "will-delayed", clean: false, properties: { sessionExpiryInterval: 60 } });
+    const again = await RawMqtt.connected(port, 5, {
+      clientId: "will-delayed",
+      clean: false,
+      properties: { sessionExpiryInterval: 60 },
+    });
     const closed = await gw.waitForLog((l) => l.msg === "MQTT connection closed" && l.client_id === "will-delayed");
     expect(closed.reason).toBe("will cancelled: client reconnected");
     again.end();
@@ -106,10 +120,21 @@ describe("MQTT wills, retained messages and sessions", () => {
   });
 
   it("a session (clean start 0, expiry > 0) resumes with session present and its subscriptions", async () => {
-    const first = await connectMqtt(port, { protocolVersion: 5, clientId: "resumer", clean: false, properties: { sessionExpiryInterval: 300 } });
+    const first = await connectMqtt(port, {
+      protocolVersion: 5,
+      clientId: "resumer",
+      clean: false,
+      properties: { sessionExpiryInterval: 300 },
+    });
     await first.subscribeAsync("resume/+", { qos: 0 });
     await first.endAsync();
-    const second = await connectMqtt(port, { protocolVersion: 5, clientId: "resumer", clean: false, properties: { sessionExpiryInterval: 300 }, resubscribe: false });
+    const second = await connectMqtt(port, {
+      protocolVersion: 5,
+      clientId: "resumer",
+      clean: false,
+      properties: { sessionExpiryInterval: 300 },
+      resubscribe: false,
+    });
     const inbox = collect(second);
     expect(second.connack.sessionPresent).toBe(true);
     nc.publish("resume.x", "back");

@@ -32,7 +32,13 @@ describe("MQTT listeners: TLS (with client certificates) and WebSocket on /mqtt"
         mqtt: {
           listen: "127.0.0.1:0",
           websocket: "127.0.0.1:0",
-          tls: { listen: "127.0.0.1:0", cert_file: certs.cert, key_file: certs.key, ca_file: certs.ca, verify_clients: true },
+          tls: {
+            listen: "127.0.0.1:0",
+            cert_file: certs.cert,
+            key_file: certs.key,
+            ca_file: certs.ca,
+            verify_clients: true,
+          },
         },
       },
     });
@@ -64,7 +70,14 @@ describe("MQTT listeners: TLS (with client certificates) and WebSocket on /mqtt"
   });
 
   it("a TLS client without a certificate is refused when verify_clients is on", async () => {
-    const client = mqtt.connect({ protocol: "mqtts", host: "127.0.0.1", port: gw.port("mqtt_tls"), ca: readFileSync(certs.ca), reconnectPeriod: 0, connectTimeout: 3_000 });
+    const client = mqtt.connect({
+      protocol: "mqtts",
+      host: "127.0.0.1",
+      port: gw.port("mqtt_tls"),
+      ca: readFileSync(certs.ca),
+      reconnectPeriod: 0,
+      connectTimeout: 3_000,
+    });
     const outcome = await new Promise<string>((resolve) => {
       client.once("connect", () => resolve("connected"));
       client.once("error", () => resolve("refused"));
@@ -77,12 +90,31 @@ describe("MQTT listeners: TLS (with client certificates) and WebSocket on /mqtt"
   it("mosquitto_pub over TLS with a client certificate", async () => {
     const sub = nc.subscribe("mosq.tls", { max: 1 });
     await nc.flush();
-    await run("mosquitto_pub", ["-h", "127.0.0.1", "-p", String(gw.port("mqtt_tls")), "--cafile", certs.ca, "--cert", certs.clientCert, "--key", certs.clientKey, "-t", "mosq/tls", "-m", "m", "-q", "1"]);
+    await run("mosquitto_pub", [
+      "-h",
+      "127.0.0.1",
+      "-p",
+      String(gw.port("mqtt_tls")),
+      "--cafile",
+      certs.ca,
+      "--cert",
+      certs.clientCert,
+      "--key",
+      certs.clientKey,
+      "-t",
+      "mosq/tls",
+      "-m",
+      "m",
+      "-q",
+      "1",
+    ]);
     for await (const m of sub) expect(m.string()).toBe("m");
   });
 
   it("a browser-style client over WebSocket (path /mqtt, subprotocol mqtt) subscribes and receives", async () => {
-    const client = await connected(mqtt.connect(`ws://127.0.0.1:${gw.port("mqtt_ws")}/mqtt`, { protocolVersion: 5, reconnectPeriod: 0 }));
+    const client = await connected(
+      mqtt.connect(`ws://127.0.0.1:${gw.port("mqtt_ws")}/mqtt`, { protocolVersion: 5, reconnectPeriod: 0 }),
+    );
     const inbox = collect(client);
     await client.subscribeAsync("ws/+", { qos: 1 });
     nc.publish("ws.in", "from nats");

@@ -4,9 +4,30 @@ import { Outbox } from "../../src/actors/mqtt/outbox.js";
 import { encodePublishFast, publishLength } from "../../src/protocol/mqttFastPath.js";
 
 /** A PUBLISH without properties into the outbox, measured as the packet writer measures it. */
-function put(box: Outbox, version: 4 | 5, topic: string, payload: Uint8Array, qos: 0 | 1 | 2, retain: boolean, dup: boolean, id: number | undefined) {
+function put(
+  box: Outbox,
+  version: 4 | 5,
+  topic: string,
+  payload: Uint8Array,
+  qos: 0 | 1 | 2,
+  retain: boolean,
+  dup: boolean,
+  id: number | undefined,
+) {
   const topicBytes = Buffer.byteLength(topic, "utf8");
-  box.publish(publishLength(version, topicBytes, payload.byteLength, qos), version, topic, topicBytes, payload, qos, retain, dup, id, undefined, 0);
+  box.publish(
+    publishLength(version, topicBytes, payload.byteLength, qos),
+    version,
+    topic,
+    topicBytes,
+    payload,
+    qos,
+    retain,
+    dup,
+    id,
+    undefined,
+    0,
+  );
 }
 
 /** A socket stand-in that keeps what it was given. */

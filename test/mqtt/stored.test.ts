@@ -7,7 +7,12 @@ import { collect, connectCollecting, connectMqtt } from "../helpers/mqttClient.j
 import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
 import { RawMqtt } from "../helpers/rawMqtt.js";
 
-const session = (clientId: string) => ({ protocolVersion: 5 as const, clientId, clean: false, properties: { sessionExpiryInterval: 600 } });
+const session = (clientId: string) => ({
+  protocolVersion: 5 as const,
+  clientId,
+  clean: false,
+  properties: { sessionExpiryInterval: 600 },
+});
 
 describe("stored subjects (bindings) over MQTT", () => {
   let nats: NatsServerHandle;
@@ -32,7 +37,16 @@ describe("stored subjects (bindings) over MQTT", () => {
   it("a QoS 1 publish to a stored subject is in the stream when PUBACK comes, once even when resent", async () => {
     const c = await RawMqtt.connected(gw.port("mqtt"), 5, { clientId: "stored-pub" });
     const before = (await jsm.streams.info("ORDERS")).state.messages;
-    const publish = (dup: boolean) => c.send({ cmd: "publish", topic: "orders/eu/1", payload: Buffer.from("o1"), qos: 1, messageId: 11, retain: false, dup } as mqttPacket.Packet);
+    const publish = (dup: boolean) =>
+      c.send({
+        cmd: "publish",
+        topic: "orders/eu/1",
+        payload: Buffer.from("o1"),
+        qos: 1,
+        messageId: 11,
+        retain: false,
+        dup,
+      } as mqttPacket.Packet);
     publish(false);
     expect(((await c.next("puback")) as mqttPacket.IPubackPacket).reasonCode ?? 0).toBe(0);
     const stored = await jsm.streams.getMessage("ORDERS", { last_by_subj: "orders.eu.1" });
@@ -55,7 +69,10 @@ describe("stored subjects (bindings) over MQTT", () => {
     nc.publish("orders.away.plain", "not for an absent client");
     await nc.flush();
 
-    const { client: back, inbox } = await connectCollecting(gw.port("mqtt"), { ...session("stored-sub"), resubscribe: false });
+    const { client: back, inbox } = await connectCollecting(gw.port("mqtt"), {
+      ...session("stored-sub"),
+      resubscribe: false,
+    });
     expect(back.connack.sessionPresent).toBe(true);
     const seen = await inbox.count(5);
     // In the order they were stored: the consumer hands them out from its ack floor.
@@ -77,7 +94,9 @@ describe("stored subjects (bindings) over MQTT", () => {
     const pub = await connectMqtt(gw.port("mqtt"), { protocolVersion: 5 });
     // In chunks of 100: the gateway's receive maximum (256) bounds a client's unacknowledged publishes.
     for (let from = 0; from < 700; from += 100) {
-      await Promise.all(Array.from({ length: 100 }, (_, k) => pub.publishAsync("orders/busy/1", `b${from + k}`, { qos: 1 })));
+      await Promise.all(
+        Array.from({ length: 100 }, (_, k) => pub.publishAsync("orders/busy/1", `b${from + k}`, { qos: 1 })),
+      );
     }
     const seen = await inbox.count(700, 15_000);
     expect(seen.map((m) => m.payload.toString())).toEqual(Array.from({ length: 700 }, (_, i) => `b${i}`));
@@ -86,8 +105,16 @@ describe("stored subjects (bindings) over MQTT", () => {
   });
 
   it("what the client did not acknowledge is delivered again after it reconnects", async () => {
-    const raw = await RawMqtt.connected(gw.port("mqtt"), 5, { clientId: "no-ack", clean: false, properties: { sessionExpiryInterval: 600 } });
-    raw.send({ cmd: "subscribe", messageId: 1, subscriptions: [{ topic: "orders/noack/+", qos: 1 }] } as mqttPacket.Packet);
+    const raw = await RawMqtt.connected(gw.port("mqtt"), 5, {
+      clientId: "no-ack",
+      clean: false,
+      properties: { sessionExpiryInterval: 600 },
+    });
+    raw.send({
+      cmd: "subscribe",
+      messageId: 1,
+      subscriptions: [{ topic: "orders/noack/+", qos: 1 }],
+    } as mqttPacket.Packet);
     await raw.next("suback");
     const pub = await connectMqtt(gw.port("mqtt"), { protocolVersion: 5 });
     await pub.publishAsync("orders/noack/1", "first", { qos: 1 });
@@ -95,7 +122,10 @@ describe("stored subjects (bindings) over MQTT", () => {
     expect(p.payload.toString()).toBe("first");
     raw.end(); // never acknowledged
 
-    const { client: back, inbox } = await connectCollecting(gw.port("mqtt"), { ...session("no-ack"), resubscribe: false });
+    const { client: back, inbox } = await connectCollecting(gw.port("mqtt"), {
+      ...session("no-ack"),
+      resubscribe: false,
+    });
     const [again] = await inbox.count(1);
     expect(again!.payload.toString()).toBe("first");
     await Promise.all([pub.endAsync(), back.endAsync()]);
@@ -109,7 +139,10 @@ describe("stored subjects (bindings) over MQTT", () => {
       await sub.endAsync();
       const pub = await connectMqtt(gw.port("mqtt"), { protocolVersion: 5 });
       for (let i = 0; i < 3; i++) await pub.publishAsync(`orders/move/${i}`, `x${i}`, { qos: 1 });
-      const { client: moved, inbox } = await connectCollecting(other.port("mqtt"), { ...session("mover"), resubscribe: false });
+      const { client: moved, inbox } = await connectCollecting(other.port("mqtt"), {
+        ...session("mover"),
+        resubscribe: false,
+      });
       expect(moved.connack.sessionPresent).toBe(true);
       const seen = await inbox.count(3);
       expect(seen.map((s) => s.payload.toString())).toEqual(["x0", "x1", "x2"]);
@@ -125,7 +158,11 @@ describe("stored subjects (bindings) over MQTT", () => {
   it("a session held on another gateway is taken over: the old connection gets 0x8E", async () => {
     const other = await startGateway({ nats: nats.url, config });
     try {
-      const first = await RawMqtt.connected(gw.port("mqtt"), 5, { clientId: "contested", clean: false, properties: { sessionExpiryInterval: 600 } });
+      const first = await RawMqtt.connected(gw.port("mqtt"), 5, {
+        clientId: "contested",
+        clean: false,
+        properties: { sessionExpiryInterval: 600 },
+      });
       const second = await connectMqtt(other.port("mqtt"), session("contested"));
       expect(((await first.next("disconnect")) as mqttPacket.IDisconnectPacket).reasonCode).toBe(0x8e);
       await second.endAsync();
@@ -141,7 +178,11 @@ describe("stored subjects (bindings) over MQTT", () => {
       // bucket for a clean start only when it has seen a session of that client written.
       const warm = await connectMqtt(other.port("mqtt"), { protocolVersion: 5, clean: true });
       await warm.endAsync();
-      const held = await RawMqtt.connected(gw.port("mqtt"), 5, { clientId: "roamer", clean: false, properties: { sessionExpiryInterval: 600 } });
+      const held = await RawMqtt.connected(gw.port("mqtt"), 5, {
+        clientId: "roamer",
+        clean: false,
+        properties: { sessionExpiryInterval: 600 },
+      });
       const clean = await connectMqtt(other.port("mqtt"), { protocolVersion: 5, clientId: "roamer", clean: true });
       expect(clean.connack.sessionPresent).toBe(false);
       expect(((await held.next("disconnect")) as mqttPacket.IDisconnectPacket).reasonCode).toBe(0x8e);
@@ -156,10 +197,19 @@ describe("stored subjects (bindings) over MQTT", () => {
     const c = await RawMqtt.connected(victim.port("mqtt"), 5, { clientId: "sigkill" });
     const acked = new Set<number>();
     c.socket.on("data", () => {
-      for (const p of c.packets.splice(0)) if (p.cmd === "puback" && !(p as mqttPacket.IPubackPacket).reasonCode) acked.add(p.messageId!);
+      for (const p of c.packets.splice(0))
+        if (p.cmd === "puback" && !(p as mqttPacket.IPubackPacket).reasonCode) acked.add(p.messageId!);
     });
     for (let id = 1; id <= 200; id++) {
-      c.send({ cmd: "publish", topic: `orders/kill/${id}`, payload: Buffer.from(String(id)), qos: 1, messageId: id, retain: false, dup: false } as mqttPacket.Packet);
+      c.send({
+        cmd: "publish",
+        topic: `orders/kill/${id}`,
+        payload: Buffer.from(String(id)),
+        qos: 1,
+        messageId: id,
+        retain: false,
+        dup: false,
+      } as mqttPacket.Packet);
       if (id === 100) victim.process.kill("SIGKILL");
     }
     await c.waitClosed(10_000);

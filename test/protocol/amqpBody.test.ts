@@ -336,7 +336,11 @@ describe("plainDataPayload: the one-data-section message read from its bytes", (
   const section = fc.oneof(
     fc.constant(described(Section.header, types.wrap_list!([]))),
     fc.constant(described(Section.properties, types.wrap_list!([]))),
-    fc.string().map((to) => described(Section.properties, types.wrap_list!([types.Null!(), types.Null!(), types.wrap_string!(to)]))),
+    fc
+      .string()
+      .map((to) =>
+        described(Section.properties, types.wrap_list!([types.Null!(), types.Null!(), types.wrap_string!(to)])),
+      ),
     fc.uint8Array({ maxLength: 400 }).map((b) => described(Section.data, types.wrap_binary!(Buffer.from(b)))),
     fc.string().map((v) => described(Section.amqpValue, types.wrap_string!(v))),
     fc.constant(described(Section.footer, types.wrap_map!({ k: "v" }))),

@@ -33,11 +33,17 @@ const nuid = fc.stringMatching(/^[A-Za-z0-9]{1,22}$/);
 
 describe("subjectMatches", () => {
   it("agrees with token-by-token matching for any pattern and subject (empty tokens included)", () => {
-    fc.assert(fc.property(dotted, dotted, (p, s) => subjectMatches(p, s) === reference(p, s)), RUNS);
+    fc.assert(
+      fc.property(dotted, dotted, (p, s) => subjectMatches(p, s) === reference(p, s)),
+      RUNS,
+    );
   });
   it("a literal subject matches itself, `>` matches everything, `*` one token", () => {
     fc.assert(
-      fc.property(literal, (s) => subjectMatches(s, s) && subjectMatches(">", s) && subjectMatches("*", s) === !s.includes(".")),
+      fc.property(
+        literal,
+        (s) => subjectMatches(s, s) && subjectMatches(">", s) && subjectMatches("*", s) === !s.includes("."),
+      ),
       RUNS,
     );
   });
@@ -46,14 +52,20 @@ describe("subjectMatches", () => {
 describe("the delivery guard", () => {
   it("never delivers the gateway's own subjects, whatever the client subscribed to", () => {
     fc.assert(
-      fc.property(gatewayId, nuid, fc.array(nuid, { maxLength: 3 }), fc.constantFrom(">", "$MQG.>", "_INBOX.>", "*.*.*.*", "$MQG.inbox.>"), (id, n, rest, pattern) => {
-        for (const prefix of [gatewayInboxPrefix(id), clientInboxPrefix(id), "$MQG.retained", "$MQG.alive", "$MQG"]) {
-          const subject = [prefix, n, ...rest].join(".");
-          expect(isGatewayOwn(subject)).toBe(true);
-          expect(coreDeliverable(pattern, subject, undefined)).toBe(false);
-          expect(storedDeliverable([pattern], subject)).toBe(false);
-        }
-      }),
+      fc.property(
+        gatewayId,
+        nuid,
+        fc.array(nuid, { maxLength: 3 }),
+        fc.constantFrom(">", "$MQG.>", "_INBOX.>", "*.*.*.*", "$MQG.inbox.>"),
+        (id, n, rest, pattern) => {
+          for (const prefix of [gatewayInboxPrefix(id), clientInboxPrefix(id), "$MQG.retained", "$MQG.alive", "$MQG"]) {
+            const subject = [prefix, n, ...rest].join(".");
+            expect(isGatewayOwn(subject)).toBe(true);
+            expect(coreDeliverable(pattern, subject, undefined)).toBe(false);
+            expect(storedDeliverable([pattern], subject)).toBe(false);
+          }
+        },
+      ),
       RUNS,
     );
   });
@@ -81,7 +93,9 @@ describe("the delivery guard", () => {
   it("a stored or retained message goes out only on a subject one of the subscription's subjects matches", () => {
     fc.assert(
       fc.property(fc.array(dotted, { minLength: 1, maxLength: 3 }), literal, (patterns, subject) => {
-        expect(storedDeliverable(patterns, subject)).toBe(!isGatewayOwn(subject) && patterns.some((p) => reference(p, subject)));
+        expect(storedDeliverable(patterns, subject)).toBe(
+          !isGatewayOwn(subject) && patterns.some((p) => reference(p, subject)),
+        );
       }),
       RUNS,
     );
@@ -89,7 +103,12 @@ describe("the delivery guard", () => {
 
   it("an AMQP dynamic source (_INBOX.<nuid>) and a client's own _INBOX subscription still get their replies", () => {
     fc.assert(
-      fc.property(nuid, (n) => coreDeliverable(`_INBOX.${n}`, `_INBOX.${n}`, undefined) && coreDeliverable("_INBOX.>", `_INBOX.${n}.1`, "reply.x")),
+      fc.property(
+        nuid,
+        (n) =>
+          coreDeliverable(`_INBOX.${n}`, `_INBOX.${n}`, undefined) &&
+          coreDeliverable("_INBOX.>", `_INBOX.${n}.1`, "reply.x"),
+      ),
       RUNS,
     );
     // `$MQGW...` and `_INBOX.MQGWx` are ordinary subjects (only whole tokens are the gateway's).

@@ -315,7 +315,18 @@ describe("properties", () => {
         expect(sequence(rebuilt)).toEqual(sequence(props));
       }),
       // A value that is a lone U+FEFF once lost it to the decoder's BOM stripping (found by fast-check).
-      { ...RUNS, examples: [[[["k", "\ufeff"], ["k", "a"]], 1]] },
+      {
+        ...RUNS,
+        examples: [
+          [
+            [
+              ["k", "\ufeff"],
+              ["k", "a"],
+            ],
+            1,
+          ],
+        ],
+      },
     );
   });
 });
@@ -339,7 +350,10 @@ describe("the NATS reply of a stored message's core copy (mapping-to-nats.md: a 
   });
 
   it("is read whatever the case of the header's name, and never written back", () => {
-    const meta = headersToMeta([["nats-msg-id", "x"], ["mqgw-qos", "1"]]);
+    const meta = headersToMeta([
+      ["nats-msg-id", "x"],
+      ["mqgw-qos", "1"],
+    ]);
     expect(meta.hasMsgId).toBe(true);
     expect(answerableReply(meta, "_INBOX.x")).toBeUndefined();
     expect(metaToHeaders(meta)).toEqual([[HEADER.qos, "1"]]);

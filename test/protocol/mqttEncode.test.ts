@@ -11,7 +11,13 @@ import { encodeMqttPacket, wholePacket } from "../../src/protocol/mqttEncode.js"
 import { encodePublishFast } from "../../src/protocol/mqttFastPath.js";
 import { mqttString, natsToMqttPublish, type SubscriptionOptions } from "../../src/protocol/natsToMqtt.js";
 
-const sub: SubscriptionOptions = { qos: 1, noLocal: false, retainAsPublished: false, subscriptionId: 7, dollarGuard: false };
+const sub: SubscriptionOptions = {
+  qos: 1,
+  noLocal: false,
+  retainAsPublished: false,
+  subscriptionId: 7,
+  dollarGuard: false,
+};
 const rx = { protocolVersion: 5 as const, clientId: "rx", now: 0 };
 
 const big = (n: number) => fc.constant("v".repeat(n));
@@ -61,7 +67,16 @@ describe("the PUBLISH encoder", () => {
         const out = natsToMqttPublish("t.a", headers, payload, "re.ply", sub, rx);
         if (typeof out === "string") return;
         // The encoder the connection writes a PUBLISH with (packetWriter.ts, mqttFastPath.ts).
-        const bytes = encodePublishFast(5, out.topic, payload, out.qos, out.retain, false, out.qos > 0 ? 1 : undefined, out.properties);
+        const bytes = encodePublishFast(
+          5,
+          out.topic,
+          payload,
+          out.qos,
+          out.retain,
+          false,
+          out.qos > 0 ? 1 : undefined,
+          out.properties,
+        );
         expect(bytes).toBeInstanceOf(Buffer);
         const next = encodeMqttPacket({ cmd: "pingresp" } as Packet, 5) as Buffer;
         const parsed = parseAll(Buffer.concat([bytes, next]));
@@ -80,21 +95,53 @@ describe("the PUBLISH encoder", () => {
   });
 
   it("a value too long for MQTT is left out and counted, never truncated", () => {
-    const out = natsToMqttPublish("t.a", [["Mqgw-Prop-x", "v".repeat(70_000)], ["Mqgw-Prop-y", "ok"], ["Mqgw-Content-Type", "c".repeat(70_000)], ["Mqgw-Prop-bad", "%FF"]], new Uint8Array(), undefined, sub, rx);
+    const out = natsToMqttPublish(
+      "t.a",
+      [
+        ["Mqgw-Prop-x", "v".repeat(70_000)],
+        ["Mqgw-Prop-y", "ok"],
+        ["Mqgw-Content-Type", "c".repeat(70_000)],
+        ["Mqgw-Prop-bad", "%FF"],
+      ],
+      new Uint8Array(),
+      undefined,
+      sub,
+      rx,
+    );
     expect(out).toMatchObject({ properties: { userProperties: [["y", "ok"]] }, lost: 3 });
     expect((out as { properties: Record<string, unknown> }).properties.contentType).toBeUndefined();
   });
 
   it("the generic encoder (CONNACK, SUBACK, DISCONNECT...) refuses, as an Error, a packet mqtt-packet would cut short or refuse (never an error event)", () => {
-    const packet = { cmd: "publish", topic: "t", payload: Buffer.from("x"), qos: 0, retain: false, dup: false, properties: { userProperties: { x: "v".repeat(70_000) } } } as IPublishPacket;
+    const packet = {
+      cmd: "publish",
+      topic: "t",
+      payload: Buffer.from("x"),
+      qos: 0,
+      retain: false,
+      dup: false,
+      properties: { userProperties: { x: "v".repeat(70_000) } },
+    } as IPublishPacket;
     expect(encodeMqttPacket(packet, 5)).toBeInstanceOf(Error);
-    expect(encodeMqttPacket({ cmd: "connack", reasonCode: 0x85, sessionPresent: false } as Packet, 4)).toBeInstanceOf(Error);
+    expect(encodeMqttPacket({ cmd: "connack", reasonCode: 0x85, sessionPresent: false } as Packet, 4)).toBeInstanceOf(
+      Error,
+    );
   });
 
   it("wholePacket reads the remaining length exactly", () => {
     fc.assert(
       fc.property(fc.uint8Array({ maxLength: 300 }), (body) => {
-        const bytes = encodeMqttPacket({ cmd: "publish", topic: "t", payload: Buffer.from(body), qos: 0, retain: false, dup: false } as IPublishPacket, 4) as Buffer;
+        const bytes = encodeMqttPacket(
+          {
+            cmd: "publish",
+            topic: "t",
+            payload: Buffer.from(body),
+            qos: 0,
+            retain: false,
+            dup: false,
+          } as IPublishPacket,
+          4,
+        ) as Buffer;
         expect(wholePacket(bytes)).toBe(true);
         expect(wholePacket(bytes.subarray(0, bytes.length - 1))).toBe(false);
         expect(wholePacket(Buffer.concat([bytes, Buffer.from([0])]))).toBe(false);

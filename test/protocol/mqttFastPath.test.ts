@@ -1,11 +1,7 @@
 import fc from "fast-check";
 import mqtt, { type IPublishPacket } from "mqtt-packet";
 import { describe, expect, it } from "vitest";
-import {
-  encodePublishFast,
-  parsePubackFast,
-  parsePublishFast,
-} from "../../src/protocol/mqttFastPath.js";
+import { encodePublishFast, parsePubackFast, parsePublishFast } from "../../src/protocol/mqttFastPath.js";
 
 /** What mqtt-packet's parser makes of one whole packet (or its error). */
 function viaLibrary(bytes: Buffer, version: 4 | 5): IPublishPacket | Error {
@@ -104,7 +100,9 @@ describe("the PUBLISH fast path against mqtt-packet", () => {
     // A property block longer than the packet.
     expect(parsePublishFast(Buffer.from([0x30, 0x05, 0x00, 0x01, 0x61, 0x09, 0x01]), 5)).toBeUndefined();
     // The payload format indicator twice.
-    expect(parsePublishFast(Buffer.from([0x30, 0x08, 0x00, 0x01, 0x61, 0x04, 0x01, 0x01, 0x01, 0x00]), 5)).toBeUndefined();
+    expect(
+      parsePublishFast(Buffer.from([0x30, 0x08, 0x00, 0x01, 0x61, 0x04, 0x01, 0x01, 0x01, 0x00]), 5),
+    ).toBeUndefined();
     expect(parsePublishFast(Buffer.from([0x36, 0x05, 0x00, 0x01, 0x61, 0x00, 0x01]), 4)).toBeUndefined(); // QoS 3
     expect(parsePublishFast(Buffer.from([0x30, 0x03, 0x00, 0x05, 0x61]), 4)).toBeUndefined(); // topic longer than the packet
     expect(parsePublishFast(Buffer.from([0x32, 0x04, 0x00, 0x01, 0x61, 0x00]), 4)).toBeUndefined(); // packet id cut short

@@ -4,7 +4,11 @@ import { describe, expect, it } from "vitest";
 import { propertiesProblem } from "../../src/protocol/mqttPropertyBlocks.js";
 
 const str = fc.string({ maxLength: 12 });
-const userProperties = fc.dictionary(fc.string({ minLength: 1, maxLength: 6 }), fc.oneof(str, fc.array(str, { minLength: 1, maxLength: 3 })), { maxKeys: 3 });
+const userProperties = fc.dictionary(
+  fc.string({ minLength: 1, maxLength: 6 }),
+  fc.oneof(str, fc.array(str, { minLength: 1, maxLength: 3 })),
+  { maxKeys: 3 },
+);
 const publishProps = fc.record(
   {
     payloadFormatIndicator: fc.boolean(),
@@ -20,28 +24,76 @@ const publishProps = fc.record(
 );
 
 const packets: fc.Arbitrary<Packet> = fc.oneof(
-  fc.record({ topic: fc.string({ minLength: 1, maxLength: 8 }), payload: fc.uint8Array({ maxLength: 20 }), qos: fc.constantFrom(0, 1, 2), properties: publishProps }).map(
-    (p) => ({ cmd: "publish", topic: p.topic, payload: Buffer.from(p.payload), qos: p.qos, retain: false, dup: false, messageId: p.qos ? 1 : undefined, properties: p.properties }) as Packet,
-  ),
-  fc.record({ userProperties, reasonString: str }, { requiredKeys: [] }).map((properties) => ({ cmd: "puback", messageId: 3, reasonCode: 0x10, properties }) as Packet),
-  fc.record({ userProperties, subscriptionIdentifier: fc.integer({ min: 1, max: 1000 }) }, { requiredKeys: [] }).map(
-    (properties) => ({ cmd: "subscribe", messageId: 2, subscriptions: [{ topic: "a/#", qos: 1 }], properties }) as Packet,
-  ),
-  fc.record({ userProperties }, { requiredKeys: [] }).map((properties) => ({ cmd: "unsubscribe", messageId: 2, unsubscriptions: ["a"], properties }) as Packet),
-  fc.record({ sessionExpiryInterval: fc.nat(), reasonString: str, userProperties }, { requiredKeys: [] }).map((properties) => ({ cmd: "disconnect", reasonCode: 0, properties }) as Packet),
-  fc.record({ sessionExpiryInterval: fc.nat(), receiveMaximum: fc.integer({ min: 1, max: 65535 }), userProperties, will: fc.boolean(), willDelay: fc.nat() }).map(
-    (c) =>
-      ({
-        cmd: "connect",
-        protocolId: "MQTT",
-        protocolVersion: 5,
-        clientId: "c",
-        clean: true,
-        keepalive: 10,
-        properties: { sessionExpiryInterval: c.sessionExpiryInterval, receiveMaximum: c.receiveMaximum, userProperties: c.userProperties },
-        ...(c.will ? { will: { topic: "w", payload: Buffer.from("x"), qos: 0, retain: false, properties: { willDelayInterval: c.willDelay, userProperties: c.userProperties } } } : {}),
-      }) as Packet,
-  ),
+  fc
+    .record({
+      topic: fc.string({ minLength: 1, maxLength: 8 }),
+      payload: fc.uint8Array({ maxLength: 20 }),
+      qos: fc.constantFrom(0, 1, 2),
+      properties: publishProps,
+    })
+    .map(
+      (p) =>
+        ({
+          cmd: "publish",
+          topic: p.topic,
+          payload: Buffer.from(p.payload),
+          qos: p.qos,
+          retain: false,
+          dup: false,
+          messageId: p.qos ? 1 : undefined,
+          properties: p.properties,
+        }) as Packet,
+    ),
+  fc
+    .record({ userProperties, reasonString: str }, { requiredKeys: [] })
+    .map((properties) => ({ cmd: "puback", messageId: 3, reasonCode: 0x10, properties }) as Packet),
+  fc
+    .record({ userProperties, subscriptionIdentifier: fc.integer({ min: 1, max: 1000 }) }, { requiredKeys: [] })
+    .map(
+      (properties) =>
+        ({ cmd: "subscribe", messageId: 2, subscriptions: [{ topic: "a/#", qos: 1 }], properties }) as Packet,
+    ),
+  fc
+    .record({ userProperties }, { requiredKeys: [] })
+    .map((properties) => ({ cmd: "unsubscribe", messageId: 2, unsubscriptions: ["a"], properties }) as Packet),
+  fc
+    .record({ sessionExpiryInterval: fc.nat(), reasonString: str, userProperties }, { requiredKeys: [] })
+    .map((properties) => ({ cmd: "disconnect", reasonCode: 0, properties }) as Packet),
+  fc
+    .record({
+      sessionExpiryInterval: fc.nat(),
+      receiveMaximum: fc.integer({ min: 1, max: 65535 }),
+      userProperties,
+      will: fc.boolean(),
+      willDelay: fc.nat(),
+    })
+    .map(
+      (c) =>
+        ({
+          cmd: "connect",
+          protocolId: "MQTT",
+          protocolVersion: 5,
+          clientId: "c",
+          clean: true,
+          keepalive: 10,
+          properties: {
+            sessionExpiryInterval: c.sessionExpiryInterval,
+            receiveMaximum: c.receiveMaximum,
+            userProperties: c.userProperties,
+          },
+          ...(c.will
+            ? {
+                will: {
+                  topic: "w",
+                  payload: Buffer.from("x"),
+                  qos: 0,
+                  retain: false,
+                  properties: { willDelayInterval: c.willDelay, userProperties: c.userProperties },
+                },
+              }
+            : {}),
+        }) as Packet,
+    ),
 );
 
 describe("MQTT 5 property blocks", () => {
@@ -66,7 +118,20 @@ describe("MQTT 5 property blocks", () => {
   it("lengthening any string inside a property block past the block is always caught", () => {
     fc.assert(
       fc.property(publishProps, fc.integer({ min: 1, max: 200 }), (properties, extra) => {
-        const frame = Buffer.from(mqtt.generate({ cmd: "publish", topic: "t", payload: Buffer.from("payload bytes"), qos: 0, retain: false, dup: false, properties: { ...properties, userProperties: { k: "v" } } } as Packet, { protocolVersion: 5 }));
+        const frame = Buffer.from(
+          mqtt.generate(
+            {
+              cmd: "publish",
+              topic: "t",
+              payload: Buffer.from("payload bytes"),
+              qos: 0,
+              retain: false,
+              dup: false,
+              properties: { ...properties, userProperties: { k: "v" } },
+            } as Packet,
+            { protocolVersion: 5 },
+          ),
+        );
         // The user property k=v: its key length sits right after the 0x26 identifier.
         const at = frame.indexOf(Buffer.from([0x26, 0x00, 0x01, 0x6b]));
         frame.writeUInt16BE(1 + extra + 13, at + 1);

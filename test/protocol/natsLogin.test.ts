@@ -21,7 +21,10 @@ describe("a client's login as NATS credentials", () => {
   });
 
   it("no other password is taken for a JWT (any string, and other JWTs)", () => {
-    fc.assert(fc.property(fc.string(), (s) => !isNatsJwt(s)), { numRuns: 5000 });
+    fc.assert(
+      fc.property(fc.string(), (s) => !isNatsJwt(s)),
+      { numRuns: 5000 },
+    );
     const hs256 = `${Buffer.from(JSON.stringify({ typ: "JWT", alg: "HS256" })).toString("base64url")}.e30.c2ln`;
     expect(isNatsJwt(hs256.padEnd(60, "x"))).toBe(false);
   });

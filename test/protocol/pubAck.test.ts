@@ -16,7 +16,10 @@ function viaJson(text: string): { stream: string; seq: number; duplicate: boolea
 }
 
 const streamName = fc.string({ minLength: 1, maxLength: 16 }).filter((s) => !/[\s"\\]/.test(s));
-const seq = fc.oneof(fc.nat(), fc.maxSafeNat().map((n) => Math.floor(n / 1000)));
+const seq = fc.oneof(
+  fc.nat(),
+  fc.maxSafeNat().map((n) => Math.floor(n / 1000)),
+);
 
 describe("reading a JetStream publish ack without JSON.parse", () => {
   it("reads every ack nats-server writes, as JSON.parse does", () => {
@@ -33,8 +36,30 @@ describe("reading a JetStream publish ack without JSON.parse", () => {
   });
 
   it("never reads anything differently from JSON.parse: it reads it the same or leaves it to JSON.parse", () => {
-    const piece = fc.constantFrom('{"stream":"', "S", "ORDERS", '","seq":', "0", "7", "12", '"', ",", '"duplicate":true', '"duplicate":false', "}", " ", '"domain":"d"', '"error":{"code":503}', "\\", "é");
-    const arbitraryText = fc.oneof(fc.array(piece, { maxLength: 10 }).map((p) => p.join("")), fc.string(), fc.json());
+    const piece = fc.constantFrom(
+      '{"stream":"',
+      "S",
+      "ORDERS",
+      '","seq":',
+      "0",
+      "7",
+      "12",
+      '"',
+      ",",
+      '"duplicate":true',
+      '"duplicate":false',
+      "}",
+      " ",
+      '"domain":"d"',
+      '"error":{"code":503}',
+      "\\",
+      "é",
+    );
+    const arbitraryText = fc.oneof(
+      fc.array(piece, { maxLength: 10 }).map((p) => p.join("")),
+      fc.string(),
+      fc.json(),
+    );
     fc.assert(
       fc.property(arbitraryText, (text) => {
         const fast = readPubAck(enc(text));
@@ -54,7 +79,11 @@ describe("reading a JetStream publish ack without JSON.parse", () => {
       "",
     ])
       expect(readPubAck(enc(text))).toBeUndefined();
-    expect(readPubAck(enc('{"stream":"S","seq":3,"duplicate":true}'))).toEqual({ stream: "S", seq: 3, duplicate: true });
+    expect(readPubAck(enc('{"stream":"S","seq":3,"duplicate":true}'))).toEqual({
+      stream: "S",
+      seq: 3,
+      duplicate: true,
+    });
     expect(readPubAck(enc('{"stream":"T","seq":0}'))).toEqual({ stream: "T", seq: 0, duplicate: false });
   });
 });

@@ -219,7 +219,16 @@ const isValidPublishSubject = (s: string): boolean =>
   s.split(".").every((tok) => tok !== "" && tok !== "*" && tok !== ">") &&
   ![...s].some((ch) => isWhitespaceOrControl(ch.codePointAt(0)!));
 
-const templates = fc.constantFrom("orders.{region}", "{a}", "{a}.{b}", "{a}.{b}.{region}", "x.{a}.y.{b}.z", "$app.{a}", "a//b.{a}", "_INBOX.{a}.{b}");
+const templates = fc.constantFrom(
+  "orders.{region}",
+  "{a}",
+  "{a}.{b}",
+  "{a}.{b}.{region}",
+  "x.{a}.y.{b}.z",
+  "$app.{a}",
+  "a//b.{a}",
+  "_INBOX.{a}.{b}",
+);
 
 describe("properties", () => {
   it("decodeRouteValue(encodeRouteValue(v)) === v", () => {

@@ -28,9 +28,9 @@ export class Liveness extends Context.Service<Liveness, { readonly claims: Claim
       const run = yield* FiberSet.makeRuntime<never, void, never>();
       const claims = new ClaimAnnouncer((account, payload) => {
         run(
-          Effect.tryPromise(async () => announceClaims((await services.jetstream(account)).lease.nats, id, payload)).pipe(
-            Effect.ignore,
-          ),
+          Effect.tryPromise(async () =>
+            announceClaims((await services.jetstream(account)).lease.nats, id, payload),
+          ).pipe(Effect.ignore),
         );
       });
       return { claims };
