@@ -12,15 +12,12 @@ export interface HeapProbe {
 }
 
 export async function attachHeapProbe(port: number): Promise<HeapProbe> {
-  let target: { webSocketDebuggerUrl: string } | undefined;
-  for (let i = 0; i < 100 && !target; i++) {
-    const list = await fetch(`http://127.0.0.1:${port}/json/list`)
-      .then((r) => r.json() as Promise<Array<{ webSocketDebuggerUrl: string }>>)
-      .catch(() => undefined);
-    target = list?.[0];
-    if (!target) await new Promise((r) => setTimeout(r, 100));
-  }
-  if (!target) throw new Error(`no inspector on port ${port}`);
+  // Node opens the inspector before it runs the script: a process that has started serving has it.
+  const list = (await (await fetch(`http://127.0.0.1:${port}/json/list`)).json()) as Array<{
+    webSocketDebuggerUrl: string;
+  }>;
+  const target = list[0];
+  if (!target) throw new Error(`no inspector target on port ${port}`);
   const ws = new WebSocket(target.webSocketDebuggerUrl, { perMessageDeflate: false });
   await new Promise((resolve, reject) => ws.once("open", resolve).once("error", reject));
   let nextId = 0;
