@@ -41,6 +41,8 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const PER_PROCESS = 5000;
 const CONNECT_IN_FLIGHT = 200;
 const OFFLINE_WAIT_MS = 30_000;
+/** Past the window: how much longer a device that missed the offline message is waited for (late, or lost). */
+const LATE_WAIT_MS = 90_000;
 /** After a drop, before the next step: the servers see the sockets go (no DISCONNECT was sent). */
 const SETTLE_MS = 2000;
 const REFERENCE_MAX_CONSUMERS = 1_000_000;
@@ -394,6 +396,9 @@ function merge(parts) {
     for (const k of ["refused", "subackRefused", "errors"])
       for (const [c, n] of Object.entries(p[k] ?? {})) out[k][c] = (out[k][c] ?? 0) + n;
   }
+  if (parts.some((p) => p.missing)) out.missing = parts.flatMap((p) => p.missing ?? []);
+  if (parts.some((p) => p.arrivals)) out.arrivals = parts.flatMap((p) => p.arrivals ?? []);
+  if (parts.some((p) => p.lastAt)) out.lastAt = Math.max(...parts.map((p) => p.lastAt ?? 0));
   const starts = parts.map((p) => p.start).filter(Boolean);
   if (starts.length) {
     out.start = Math.min(...starts);
@@ -521,7 +526,17 @@ export async function sessionsRun({
       const r = await timed(name, () => all(gens[name], "reconnect", { timeoutMs: OFFLINE_WAIT_MS }));
       const left = Math.max(0, OFFLINE_WAIT_MS - (Date.now() - r.start));
       const m = await all(gens[name], "await", { mark, timeoutMs: left });
-      await after(name, "offline", { ...r, published, mark, got: m.got, duplicates: m.duplicates });
+      // Late or lost: those that missed the window are waited for LATE_WAIT_MS more, and the last arrival timed.
+      const late = m.got < n ? await all(gens[name], "await", { mark, timeoutMs: LATE_WAIT_MS }) : m;
+      await after(name, "offline", {
+        ...r,
+        published,
+        mark,
+        got: m.got,
+        gotLate: late.got,
+        lastSeconds: late.lastAt ? (late.lastAt - r.start) / 1000 : undefined,
+        duplicates: late.duplicates,
+      });
     }
     // 4 a storm again, now that each session's fleet/all/# reader has delivered a message
     // (the server pinned it): the gateway parks such readers at a drop and a resume there

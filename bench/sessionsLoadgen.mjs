@@ -11,7 +11,8 @@
 //   await      until every device has the message `mark` (or `timeoutMs`); duplicates
 //   resume     every device whose socket the server closes retries with backoff until
 //              CONNACKed; answered once all are back (or `timeoutMs`) — the restart phase
-//   counts     messages per mark so far (duplicates after the restart)
+//   marks      messages per mark so far (duplicates after the restart)
+//   arrivals   when each of `ids` first got `mark`
 import net from "node:net";
 import mqtt from "mqtt-packet";
 
@@ -30,6 +31,7 @@ const devices = indices.map((i, k) => ({
   v5: spec.mix === "5" ? true : spec.mix === "311" ? false : k % 2 === 1,
   sock: null,
   marks: new Map(), // mark -> times received
+  firstAt: new Map(), // mark -> when it first came (ms)
 }));
 const bump = (o, k) => {
   o[k] = (o[k] ?? 0) + 1;
@@ -79,6 +81,7 @@ function open(d, { subscribe, localAddress, timeoutMs }) {
         done({ ok: true, ...connack, subackRefused: bad.length ? bad : undefined });
       } else if (p.cmd === "publish") {
         const mark = p.payload.toString();
+        if (!d.marks.has(mark)) d.firstAt.set(mark, now());
         d.marks.set(mark, (d.marks.get(mark) ?? 0) + 1);
         if (p.qos > 0) s.write(mqtt.generate({ cmd: "puback", messageId: p.messageId }, { protocolVersion: version }));
       }
@@ -169,15 +172,21 @@ async function awaitMark({ mark, timeoutMs }) {
   return marks(mark);
 }
 
+/** `missing`: the first few client ids still without it; `lastAt`: when the last that has it got it. */
 function marks(mark) {
   let got = 0;
   let duplicates = 0;
+  let lastAt = 0;
+  const missing = [];
   for (const d of devices) {
     const n = d.marks.get(mark) ?? 0;
-    if (n) got++;
+    if (n) {
+      got++;
+      lastAt = Math.max(lastAt, d.firstAt.get(mark));
+    } else if (missing.length < 20) missing.push(d.id);
     if (n > 1) duplicates += n - 1;
   }
-  return { got, duplicates, at: now() };
+  return { got, duplicates, at: now(), lastAt, missing };
 }
 
 /**
@@ -241,6 +250,9 @@ const commands = {
   await: awaitMark,
   resume,
   marks: (m) => marks(m.mark),
+  arrivals: (m) => ({
+    arrivals: devices.filter((d) => m.ids.includes(d.id)).map((d) => [d.id, d.firstAt.get(m.mark) ?? null]),
+  }),
   connected: () => ({ connected: devices.filter((d) => d.sock && !d.sock.connecting).length }),
 };
 process.on("message", async (m) => {

@@ -64,6 +64,8 @@ retrying with backoff (250 ms doubling to 5 s); then one live QoS 1 message to \
     row(["storm", "session present 1 / 0"], (x) => (x ? `${num(x.present1)} / ${num(x.present0)}` : undefined));
     row(["storm", "not back (refused or no CONNACK)"], failed);
     row(["offline", "sessions that got it within 30 s"], (x) => x?.got);
+    row(["offline", "... within 120 s (late, not lost)"], (x) => x?.gotLate);
+    row(["offline", "seconds until the last got it"], (x) => x?.lastSeconds, { d: 1 });
     row(["offline", "duplicates"], (x) => x?.duplicates);
     row(["offline", "reconnect: session present 0 / not back"], (x) =>
       x ? `${num(x.present0)} / ${num(failed(x))}` : undefined,
