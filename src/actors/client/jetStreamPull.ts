@@ -54,13 +54,25 @@ interface Pull {
 interface Inbox {
   readonly sub: Subscription;
   pull: Pull | undefined;
+  /** Its pull lapsed (no end from the server in time): still read until the server's end comes, or this timer lets it go. */
+  lapsed?: ReturnType<typeof setTimeout> | undefined;
 }
 
 /** A pull cut short before this is asked again only after a pause (and the machine's pause is this long). */
 const PAUSE_MS = 1_000;
-/** The server ends a pull at its expiry (408); one whose end never comes (NATS reconnected) is let go this much later. */
+/**
+ * The server ends a pull at its expiry (408); one whose end has not come this much later
+ * lapses: the reader may ask again, and its inbox is still read (LAPSED_READ_MS).
+ */
 const GRACE_MS = 2_000;
 const NO_WAIT_GRACE_MS = 5_000;
+/**
+ * How long a lapsed pull's inbox is still read. The server counts a pull's expiry from when
+ * it took the request, which under load (or a stalled event loop here) is seconds after it
+ * was sent: it may still send to it after the lapse, and what it sends to an inbox nobody
+ * reads is lost to its ack wait, and the pin it gave that pull held for its priority timeout.
+ */
+const LAPSED_READ_MS = 30_000;
 
 const encoder = new TextEncoder();
 /** The acknowledgement bodies (JetStream AckExplicit), encoded once. */
@@ -90,6 +102,8 @@ export function settle(nc: NatsConnection, reply: string, body: Uint8Array): voi
  */
 export class JetStreamPull implements ConnectionFollower {
   private readonly pulls = new Set<Pull>();
+  /** Inboxes of pulls that lapsed, read until the server ends them (Inbox.lapsed). */
+  private readonly lapsed = new Set<Inbox>();
   /**
    * The inbox of the last long poll the server ended, kept for the next one: an idle
    * subscription asks again every expiry, and a fresh inbox each time was a SUB and an
@@ -259,12 +273,13 @@ export class JetStreamPull implements ConnectionFollower {
   }
 
   private openInbox(): Inbox | undefined {
-    const inbox: { sub?: Subscription; pull: Pull | undefined } = { pull: undefined };
+    const inbox: Omit<Inbox, "sub"> & { sub?: Subscription } = { pull: undefined, lapsed: undefined };
     try {
       inbox.sub = this.o.nc.subscribe(createInbox(this.inboxPrefix), {
         callback: (e, m) => {
           const pull = inbox.pull;
           if (e) return pull ? this.end(pull, "cut short") : undefined;
+          if (inbox.lapsed) return this.receivedLate(inbox as Inbox, m);
           this.received(pull, m);
         },
       });
@@ -293,6 +308,31 @@ export class JetStreamPull implements ConnectionFollower {
     this.requested--;
     if (pull.remaining <= 0) this.end(pull, "filled");
     this.o.reader.message(m);
+  }
+
+  /**
+   * On the inbox of a pull that lapsed: the server still held it. A message is the reader's
+   * as any other (with the pin it may carry); the server's end of that pull lets the inbox go.
+   */
+  private receivedLate(inbox: Inbox, m: Msg): void {
+    if (!m.reply) {
+      const code = m.headers?.code ?? 0;
+      if (code === 100) return;
+      // 423: as on a live pull, the pin it named is no longer this reader's.
+      if (code === 423) this.pinId = undefined;
+      return this.forgetLapsed(inbox).unsubscribe();
+    }
+    if (this.machine.actor.getSnapshot().status !== "active") return settle(this.o.nc, m.reply, NAK);
+    if (this.o.group) this.pinId = m.headers?.get("Nats-Pin-Id") || this.pinId;
+    this.o.reader.message(m);
+  }
+
+  /** Nothing more is read for a lapsed pull: the caller ends the inbox's subscription it returns. */
+  private forgetLapsed(inbox: Inbox): Subscription {
+    clearTimeout(inbox.lapsed);
+    inbox.lapsed = undefined;
+    this.lapsed.delete(inbox);
+    return inbox.sub;
   }
 
   private status(pull: Pull, code: number, description: string): void {
@@ -346,8 +386,16 @@ export class JetStreamPull implements ConnectionFollower {
     this.send({ type: "CONSUMER_FOUND" });
   }
 
+  /** A lapsed pull's inbox is still read (receivedLate) until the server ends that pull, or for LAPSED_READ_MS. */
+  private keepReading(inbox: Inbox): void {
+    this.lapsed.add(inbox);
+    inbox.lapsed = setTimeout(() => letGo(this.forgetLapsed(inbox)), LAPSED_READ_MS);
+    inbox.lapsed.unref?.();
+  }
+
   private endAll(): void {
     for (const p of [...this.pulls]) this.end(p, "quietly");
+    for (const inbox of [...this.lapsed]) this.forgetLapsed(inbox).unsubscribe();
     this.takeSpare()?.sub.unsubscribe();
   }
 
@@ -363,7 +411,8 @@ export class JetStreamPull implements ConnectionFollower {
     pull.remaining = 0;
     const { inbox } = pull;
     inbox.pull = undefined;
-    if (unfilled > 0 && how !== "expired") letGo(inbox.sub);
+    if (how === "lapsed") this.keepReading(inbox);
+    else if (unfilled > 0 && how !== "expired") letGo(inbox.sub);
     // The server is done with it (408, or all it asked for came): the next long poll's.
     else if (!pull.noWait && how !== "quietly" && !this.spare && this.isAsking(this.machine.actor.getSnapshot()))
       this.spare = inbox;
