@@ -142,10 +142,7 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
     const reads = new SocketReads(this.socket, this);
     this.socket.on("data", (chunk: Buffer) => reads.add(chunk));
     this.socket.on("error", ignoreSocketError);
-    this.socket.on("close", () => {
-      reads.takeReads(true);
-      this.actor.send({ type: "SOCKET_CLOSED" });
-    });
+    this.socket.on("close", () => reads.closed());
   }
 
   /** The actor's scope closes: release everything, keeping the session if it outlives us. */
@@ -183,6 +180,11 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
   }
 
   // -- bytes and packets --
+
+  /** (SocketReads') */
+  onClosed(): void {
+    this.actor.send({ type: "SOCKET_CLOSED" });
+  }
 
   /** (SocketReads') */
   onData(chunk: Buffer): void {
