@@ -3,6 +3,7 @@
 // busy, or, as here, stopped. What it sends to that pull must reach the reader, and the pin
 // it gives with it must be the reader's, or a parked session's message waits out the ack
 // wait and the pin's priority timeout (30 s each) before anyone gets it.
+import { readFileSync } from "node:fs";
 import { AckPolicy, DeliverPolicy, type JetStreamManager, jetstreamManager } from "@nats-io/jetstream";
 import { connect, type Msg, type NatsConnection, nanos } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -12,6 +13,9 @@ import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js
 import { eventually } from "../helpers/poll.js";
 
 const EXPIRES_MS = 2_000;
+
+/** A process's state letter (`T`: stopped by a signal), from /proc. */
+const processState = (pid: number): string => readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ")[0]!;
 /** Far below the ack wait and the pin's priority timeout (30 s): what is lost to either comes later. */
 const PROMPTLY_MS = 10_000;
 
@@ -72,6 +76,12 @@ describe("a pull that lapsed while the server still held it", () => {
       });
       try {
         nats.process.kill("SIGSTOP");
+        // The signal is asynchronous: a pull the server read before it stopped would expire on time.
+        await eventually(
+          () => (processState(nats.process.pid!) === "T" ? true : undefined),
+          PROMPTLY_MS,
+          "nats-server stopped",
+        );
         // Sent while nats-server reads nothing: it takes the pull when it runs again.
         pull.want(8);
         await new Promise((r) => setTimeout(r, stallMs));
