@@ -9,6 +9,7 @@ import type {
   SnapshotFrom,
 } from "xstate";
 import { INIT, initialStep, STOP, type Step, type Effect as StepEffect, step } from "../machines/step.js";
+import { plainKey } from "../machines/stepMemo.js";
 import type { ActorRegistry } from "./registry.js";
 
 type EmitHandlers<M extends AnyStateMachine> = {
@@ -274,20 +275,6 @@ function initialStepOf(machine: AnyStateMachine, input: unknown): Step {
 }
 const initialSteps = new WeakMap<AnyStateMachine, Map<string, Step>>();
 const INITIAL_STEPS_KEPT = 64;
-
-/** A key for an input made only of strings, numbers, booleans and undefined; undefined for any other. */
-function plainKey(input: unknown): string | undefined {
-  if (input === undefined) return "";
-  if (typeof input !== "object" || input === null || Object.getPrototypeOf(input) !== Object.prototype)
-    return undefined;
-  let key = "";
-  for (const [k, v] of Object.entries(input)) {
-    const t = typeof v;
-    if (t !== "string" && t !== "number" && t !== "boolean" && t !== "undefined") return undefined;
-    key += `${k}\u0000${t}\u0000${String(v)}\u0001`;
-  }
-  return key;
-}
 
 /** A started actor (tracked by the registry if one is given); its owner ends it with `retire()`. */
 function create<M extends AnyStateMachine>(machine: M, options: StartOptions<M>): MachineActor<M> {

@@ -5,6 +5,7 @@ import {
   createEmptyActor,
   type EventObject,
 } from "xstate";
+import { memoKey, recall, remember } from "./stepMemo.js";
 
 /**
  * One machine stepped as data: a snapshot and an event in, the next snapshot and what the
@@ -45,15 +46,24 @@ export function initialStep(machine: AnyStateMachine, input: unknown): Step {
   }
 }
 
-/** One event through the machine (one macrostep: raised events and eventless transitions included). */
+/**
+ * One event through the machine (one macrostep: raised events and eventless transitions
+ * included); a step taken before from an equal snapshot on an equal event is reused (stepMemo.ts).
+ */
 export function step(machine: AnyStateMachine, snapshot: AnyMachineSnapshot, event: EventObject): Step {
+  const key = memoKey(snapshot, event);
+  const known = key === undefined ? undefined : recall(snapshot, key);
+  if (known) return known;
   recorded = [];
+  let taken: Step;
   try {
     const next = shared(machine, machine.transition(snapshot, event, scope()));
-    return { snapshot: next, effects: effectsOf(recorded) };
+    taken = { snapshot: next, effects: effectsOf(recorded) };
   } finally {
     recorded = undefined;
   }
+  if (key !== undefined) remember(snapshot, key, taken);
+  return taken;
 }
 
 /** What a snapshot derives from its configuration alone, kept once per configuration. */

@@ -1,0 +1,103 @@
+import type { AnyMachineSnapshot, EventObject } from "xstate";
+import type { Step } from "./step.js";
+
+/**
+ * Steps already taken, reused. A machine is pure (src/machines): the same configuration,
+ * context and event give the same next snapshot and the same commands. A reconnect storm
+ * takes the same few steps ten thousand times (each session's LOADED and RESUMED, each
+ * parked reader's ADOPT, from contexts that differ in nothing), and one xstate macrostep
+ * costs about 13 µs and 17 KB of garbage (docs/performance.md); a hit costs a lookup.
+ *
+ * Kept by the context object itself: actors started from equal plain inputs share their
+ * initial snapshot (machineActor.ts), and a step reused shares its next one, so actors
+ * that went the same way hold the very same context; a key of its value would cost more
+ * than the step saves. The event is keyed by value, when it is made of plain values. A
+ * step that schedules (a delay may be jittered at random: storedDelivery's retries) or
+ * runs a custom action is not kept. What is kept is frozen, so an edge that changed a
+ * shared context or command in place would fail loudly instead of touching another actor's.
+ */
+const memos = new WeakMap<object, Map<string, Step>>();
+/** Per context; a context is in few configurations, but events may carry reasons. Cleared when full. */
+const STEPS_KEPT = 64;
+/** Nested plain values deeper than this are not worth a key. */
+const MAX_DEPTH = 4;
+
+/** Each configuration's shared `_nodes` (step.ts `shared`) numbered once. */
+const configurationIds = new WeakMap<object, number>();
+let nextConfigurationId = 0;
+
+/** The key of a step from `snapshot` on `event` among its context's, or undefined when it may not be kept. */
+export function memoKey(snapshot: AnyMachineSnapshot, event: EventObject): string | undefined {
+  if (snapshot.status !== "active" || typeof snapshot.context !== "object" || snapshot.context === null)
+    return undefined;
+  const ev = plainKey(event);
+  if (ev === undefined) return undefined;
+  let id = configurationIds.get(snapshot._nodes);
+  if (id === undefined) {
+    id = nextConfigurationId++;
+    configurationIds.set(snapshot._nodes, id);
+  }
+  return `${id}|${ev}`;
+}
+
+export function recall(snapshot: AnyMachineSnapshot, key: string): Step | undefined {
+  return memos.get(snapshot.context)?.get(key);
+}
+
+/** Keeps `taken` (the step from `snapshot`) under `key` if nothing in it is timed or custom. */
+export function remember(snapshot: AnyMachineSnapshot, key: string, taken: Step): void {
+  for (const effect of taken.effects) if (effect.kind === "schedule" || effect.kind === "run") return;
+  const context = snapshot.context as object;
+  let memo = memos.get(context);
+  if (!memo) {
+    memo = new Map();
+    memos.set(context, memo);
+  }
+  if (memo.size >= STEPS_KEPT) memo.clear();
+  Object.freeze(context);
+  Object.freeze(taken.snapshot.context);
+  for (const effect of taken.effects) if (effect.kind === "emit") Object.freeze(effect.event);
+  memo.set(key, taken);
+}
+
+/**
+ * A key for a value made only of plain values (strings, numbers, booleans, null,
+ * undefined, plain objects and arrays of them), distinct for distinct values; undefined
+ * for anything else (a function, a class instance, a Buffer, a Map).
+ */
+export function plainKey(value: unknown, depth = 0): string | undefined {
+  switch (typeof value) {
+    case "string":
+      return `s${value.length}:${value}`;
+    case "number":
+      return `n${value};`;
+    case "boolean":
+      return value ? "T" : "F";
+    case "undefined":
+      return "U";
+    case "object": {
+      if (value === null) return "N";
+      if (depth >= MAX_DEPTH) return undefined;
+      let key: string;
+      if (Array.isArray(value)) {
+        key = "[";
+        for (const x of value) {
+          const k = plainKey(x, depth + 1);
+          if (k === undefined) return undefined;
+          key += k;
+        }
+        return `${key}]`;
+      }
+      if (Object.getPrototypeOf(value) !== Object.prototype) return undefined;
+      key = "{";
+      for (const name in value) {
+        const k = plainKey((value as Record<string, unknown>)[name], depth + 1);
+        if (k === undefined) return undefined;
+        key += `${name.length}:${name}${k}`;
+      }
+      return `${key}}`;
+    }
+    default:
+      return undefined;
+  }
+}

@@ -1,0 +1,170 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import type { AnyMachineSnapshot, AnyStateMachine, EventObject } from "xstate";
+import { startChildMachine } from "../../src/actors/machineActor.js";
+import { mqttSessionMachine } from "../../src/machines/mqttSession.js";
+import { initialStep, type Step, step } from "../../src/machines/step.js";
+import { plainKey } from "../../src/machines/stepMemo.js";
+import { storedDeliveryMachine } from "../../src/machines/storedDelivery.js";
+
+const failed = { type: "OPEN_FAILED", reason: "timeout", refused: false, permission: false, limit: false };
+const readerEvents: EventObject[] = [
+  { type: "OPENED" },
+  { type: "OPENED", awaitPin: true },
+  { type: "SERVED" },
+  { type: "PIN_UNKNOWN" },
+  { type: "PIN_LEFT_OVER", rewind: true, unpin: true },
+  { type: "RETAKEN" },
+  { type: "RETAKE_FAILED" },
+  failed,
+  { ...failed, refused: true },
+  { type: "CONSUMER_LOST", reason: "gone" },
+  { type: "RETIRE" },
+  { type: "RETIRED" },
+  { type: "RETIRE_FAILED" },
+  { type: "PARK" },
+  { type: "ADOPT" },
+  { type: "ADOPT", awaitPin: true },
+  { type: "STOP" },
+];
+const found = (exists: boolean, expired = false, heldBy?: string) => ({
+  type: "LOADED",
+  found: { exists, expired, heldBy },
+});
+const sessionEvents: EventObject[] = [
+  { type: "CLAIMED" },
+  found(true),
+  found(false),
+  found(true, true),
+  found(true, false, "gw-2"),
+  { type: "LOAD_FAILED", reason: "timeout", waitable: true },
+  { type: "OWNER_RELEASED" },
+  { type: "OWNER_GONE" },
+  { type: "DISCARDED" },
+  { type: "RESUMED" },
+  { type: "DETACH", expirySec: 0 },
+  { type: "DETACH", expirySec: 3600 },
+  { type: "SAVED" },
+  { type: "REMOVED" },
+];
+
+const cases: Array<{ name: string; machine: AnyStateMachine; input: unknown; events: EventObject[] }> = [
+  {
+    name: "storedDelivery",
+    machine: storedDeliveryMachine,
+    input: { backoffMs: 250, maxBackoffMs: 5_000, parkMs: 15_000 },
+    events: readerEvents,
+  },
+  {
+    name: "mqttSession (resume)",
+    machine: mqttSessionMachine,
+    input: { cleanStart: false, expirySec: 3600, claimedAtStart: true },
+    events: sessionEvents,
+  },
+  {
+    name: "mqttSession (clean start)",
+    machine: mqttSessionMachine,
+    input: { cleanStart: true, expirySec: 0 },
+    events: sessionEvents,
+  },
+];
+
+/** What a step is, as data: the configuration, context, status and commands (timers by event). */
+const seen = ({ snapshot, effects }: Step) => ({
+  value: snapshot.value,
+  context: snapshot.context,
+  status: snapshot.status,
+  effects: effects.map((e) => (e.kind === "schedule" ? { ...e, delay: "timed" } : e)),
+});
+/** The same snapshot with a context no step has seen: its step is taken afresh. */
+const unseen = (s: AnyMachineSnapshot): AnyMachineSnapshot => ({ ...s, context: structuredClone(s.context) });
+
+describe("steps reused (stepMemo.ts)", () => {
+  it.each(cases)(
+    "$name: a step taken again from the same context is what a fresh step gives",
+    ({ machine, input, events }) => {
+      let reused = 0;
+      fc.assert(
+        fc.property(fc.array(fc.integer({ min: 0, max: events.length - 1 }), { maxLength: 12 }), (picks) => {
+          const first = initialStep(machine, input).snapshot;
+          // The first walk leaves its steps behind; the second one, from the very same snapshot, meets them.
+          for (let walk = 0; walk < 2; walk++) {
+            let s = first;
+            for (const i of picks) {
+              if (s.status !== "active") break;
+              const event = events[i]!;
+              const taken = step(machine, s, event);
+              const fresh = step(machine, unseen(s), event);
+              expect(seen(taken)).toEqual(seen(fresh));
+              if (walk === 1 && taken.snapshot.context === s.context && taken === step(machine, s, event)) reused++;
+              s = taken.snapshot;
+            }
+          }
+        }),
+        { numRuns: 200 },
+      );
+      // The property is about reused steps: some must have been.
+      expect(reused).toBeGreaterThan(0);
+    },
+  );
+
+  it("a reused step's context and commands are frozen, so no edge changes another actor's", () => {
+    const s = initialStep(storedDeliveryMachine, { backoffMs: 250, maxBackoffMs: 5_000 }).snapshot;
+    const opened = step(storedDeliveryMachine, s, { type: "OPENED" });
+    expect(step(storedDeliveryMachine, s, { type: "OPENED" })).toBe(opened);
+    expect(Object.isFrozen(opened.snapshot.context)).toBe(true);
+    const reading = opened.effects.find((e) => e.kind === "emit");
+    expect(reading?.kind === "emit" && Object.isFrozen(reading.event)).toBe(true);
+  });
+
+  it("a step that sets a timer is taken afresh: readers sharing a context still wait jittered, apart", () => {
+    // Actors started from one plain input share their initial snapshot (machineActor.ts).
+    const delays: number[] = [];
+    const clock = { setTimeout: (_: () => void, ms: number) => delays.push(ms), clearTimeout: () => {} };
+    const input = { backoffMs: 1_000, maxBackoffMs: 60_000 };
+    const readers = Array.from(
+      { length: 20 },
+      () => startChildMachine(storedDeliveryMachine, { input, onEmit: () => {}, clock }).actor,
+    );
+    expect(new Set(readers.map((r) => r.getSnapshot().context)).size).toBe(1);
+    for (const r of readers) r.send(failed as never);
+    expect(delays).toHaveLength(20);
+    expect(new Set(delays).size).toBeGreaterThan(10);
+  });
+});
+
+describe("plainKey", () => {
+  const plain = fc.jsonValue({ maxDepth: 3 });
+
+  it("two plain values have one key exactly when they are equal", () => {
+    fc.assert(
+      fc.property(plain, plain, (a, b) => {
+        expect(plainKey(a) === plainKey(b)).toBe(JSON.stringify(a) === JSON.stringify(b));
+      }),
+    );
+  });
+
+  it("a value equal to another (a copy) has its key", () => {
+    fc.assert(
+      fc.property(plain, (a) => {
+        expect(plainKey(structuredClone(a))).toBe(plainKey(a));
+      }),
+    );
+  });
+
+  it.each([
+    ["a function", { f: () => 1 }],
+    ["a class instance", { at: new Date(0) }],
+    ["a Buffer", Buffer.from("x")],
+    ["a Map", { m: new Map() }],
+    ["a value nested too deep", { a: { b: { c: { d: { e: 1 } } } } }],
+  ])("has no key for %s", (_, value) => {
+    expect(plainKey(value)).toBeUndefined();
+  });
+
+  it("tells apart what a plain concatenation would not", () => {
+    expect(plainKey(["ab", "c"])).not.toBe(plainKey(["a", "bc"]));
+    expect(plainKey({ a: "1" })).not.toBe(plainKey({ a: 1 }));
+    expect(plainKey({ a: undefined })).not.toBe(plainKey({}));
+  });
+});
