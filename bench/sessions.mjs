@@ -404,6 +404,15 @@ function merge(parts) {
     out.start = Math.min(...starts);
     out.lastOk = Math.max(...parts.map((p) => p.lastOk));
     out.seconds = (out.lastOk - out.start) / 1000;
+    if (parts.some((p) => p.opened))
+      out.openedSeconds = (Math.max(...parts.map((p) => p.opened ?? 0)) - out.start) / 1000;
+    if (parts.some((p) => p.firstOk))
+      out.firstOkSeconds = (Math.min(...parts.map((p) => p.firstOk ?? Infinity)) - out.start) / 1000;
+    if (parts.some((p) => p.cpuSystem !== undefined))
+      out.loadgenCpu = {
+        user: parts.reduce((a, p) => a + (p.cpuUser ?? 0), 0),
+        system: parts.reduce((a, p) => a + (p.cpuSystem ?? 0), 0),
+      };
   }
   return out;
 }
@@ -469,7 +478,7 @@ export async function sessionsRun({
       res[name].phases[phase] = r;
       const f = (x, d = 1) => (x == null ? "-" : x.toFixed(d));
       log(
-        `sessions ${n} ${phase.padEnd(8)} ${name.padEnd(9)} ${f(r.seconds)} s  ok ${r.ok ?? "-"}  present0 ${r.present0 ?? "-"}` +
+        `sessions ${n} ${phase.padEnd(8)} ${name.padEnd(9)} ${f(r.seconds)} s  ok ${r.ok ?? "-"}  present0 ${r.present0 ?? "-"}${r.openedSeconds !== undefined ? ` (load generator: opened ${f(r.openedSeconds)} s, first ok ${f(r.firstOkSeconds)} s, cpu user ${f(r.loadgenCpu?.user)} sys ${f(r.loadgenCpu?.system)})` : ""}` +
           `${r.got !== undefined ? `  got ${r.got}/${n} dup ${r.duplicates}` : ""}` +
           `${Object.keys(r.refused ?? {}).length ? `  refused ${JSON.stringify(r.refused)}` : ""}` +
           `${Object.keys(r.errors ?? {}).length ? `  errors ${JSON.stringify(r.errors)}` : ""}` +

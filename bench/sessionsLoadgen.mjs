@@ -136,20 +136,37 @@ async function connectRound({ subscribe, concurrency, timeoutMs }) {
   const t = tally();
   const localAddress = nextAddress();
   const start = now();
+  const cpu0 = process.cpuUsage();
   let next = 0;
   let last = start;
+  let first;
   const worker = async () => {
     while (next < devices.length) {
       const d = devices[next++];
       const r = await open(d, { subscribe, localAddress, timeoutMs });
       count(t, r);
       if (r.ok) last = now();
+      if (r.ok && first === undefined) first = last;
     }
   };
-  await Promise.all(Array.from({ length: Math.min(concurrency, devices.length) }, worker));
+  const workers = Array.from({ length: Math.min(concurrency, devices.length) }, worker);
+  // Every worker's first socket is opened in this turn: how long that took is the load generator's, not the server's.
+  const opened = now();
+  await Promise.all(workers);
   // Who holds `fleet/all/#` (granted in its SUBACK): the most an offline message can reach.
   const fleetGranted = devices.filter((d) => d.fleetGranted).length;
-  return { ...t, fleetGranted, start, lastOk: last, end: now() };
+  const cpu = process.cpuUsage(cpu0);
+  return {
+    ...t,
+    fleetGranted,
+    start,
+    opened,
+    firstOk: first,
+    lastOk: last,
+    end: now(),
+    cpuUser: cpu.user / 1e6,
+    cpuSystem: cpu.system / 1e6,
+  };
 }
 
 function drop() {
