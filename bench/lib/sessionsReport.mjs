@@ -100,6 +100,13 @@ retrying with backoff (250 ms doubling to 5 s); then one live QoS 1 message to \
     for (const p of PHASES) row([p, "RSS MiB after"], (x) => x?.rssMiB, { ratio: true });
     for (const p of ["connect", "storm", "offline", "storm2", "blip"])
       row([p, "server CPU s"], (x) => x?.serverCpuSeconds, { ratio: true, d: 1 });
+    // The load generator's own share: a round's seconds are the server's only after its first CONNACK.
+    for (const p of ["storm", "storm2", "blip"])
+      row([p, "load generator: first CONNACK at s / its CPU s (user + system)"], (x) =>
+        x?.firstOkSeconds === undefined
+          ? undefined
+          : `${num(x.firstOkSeconds, 1)} / ${num(x.loadgenCpu.user + x.loadgenCpu.system, 1)} (${num(x.loadgenCpu.user, 1)} + ${num(x.loadgenCpu.system, 1)})`,
+      );
     parts.push(`
 ### N = ${num(n)}
 
