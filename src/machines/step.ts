@@ -5,7 +5,7 @@ import {
   createEmptyActor,
   type EventObject,
 } from "xstate";
-import { memoKey, recall, remember } from "./stepMemo.js";
+import { isEmpty, memoKey, recall, remember } from "./stepMemo.js";
 
 /**
  * One machine stepped as data: a snapshot and an event in, the next snapshot and what the
@@ -48,7 +48,8 @@ export function initialStep(machine: AnyStateMachine, input: unknown): Step {
 
 /**
  * One event through the machine (one macrostep: raised events and eventless transitions
- * included); a step taken before from an equal snapshot on an equal event is reused (stepMemo.ts).
+ * included); a step taken before from the same context in the same configuration, on an
+ * equal event, is reused (stepMemo.ts).
  */
 export function step(machine: AnyStateMachine, snapshot: AnyMachineSnapshot, event: EventObject): Step {
   const key = memoKey(snapshot, event);
@@ -118,11 +119,6 @@ function shared(machine: AnyStateMachine, snapshot: AnyMachineSnapshot): AnyMach
   }
   if (s.historyValue !== NO_HISTORY && isEmpty(s.historyValue)) s.historyValue = NO_HISTORY;
   return snapshot;
-}
-
-function isEmpty(o: object | undefined): boolean {
-  for (const _ in o) return false;
-  return true;
 }
 
 interface RecordedAction {

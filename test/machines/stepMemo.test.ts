@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import type { AnyMachineSnapshot, AnyStateMachine, EventObject } from "xstate";
+import { type AnyMachineSnapshot, type AnyStateMachine, type EventObject, setup } from "xstate";
 import { startChildMachine } from "../../src/actors/machineActor.js";
 import { initialStep, type Step, step } from "../../src/machines/step.js";
 import { plainKey } from "../../src/machines/stepMemo.js";
@@ -83,6 +83,28 @@ describe("steps reused (stepMemo.ts)", () => {
 
   it("reuses steps of every machine but a lame duck with no client (its steps all set timers)", () => {
     expect(cases.map((c) => c.name).filter((name) => !reusedIn.get(name))).toEqual(["lameDuck (0 clients)"]);
+  });
+
+  it("a snapshot's history is more than its context and configuration: never mixed up", () => {
+    // No machine of the gateway has a history state; a machine that had one stays right.
+    const m = setup({}).createMachine({
+      context: {},
+      initial: "a",
+      states: {
+        a: {
+          initial: "a1",
+          states: { a1: { on: { NEXT: "a2" } }, a2: {}, last: { type: "history" } },
+          on: { AWAY: "b" },
+        },
+        b: { on: { BACK: "a.last" } },
+      },
+    });
+    const start = initialStep(m, undefined).snapshot;
+    const awayFromA1 = step(m, start, { type: "AWAY" }).snapshot;
+    const awayFromA2 = step(m, step(m, start, { type: "NEXT" }).snapshot, { type: "AWAY" }).snapshot;
+    expect(awayFromA2.context).toBe(awayFromA1.context);
+    expect(step(m, awayFromA1, { type: "BACK" }).snapshot.value).toEqual({ a: "a1" });
+    expect(step(m, awayFromA2, { type: "BACK" }).snapshot.value).toEqual({ a: "a2" });
   });
 
   it("a reused step's context and commands are frozen, so no edge changes another actor's", () => {
