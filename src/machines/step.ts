@@ -53,7 +53,7 @@ export function initialStep(machine: AnyStateMachine, input: unknown): Step {
  */
 export function step(machine: AnyStateMachine, snapshot: AnyMachineSnapshot, event: EventObject): Step {
   const key = memoKey(snapshot, event);
-  const known = key === undefined ? undefined : recall(snapshot, key);
+  const known = key === undefined ? undefined : recall(key);
   if (known) return known;
   recorded = [];
   let taken: Step;

@@ -8,25 +8,38 @@ import type { Step } from "./step.js";
  * parked reader's ADOPT, from contexts that differ in nothing), and one xstate macrostep
  * costs 5-13 µs and about 17 KB of garbage (docs/performance.md); a hit costs a lookup.
  *
- * Kept by the context object itself: actors started from equal plain inputs share their
+ * Keyed by the context object itself: actors started from equal plain inputs share their
  * initial snapshot (machineActor.ts), and a step reused shares its next one, so actors
  * that went the same way hold the very same context; a key of its value would cost more
  * than the step saves. The event is keyed by value, when it is made of plain values. A
  * step that schedules (a delay may be jittered at random: storedDelivery's retries) or
  * runs a custom action is not kept. What is kept is frozen, so an edge that changed a
  * shared context or command in place would fail loudly instead of touching another actor's.
+ *
+ * One bounded table for all machines, and a context known by a number: a table per context
+ * would keep the next context alive, and its table the one after, so an actor stepping on
+ * for days would leave the whole chain behind it. Here what the table holds is what it
+ * holds: at most STEPS_KEPT steps.
  */
-const memos = new WeakMap<object, Map<string, Step>>();
-/** Per context; a context is in few configurations, but events may carry reasons. Cleared when full. */
-const STEPS_KEPT = 64;
+const steps = new Map<string, Step>();
+/** The hot steps of a storm are a handful; the rest come and go. Cleared when full. */
+const STEPS_KEPT = 1024;
 /** Nested plain values deeper than this are not worth a key. */
 const MAX_DEPTH = 4;
 
-/** Each configuration's shared `_nodes` (step.ts `shared`) numbered once. */
-const configurationIds = new WeakMap<object, number>();
-let nextConfigurationId = 0;
+/** Each configuration's shared `_nodes` (step.ts `shared`), and each context, numbered once. */
+const ids = new WeakMap<object, number>();
+let nextId = 0;
+function idOf(o: object): number {
+  let id = ids.get(o);
+  if (id === undefined) {
+    id = nextId++;
+    ids.set(o, id);
+  }
+  return id;
+}
 
-/** The key of a step from `snapshot` on `event` among its context's, or undefined when it may not be kept. */
+/** The key of a step from `snapshot` on `event`, or undefined when it may not be kept. */
 export function memoKey(snapshot: AnyMachineSnapshot, event: EventObject): string | undefined {
   if (snapshot.status !== "active" || typeof snapshot.context !== "object" || snapshot.context === null)
     return undefined;
@@ -34,12 +47,7 @@ export function memoKey(snapshot: AnyMachineSnapshot, event: EventObject): strin
   if (!isEmpty(snapshot.historyValue) || !isEmpty(snapshot.children)) return undefined;
   const ev = plainKey(event);
   if (ev === undefined) return undefined;
-  let id = configurationIds.get(snapshot._nodes);
-  if (id === undefined) {
-    id = nextConfigurationId++;
-    configurationIds.set(snapshot._nodes, id);
-  }
-  return `${id}|${ev}`;
+  return `${idOf(snapshot.context)}|${idOf(snapshot._nodes)}|${ev}`;
 }
 
 /** No own enumerable key (an empty history value, no children). */
@@ -48,24 +56,18 @@ export function isEmpty(o: object | undefined): boolean {
   return true;
 }
 
-export function recall(snapshot: AnyMachineSnapshot, key: string): Step | undefined {
-  return memos.get(snapshot.context)?.get(key);
+export function recall(key: string): Step | undefined {
+  return steps.get(key);
 }
 
 /** Keeps `taken` (the step from `snapshot`) under `key` if nothing in it is timed or custom. */
 export function remember(snapshot: AnyMachineSnapshot, key: string, taken: Step): void {
   for (const effect of taken.effects) if (effect.kind === "schedule" || effect.kind === "run") return;
-  const context = snapshot.context as object;
-  let memo = memos.get(context);
-  if (!memo) {
-    memo = new Map();
-    memos.set(context, memo);
-  }
-  if (memo.size >= STEPS_KEPT) memo.clear();
-  Object.freeze(context);
+  if (steps.size >= STEPS_KEPT) steps.clear();
+  Object.freeze(snapshot.context);
   Object.freeze(taken.snapshot.context);
   for (const effect of taken.effects) if (effect.kind === "emit") Object.freeze(effect.event);
-  memo.set(key, taken);
+  steps.set(key, taken);
 }
 
 /**

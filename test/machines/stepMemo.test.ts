@@ -1,6 +1,8 @@
+import v8 from "node:v8";
+import { runInNewContext } from "node:vm";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { type AnyMachineSnapshot, type AnyStateMachine, type EventObject, setup } from "xstate";
+import { type AnyMachineSnapshot, type AnyStateMachine, assign, type EventObject, setup } from "xstate";
 import { startChildMachine } from "../../src/actors/machineActor.js";
 import { initialStep, type Step, step } from "../../src/machines/step.js";
 import { plainKey } from "../../src/machines/stepMemo.js";
@@ -105,6 +107,24 @@ describe("steps reused (stepMemo.ts)", () => {
     expect(awayFromA2.context).toBe(awayFromA1.context);
     expect(step(m, awayFromA1, { type: "BACK" }).snapshot.value).toEqual({ a: "a1" });
     expect(step(m, awayFromA2, { type: "BACK" }).snapshot.value).toEqual({ a: "a2" });
+  });
+
+  it("an actor that steps on for long leaves nothing behind (what is kept is bounded)", async () => {
+    v8.setFlagsFromString("--expose-gc");
+    const gc = runInNewContext("gc") as () => void;
+    const counter = setup({}).createMachine({
+      context: { n: 0 },
+      on: { TICK: { actions: assign({ n: ({ context }) => context.n + 1 }) } },
+    });
+    // Held for the whole test, as machineActor.ts holds a machine's initial snapshots.
+    const first = initialStep(counter, undefined).snapshot;
+    let s = step(counter, first, { type: "TICK" }).snapshot;
+    const early = new WeakRef(s.context);
+    for (let i = 0; i < 5_000; i++) s = step(counter, s, { type: "TICK" }).snapshot;
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    gc();
+    expect(early.deref()).toBeUndefined();
+    expect([first.context.n, s.context.n]).toEqual([0, 5_001]);
   });
 
   it("a reused step's context and commands are frozen, so no edge changes another actor's", () => {
