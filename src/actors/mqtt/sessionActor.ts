@@ -54,6 +54,7 @@ export class SessionActor implements Claimant, CommandTaker<EmittedFrom<typeof m
   private readonly expirySec: number;
   /** A resume's hold of the record parked here, made when there is one. */
   private hold: ParkedHold | undefined;
+  private detached = false;
 
   constructor(o: SessionActorOptions) {
     ({
@@ -104,8 +105,13 @@ export class SessionActor implements Claimant, CommandTaker<EmittedFrom<typeof m
     return this.whenDone;
   }
 
-  /** The connection's network side is over (mqttConnection `detach_session`). */
+  /**
+   * The connection's network side is over (mqttConnection `detach_session`, or its cleanup).
+   * Once: every state the first DETACH can meet takes it, so a second is a step for nothing.
+   */
   detach(expirySec: number): void {
+    if (this.detached) return;
+    this.detached = true;
     this.actor.send({ type: "DETACH", expirySec });
   }
 
