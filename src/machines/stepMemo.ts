@@ -12,9 +12,10 @@ import type { Step } from "./step.js";
  * initial snapshot (machineActor.ts), and a step reused shares its next one, so actors
  * that went the same way hold the very same context; a key of its value would cost more
  * than the step saves. The event is keyed by value, when it is made of plain values. A
- * step that schedules (a delay may be jittered at random: storedDelivery's retries) or
- * runs a custom action is not kept. What is kept is frozen, so an edge that changed a
- * shared context or command in place would fail loudly instead of touching another actor's.
+ * step's timers are part of it (a delay is a function of the context: a jittered wait's
+ * draw comes in the event that starts it, storedDelivery.ts); a step that runs a custom
+ * action is not kept. What is kept is frozen, so an edge that changed a shared context or
+ * command in place would fail loudly instead of touching another actor's.
  *
  * One bounded table for all machines, and a context known by a number: a table per context
  * would keep the next context alive, and its table the one after, so an actor stepping on
@@ -45,9 +46,18 @@ export function memoKey(snapshot: AnyMachineSnapshot, event: EventObject): strin
     return undefined;
   // A history value or a child actor is more than the key says (no machine in src/machines has either).
   if (!isEmpty(snapshot.historyValue) || !isEmpty(snapshot.children)) return undefined;
+  // A context met for the first time is most likely one actor's own (a connection's, which
+  // holds its client id): its step is taken and not kept, so steps that can never recur
+  // neither cost a key nor push the storm's hot steps out of the table. Met again, it is
+  // shared (machineActor.ts shares initial snapshots, and a step kept shares its next one).
+  const context = ids.get(snapshot.context);
+  if (context === undefined) {
+    ids.set(snapshot.context, nextId++);
+    return undefined;
+  }
   const ev = plainKey(event);
   if (ev === undefined) return undefined;
-  return `${idOf(snapshot.context)}|${idOf(snapshot._nodes)}|${ev}`;
+  return `${context}|${idOf(snapshot._nodes)}|${ev}`;
 }
 
 /** No own enumerable key (an empty history value, no children). */
@@ -60,13 +70,14 @@ export function recall(key: string): Step | undefined {
   return steps.get(key);
 }
 
-/** Keeps `taken` (the step from `snapshot`) under `key` if nothing in it is timed or custom. */
+/** Keeps `taken` (the step from `snapshot`) under `key` unless it runs a custom action. */
 export function remember(snapshot: AnyMachineSnapshot, key: string, taken: Step): void {
-  for (const effect of taken.effects) if (effect.kind === "schedule" || effect.kind === "run") return;
+  for (const effect of taken.effects) if (effect.kind === "run") return;
   if (steps.size >= STEPS_KEPT) steps.clear();
   Object.freeze(snapshot.context);
   Object.freeze(taken.snapshot.context);
-  for (const effect of taken.effects) if (effect.kind === "emit") Object.freeze(effect.event);
+  for (const effect of taken.effects)
+    if (effect.kind === "emit" || effect.kind === "schedule") Object.freeze(effect.event);
   steps.set(key, taken);
 }
 

@@ -47,13 +47,13 @@ export type StoredDeliveryEvent =
   | { type: "RETAKE_FAILED" }
   /** `refused`: no wait can help (`permission`: the gateway user may not read it; configuration). */
   /** `limit`: a JetStream limit (the stream's max_consumers) refused it. */
-  | { type: "OPEN_FAILED"; reason: string; refused: boolean; permission: boolean; limit: boolean }
+  | { type: "OPEN_FAILED"; reason: string; refused: boolean; permission: boolean; limit: boolean; jitter: number }
   /** The consumer it read is gone (deleted, lost with a node): read again from the floor. */
-  | { type: "CONSUMER_LOST"; reason: string }
+  | { type: "CONSUMER_LOST"; reason: string; jitter: number }
   /** Consumers of earlier incarnations are waiting to be deleted. */
   | { type: "RETIRE" }
   | { type: "RETIRED" }
-  | { type: "RETIRE_FAILED" }
+  | { type: "RETIRE_FAILED"; jitter: number }
   /** The connection ended with nothing unacknowledged; the session lives on. */
   | { type: "PARK" }
   /**
@@ -85,8 +85,6 @@ export interface StoredDeliveryInput {
   readonly maxBackoffMs: number;
   /** How long a parked subscription waits for a resume before it stops. */
   readonly parkMs?: number;
-  /** 0 <= random() < 1: each wait is between half and all of its step (jitter). */
-  readonly random?: () => number;
   /** After a takeover, the first look at the pin; each further one waits twice as long. */
   readonly pinCheckMs?: number;
   /** How many looks at most. */
@@ -98,6 +96,12 @@ export const PIN_CHECK_MS = 1_000;
 export const PIN_CHECKS = 4;
 
 interface Context extends StoredDeliveryInput {
+  /**
+   * The draw (0 <= jitter < 1) that came with the failure the wait follows: the edge draws
+   * it, so a step is a function of its snapshot and event alone, and a step taken once may be
+   * reused by every reader in the same place (stepMemo.ts) without handing them one delay.
+   */
+  jitter: number;
   attempt: number;
   /** Looks at the pin so far since the takeover. */
   pinCheck: number;
@@ -105,10 +109,10 @@ interface Context extends StoredDeliveryInput {
   reason: string;
 }
 
-/** The n-th wait (n from 1): doubling steps up to the cap, each jittered down by up to half. */
-export function backoff(context: StoredDeliveryInput, n: number): number {
+/** The n-th wait (n from 1): doubling steps up to the cap, each jittered down by up to half (0 <= jitter < 1). */
+export function backoff(context: StoredDeliveryInput, n: number, jitter: number): number {
   const step = Math.min(context.maxBackoffMs, context.backoffMs * 2 ** Math.min(n - 1, 20));
-  return Math.round(step * (0.5 + 0.5 * (context.random ?? Math.random)()));
+  return Math.round(step * (0.5 + 0.5 * jitter));
 }
 
 export const storedDeliveryMachine = setup({
@@ -119,8 +123,8 @@ export const storedDeliveryMachine = setup({
     input: {} as StoredDeliveryInput,
   },
   delays: {
-    retry: ({ context }) => backoff(context, context.attempt),
-    retryRetire: ({ context }) => backoff(context, context.retireAttempt),
+    retry: ({ context }) => backoff(context, context.attempt, context.jitter),
+    retryRetire: ({ context }) => backoff(context, context.retireAttempt, context.jitter),
     parkGrace: ({ context }) => context.parkMs ?? 0,
     pinCheck: ({ context }) => (context.pinCheckMs ?? PIN_CHECK_MS) * 2 ** context.pinCheck,
   },
@@ -133,7 +137,7 @@ export const storedDeliveryMachine = setup({
   },
 }).createMachine({
   id: "storedDelivery",
-  context: ({ input }) => ({ ...input, attempt: 0, pinCheck: 0, retireAttempt: 0, reason: "" }),
+  context: ({ input }) => ({ ...input, jitter: 0, attempt: 0, pinCheck: 0, retireAttempt: 0, reason: "" }),
   initial: "active",
   states: {
     active: {
@@ -167,7 +171,11 @@ export const storedDeliveryMachine = setup({
                   {
                     target: "waiting",
                     actions: [
-                      assign({ attempt: ({ context }) => context.attempt + 1, reason: ({ event }) => event.reason }),
+                      assign({
+                        attempt: ({ context }) => context.attempt + 1,
+                        reason: ({ event }) => event.reason,
+                        jitter: ({ event }) => event.jitter,
+                      }),
                       emit(({ context, event }) => ({
                         type: "waiting" as const,
                         reason: event.reason,
@@ -233,7 +241,7 @@ export const storedDeliveryMachine = setup({
                 CONSUMER_LOST: {
                   target: "waiting",
                   actions: [
-                    assign({ attempt: 1, reason: ({ event }) => event.reason }),
+                    assign({ attempt: 1, reason: ({ event }) => event.reason, jitter: ({ event }) => event.jitter }),
                     emit({ type: "drop_reader" }),
                     emit(({ event }) => ({ type: "waiting" as const, reason: event.reason, attempt: 1, limit: false })),
                   ],
@@ -268,7 +276,10 @@ export const storedDeliveryMachine = setup({
                 RETIRED: { target: "idle", actions: assign({ retireAttempt: 0 }) },
                 RETIRE_FAILED: {
                   target: "backingOff",
-                  actions: assign({ retireAttempt: ({ context }) => context.retireAttempt + 1 }),
+                  actions: assign({
+                    retireAttempt: ({ context }) => context.retireAttempt + 1,
+                    jitter: ({ event }) => event.jitter,
+                  }),
                 },
               },
             },

@@ -3,12 +3,14 @@ import { backoff, storedDeliveryMachine } from "../../src/machines/storedDeliver
 import { drive } from "./emitted.js";
 
 const input = { backoffMs: 250, maxBackoffMs: 5_000 };
-const failed = (reason = "timeout", limit = false) => ({
+/** The edge's draw for each wait's jitter: the tests draw the longest (0.999999) or the shortest (0) wait. */
+const failed = (reason = "timeout", limit = false, jitter = 0.999999) => ({
   type: "OPEN_FAILED" as const,
   reason,
   refused: false,
   permission: false,
   limit,
+  jitter,
 });
 
 describe("storedDelivery machine", () => {
@@ -16,10 +18,7 @@ describe("storedDelivery machine", () => {
   afterEach(() => void vi.useRealTimers());
 
   it("waits between attempts, 250 ms doubling to 5 s, each jittered down by at most half", () => {
-    const steps = [1, 2, 3, 4, 5, 6, 7, 30].map((n) => [
-      backoff({ ...input, random: () => 0 }, n),
-      backoff({ ...input, random: () => 0.999999 }, n),
-    ]);
+    const steps = [1, 2, 3, 4, 5, 6, 7, 30].map((n) => [backoff(input, n, 0), backoff(input, n, 0.999999)]);
     expect(steps).toEqual([
       [125, 250],
       [250, 500],
@@ -33,12 +32,12 @@ describe("storedDelivery machine", () => {
   });
 
   it("a failed open waits and asks again, as often as it fails, and reads once it succeeds", () => {
-    const d = drive(storedDeliveryMachine, { ...input, random: () => 0.999999 });
+    const d = drive(storedDeliveryMachine, input);
     expect(d.types()).toEqual(["open"]);
     for (let i = 1; i <= 8; i++) {
       d.actor.send(failed());
       expect(d.actor.getSnapshot().hasTag("waiting")).toBe(true);
-      vi.advanceTimersByTime(backoff({ ...input, random: () => 0.999999 }, i) - 1);
+      vi.advanceTimersByTime(backoff(input, i, 0.999999) - 1);
       expect(d.types().filter((t) => t === "open")).toHaveLength(i);
       vi.advanceTimersByTime(1);
       expect(d.types().filter((t) => t === "open")).toHaveLength(i + 1);
@@ -49,9 +48,9 @@ describe("storedDelivery machine", () => {
   });
 
   it("a consumer lost while read: the reader goes, and the open is asked again after a short wait", () => {
-    const d = drive(storedDeliveryMachine, { ...input, random: () => 0 });
+    const d = drive(storedDeliveryMachine, input);
     d.actor.send({ type: "OPENED" });
-    d.actor.send({ type: "CONSUMER_LOST", reason: "409 consumer deleted" });
+    d.actor.send({ type: "CONSUMER_LOST", reason: "409 consumer deleted", jitter: 0 });
     expect(d.types().slice(-2)).toEqual(["drop_reader", "waiting"]);
     vi.advanceTimersByTime(125);
     expect(d.types().at(-1)).toBe("open");
@@ -77,6 +76,7 @@ describe("storedDelivery machine", () => {
       refused: true,
       permission: true,
       limit: false,
+      jitter: 0,
     });
     expect(d.emitted.at(-1)).toEqual({
       type: "refused",
@@ -88,10 +88,10 @@ describe("storedDelivery machine", () => {
   });
 
   it("replaced consumers are deleted, again after a wait when deleting fails, and stopping ends every wait", () => {
-    const d = drive(storedDeliveryMachine, { ...input, random: () => 0 });
+    const d = drive(storedDeliveryMachine, input);
     d.actor.send({ type: "OPENED" });
     d.actor.send({ type: "RETIRE" });
-    d.actor.send({ type: "RETIRE_FAILED" });
+    d.actor.send({ type: "RETIRE_FAILED", jitter: 0 });
     vi.advanceTimersByTime(125);
     expect(d.types().filter((t) => t === "retire")).toHaveLength(2);
     d.actor.send({ type: "RETIRED" });
@@ -124,7 +124,7 @@ describe("storedDelivery machine", () => {
     const lost = drive(storedDeliveryMachine, parked);
     lost.actor.send({ type: "OPENED" });
     lost.actor.send({ type: "PARK" });
-    lost.actor.send({ type: "CONSUMER_LOST", reason: "409 consumer deleted" });
+    lost.actor.send({ type: "CONSUMER_LOST", reason: "409 consumer deleted", jitter: 0 });
     expect(lost.types().at(-1)).toBe("stop");
   });
 

@@ -301,6 +301,8 @@ export class StoredDelivery {
         permission,
         refused: permission || e instanceof StoreRefused,
         limit: limit !== undefined,
+        // The machine is pure: its waits' jitter is drawn here.
+        jitter: Math.random(),
       });
     }
   }
@@ -314,7 +316,7 @@ export class StoredDelivery {
       Math.min(this.o.maxAckPending, 256),
       PULL_EXPIRES_MS,
       (m) => this.received(m),
-      (reason) => this.send({ type: "CONSUMER_LOST", reason }),
+      (reason) => this.send({ type: "CONSUMER_LOST", reason, jitter: Math.random() }),
       this.to.budget,
       pinned ? PIN_GROUP : undefined,
     );
@@ -361,9 +363,9 @@ export class StoredDelivery {
         });
         this.retiring.delete(name);
       }
-      this.send({ type: this.retiring.size === 0 ? "RETIRED" : "RETIRE_FAILED" });
+      this.send(this.retiring.size === 0 ? { type: "RETIRED" } : { type: "RETIRE_FAILED", jitter: Math.random() });
     } catch {
-      this.send({ type: "RETIRE_FAILED" });
+      this.send({ type: "RETIRE_FAILED", jitter: Math.random() });
     }
   }
 
