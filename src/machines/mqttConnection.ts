@@ -26,9 +26,30 @@ export interface ConnectRequest {
   readonly will?: WillMessage;
 }
 
+/**
+ * What the machine decides a connection on: the CONNECT's terms, without the client's
+ * identity (client id, credentials, the will's message), which the edge keeps. Connects
+ * alike are then one step for every client (stepMemo.ts): a reconnect storm's CONNECT,
+ * SESSION_READY and SOCKET_CLOSED are each taken once, not once per device.
+ */
+export interface ConnectTerms {
+  readonly protocolVersion: 4 | 5;
+  readonly keepaliveSec: number;
+  readonly sessionExpirySec: number;
+  /** The will's delay in ms when the CONNECT has a will; none: no will. */
+  readonly willDelayMs?: number | undefined;
+}
+
+export function termsOf(request: ConnectRequest): ConnectTerms {
+  const { protocolVersion, keepaliveSec, sessionExpirySec, will } = request;
+  return will
+    ? { protocolVersion, keepaliveSec, sessionExpirySec, willDelayMs: will.delayMs }
+    : { protocolVersion, keepaliveSec, sessionExpirySec };
+}
+
 export type MqttConnectionEvent =
   /** `nats`: the client's NATS access was known at once (its connection up, its account known): no `acquire_nats`. */
-  | { type: "CONNECT"; request: ConnectRequest; nats?: { account: string; natsUp: boolean } | undefined }
+  | { type: "CONNECT"; terms: ConnectTerms; nats?: { account: string; natsUp: boolean } | undefined }
   /** The client's own NATS connection is made, its account known (and within its limits); `natsUp`: connected right now. */
   | { type: "NATS_ACQUIRED"; account: string; natsUp: boolean }
   | { type: "NATS_REFUSED"; auth: boolean; reason: string; codes?: { v5: number; v4: number } }
@@ -60,15 +81,16 @@ export type MqttConnectionEvent =
    */
   | { type: "HAND_OFF"; worker: number };
 
+/** The commands; the edge holds the CONNECT itself (its client id, credentials and will). */
 export type MqttConnectionEmitted =
-  | { type: "acquire_nats"; request: ConnectRequest }
+  | { type: "acquire_nats" }
   | { type: "open_session" }
   | { type: "connack"; returnCode: number; sessionPresent: boolean }
   | { type: "serve" }
   | { type: "disconnect"; reasonCode: number; reason?: string }
   /** The network side is over: the session goes on without this connection (saved or removed). */
   | { type: "detach_session"; expirySec: number }
-  | { type: "publish_will"; will: WillMessage }
+  | { type: "publish_will" }
   | { type: "end_socket" }
   | { type: "close" }
   /** The socket and what was read of it go to `worker`, which reads the CONNECT again and answers it. */
@@ -77,7 +99,7 @@ export type MqttConnectionEmitted =
 export interface MqttConnectionContext {
   readonly connectTimeoutMs: number;
   readonly maxKeepaliveSec: number;
-  request?: ConnectRequest;
+  terms?: ConnectTerms;
   /** The session expiry as it stands: the CONNECT's, until a v5 DISCONNECT changes it. */
   sessionExpirySec: number;
   /** The client's account (NATS_ACQUIRED, or the CONNECT's `nats`); its session opens in it. */
@@ -101,9 +123,9 @@ export const mqttConnectionMachine = setup({
     input: {} as { connectTimeoutMs: number; maxKeepaliveSec: number },
   },
   actions: {
-    keepRequest: assign({
-      request: ({ event }) => (event.type === "CONNECT" ? event.request : undefined),
-      sessionExpirySec: ({ event }) => (event.type === "CONNECT" ? event.request.sessionExpirySec : 0),
+    keepTerms: assign({
+      terms: ({ event }) => (event.type === "CONNECT" ? event.terms : undefined),
+      sessionExpirySec: ({ event }) => (event.type === "CONNECT" ? event.terms.sessionExpirySec : 0),
     }),
     connackAccepted: emit(({ event }) => ({
       type: "connack" as const,
@@ -119,23 +141,20 @@ export const mqttConnectionMachine = setup({
     willDelay: ({ context }) =>
       context.takenOverBy === "clean start"
         ? 0
-        : Math.min(context.request?.will?.delayMs ?? 0, context.sessionExpirySec * 1000),
+        : Math.min(context.terms?.willDelayMs ?? 0, context.sessionExpirySec * 1000),
   },
   guards: {
     asksForWill: ({ event }) => event.type === "DISCONNECT" && event.reasonCode === 0x04,
-    noWill: ({ context }) => context.request?.will === undefined,
+    noWill: ({ context }) => context.terms?.willDelayMs === undefined,
     // [MQTT-3.1.3-9] MQTT 5 3.1.3.2.2 (non-normative): on takeover the will is sent unless the new
     // connection resumes the session and the will has a delay; a delay of 0 sends it at the close.
-    willCancelledByResume: ({ context }) =>
-      context.takenOverBy === "resume" && (context.request?.will?.delayMs ?? 0) > 0,
+    willCancelledByResume: ({ context }) => context.takenOverBy === "resume" && (context.terms?.willDelayMs ?? 0) > 0,
     newSessionStarted: ({ event }) => event.type === "TAKEN_OVER" && event.resumed === false,
     // [MQTT-3.14.2-2] a session that was to end with the connection cannot be made to outlive it.
     natsIsDown: ({ context }) => !context.natsUp,
     natsKnown: ({ event }) => event.type === "CONNECT" && event.nats !== undefined,
     raisesExpiryFromZero: ({ context, event }) =>
-      event.type === "DISCONNECT" &&
-      (event.sessionExpirySec ?? 0) > 0 &&
-      (context.request?.sessionExpirySec ?? 0) === 0,
+      event.type === "DISCONNECT" && (event.sessionExpirySec ?? 0) > 0 && (context.terms?.sessionExpirySec ?? 0) === 0,
   },
 }).createMachine({
   id: "mqttConnection",
@@ -160,15 +179,15 @@ export const mqttConnectionMachine = setup({
             target: "session",
             // One assign: each clones the snapshot (xstate), and every connect takes this.
             actions: assign({
-              request: ({ event }) => event.request,
-              sessionExpirySec: ({ event }) => event.request.sessionExpirySec,
+              terms: ({ event }) => event.terms,
+              sessionExpirySec: ({ event }) => event.terms.sessionExpirySec,
               natsUp: ({ event }) => event.nats?.natsUp ?? true,
               account: ({ event }) => event.nats?.account ?? "",
             }),
           },
           {
             target: "authenticating",
-            actions: ["keepRequest", emit(({ event }) => ({ type: "acquire_nats" as const, request: event.request }))],
+            actions: ["keepTerms", emit({ type: "acquire_nats" })],
           },
         ],
         PROTOCOL_ERROR: {
@@ -200,10 +219,10 @@ export const mqttConnectionMachine = setup({
             emit(({ context, event }) => ({
               type: "connack" as const,
               returnCode: event.codes
-                ? context.request?.protocolVersion === 5
+                ? context.terms?.protocolVersion === 5
                   ? event.codes.v5
                   : event.codes.v4
-                : refusal(context.request?.protocolVersion, event.auth),
+                : refusal(context.terms?.protocolVersion, event.auth),
               sessionPresent: false,
             })),
             assign({ closeReason: ({ event }) => `NATS refused: ${event.reason}` }),
@@ -238,7 +257,7 @@ export const mqttConnectionMachine = setup({
               actions: [
                 emit(({ context }) => ({
                   type: "connack" as const,
-                  returnCode: refusal(context.request?.protocolVersion, false),
+                  returnCode: refusal(context.terms?.protocolVersion, false),
                   sessionPresent: false,
                 })),
                 assign({ closeReason: ({ event }) => `session store: ${event.reason}` }),
@@ -394,7 +413,7 @@ export const mqttConnectionMachine = setup({
       },
     },
     publishingWill: {
-      entry: emit(({ context }) => ({ type: "publish_will" as const, will: context.request!.will! })),
+      entry: emit({ type: "publish_will" }),
       on: { WILL_DONE: { target: "closed" } },
       // A will that cannot be published (NATS gone) must not hold the actor forever.
       after: { willGrace: { target: "closed" } },
@@ -414,13 +433,13 @@ export const mqttConnectionMachine = setup({
  */
 function expiryAtDetach(context: MqttConnectionContext, event: MqttConnectionEvent): number {
   if (event.type !== "DISCONNECT" || event.sessionExpirySec === undefined) return context.sessionExpirySec;
-  return (context.request?.sessionExpirySec ?? 0) > 0 ? event.sessionExpirySec : 0;
+  return (context.terms?.sessionExpirySec ?? 0) > 0 ? event.sessionExpirySec : 0;
 }
 
 export function effectiveKeepalive(context: MqttConnectionContext): number {
-  const asked = context.request?.keepaliveSec ?? 0;
+  const asked = context.terms?.keepaliveSec ?? 0;
   // 3.1.1 cannot be told a Server Keep Alive, so its own choice stands.
-  if (context.maxKeepaliveSec <= 0 || context.request?.protocolVersion !== 5) return asked;
+  if (context.maxKeepaliveSec <= 0 || context.terms?.protocolVersion !== 5) return asked;
   // A client asking for "no keep alive" (0) or more than the cap gets the cap (Server Keep Alive).
   return asked === 0 || asked > context.maxKeepaliveSec ? context.maxKeepaliveSec : asked;
 }

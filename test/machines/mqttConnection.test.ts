@@ -1,5 +1,10 @@
 import { describe, expect, it, vi } from "vitest";
-import { type ConnectRequest, effectiveKeepalive, mqttConnectionMachine } from "../../src/machines/mqttConnection.js";
+import {
+  type ConnectRequest,
+  effectiveKeepalive,
+  mqttConnectionMachine,
+  termsOf,
+} from "../../src/machines/mqttConnection.js";
 import { drive } from "./emitted.js";
 
 const input = { connectTimeoutMs: 1_000, maxKeepaliveSec: 120 };
@@ -11,11 +16,13 @@ const request = (extra: Partial<ConnectRequest> = {}): ConnectRequest => ({
   sessionExpirySec: 0,
   ...extra,
 });
+/** What the machine is told of a CONNECT: its terms (the edge keeps the rest). */
+const terms = (extra: Partial<ConnectRequest> = {}) => termsOf(request(extra));
 const will = { topic: "w", payload: new Uint8Array(), qos: 0 as const, retain: false, delayMs: 0 };
 
 function serving(extra: Partial<ConnectRequest> = {}) {
   const d = drive(mqttConnectionMachine, input);
-  d.actor.send({ type: "CONNECT", request: request(extra) });
+  d.actor.send({ type: "CONNECT", terms: terms(extra) });
   d.actor.send({ type: "NATS_ACQUIRED", account: "", natsUp: true });
   d.actor.send({ type: "SESSION_READY", sessionPresent: false });
   return d;
@@ -34,7 +41,7 @@ describe("mqttConnection machine", () => {
       [4, 4],
     ] as const) {
       const d = drive(mqttConnectionMachine, input);
-      d.actor.send({ type: "CONNECT", request: request({ protocolVersion: version }) });
+      d.actor.send({ type: "CONNECT", terms: terms({ protocolVersion: version }) });
       d.actor.send({ type: "NATS_REFUSED", auth: true, reason: "bad" });
       expect(d.emitted.find((e) => e.type === "connack")?.returnCode).toBe(code);
       expect(d.actor.getSnapshot().status).toBe("done");
@@ -141,7 +148,7 @@ describe("mqttConnection machine", () => {
       closeReason: "",
       sessionExpirySec: 0,
       natsUp: true,
-      request: request({ protocolVersion, keepaliveSec }),
+      terms: terms({ protocolVersion, keepaliveSec }),
     });
     expect(effectiveKeepalive(ctx(4, 0))).toBe(0);
     expect(effectiveKeepalive(ctx(4, 500))).toBe(500);
@@ -163,7 +170,7 @@ describe("mqttConnection machine", () => {
 
   it("NATS down when the session opens: served with reading held until NATS_UP", () => {
     const d = drive(mqttConnectionMachine, input);
-    d.actor.send({ type: "CONNECT", request: request() });
+    d.actor.send({ type: "CONNECT", terms: terms() });
     d.actor.send({ type: "NATS_ACQUIRED", account: "", natsUp: true });
     d.actor.send({ type: "NATS_DOWN" });
     d.actor.send({ type: "SESSION_READY", sessionPresent: false });
@@ -178,7 +185,7 @@ describe("mqttConnection machine", () => {
       [4, 3],
     ] as const) {
       const d = drive(mqttConnectionMachine, input);
-      d.actor.send({ type: "CONNECT", request: request({ protocolVersion: version }) });
+      d.actor.send({ type: "CONNECT", terms: terms({ protocolVersion: version }) });
       d.actor.send({ type: "NATS_ACQUIRED", account: "", natsUp: true });
       d.actor.send({ type: "SESSION_REFUSED", reason: "no JetStream" });
       expect(d.emitted.find((e) => e.type === "connack")?.returnCode).toBe(code);

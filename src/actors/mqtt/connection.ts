@@ -3,9 +3,11 @@ import type { IAuthPacket, IConnectPacket, IPublishPacket, Packet } from "mqtt-p
 import type { HomeMove } from "../../gateway/sessionHomes.js";
 import type { Logger } from "../../log.js";
 import {
+  type ConnectRequest,
   effectiveKeepalive,
   type MqttConnectionEmitted,
   type mqttConnectionMachine,
+  termsOf,
 } from "../../machines/mqttConnection.js";
 import { noTopicFilter, splitFrames } from "../../protocol/mqttFrame.js";
 import { Reason } from "../../protocol/mqttReasons.js";
@@ -52,6 +54,8 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
   private readonly buffered = new InboundBytes();
   private version: 4 | 5 = 4;
   private assignedId: string | undefined;
+  /** The CONNECT as read: the machine holds its terms only (ConnectTerms), this the client's identity and will. */
+  private request: ConnectRequest | undefined;
   private lease: NatsLease | undefined;
   private handle: ClientHandle | undefined;
   private inbound: InboundPublisher | undefined;
@@ -101,7 +105,7 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
   command(e: MqttConnectionEmitted): void {
     switch (e.type) {
       case "acquire_nats":
-        return void acquireNatsForConnect(this.deps, e.request, this.actor, this);
+        return void acquireNatsForConnect(this.deps, this.request!, this.actor, this);
       case "open_session":
         return this.openSession();
       case "detach_session":
@@ -121,7 +125,8 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
       case "publish_will": {
         const done = () => this.actor.send({ type: "WILL_DONE" });
         if (!this.link) return queueMicrotask(done);
-        return this.link.tasks.run(() => this.inbound!.will(e.will).catch(() => {}), done);
+        const will = this.request!.will!;
+        return this.link.tasks.run(() => this.inbound!.will(will).catch(() => {}), done);
       }
       case "end_socket":
       case "close":
@@ -169,6 +174,11 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
       sa?.stop();
       this.lease?.release();
     }
+  }
+
+  /** The CONNECT's client id, once one was read. */
+  get clientId(): string | undefined {
+    return this.request?.clientId;
   }
 
   wasServing(): boolean {
@@ -343,12 +353,13 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
     this.assignedId = outcome.assignedId;
     this.clientReceiveMax = outcome.clientReceiveMax;
     const { request } = outcome;
-    this.actor.send({ type: "CONNECT", request, nats: natsForConnectNow(this.deps, request, this) });
+    this.request = request;
+    this.actor.send({ type: "CONNECT", terms: termsOf(request), nats: natsForConnectNow(this.deps, request, this) });
   }
 
   /** Registers the client (taking over an earlier connection of its id here) and starts its session machine. */
   private openSession(): void {
-    const request = this.actor.getSnapshot().context.request!;
+    const request = this.request!;
     const { account } = this.actor.getSnapshot().context;
     this.handle = new MqttClientHandle(this.cid, request, this.remote, account, this.lease!, this.actor, this);
     this.deps.clients.add(this.handle)?.takeOver(!request.cleanStart);
@@ -414,13 +425,18 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
 
   // SessionOwner: what the session tells this connection, and asks for it.
   announceSession(): void {
-    const { account, request } = this.actor.getSnapshot().context;
-    this.deps.announce(account, request!.clientId, request!.cleanStart);
+    const request = this.request!;
+    this.deps.announce(this.actor.getSnapshot().context.account, request.clientId, request.cleanStart);
   }
 
   takeOverRemote(owner: string): Promise<boolean> {
-    const { account, request } = this.actor.getSnapshot().context;
-    return this.deps.remoteTakeover(account, request!.clientId, owner, request!.cleanStart);
+    const request = this.request!;
+    return this.deps.remoteTakeover(
+      this.actor.getSnapshot().context.account,
+      request.clientId,
+      owner,
+      request.cleanStart,
+    );
   }
 
   sessionReady(sessionPresent: boolean): void {
@@ -433,7 +449,7 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
   }
 
   private sendConnack(returnCode: number, sessionPresent: boolean): void {
-    const keepalive = this.actor.getSnapshot().context.request?.keepaliveSec ?? 0;
+    const keepalive = this.request?.keepaliveSec ?? 0;
     this.write(connackPacket(this.version, returnCode, sessionPresent, this.settings, keepalive, this.assignedId));
   }
 
@@ -443,7 +459,7 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
     this.lastActivity = Date.now();
     keepaliveWheel.watch(this);
     this.deps.metrics.connected("mqtt", this.account(), +1);
-    const request = this.actor.getSnapshot().context.request;
+    const request = this.request;
     // The root logger, not this.log: a child kept per connection would cost every idle connection memory.
     this.deps.log.info(
       {

@@ -40,11 +40,11 @@ export const mqttConnectionActor = (
           client.start(started);
           return awaitDone(started, () => {
             const snapshot = started.getSnapshot();
-            const { closeReason, request } = snapshot.context;
+            const { closeReason } = snapshot.context;
             const fields = {
               cid,
               remote,
-              client_id: request?.clientId,
+              client_id: client.clientId,
               account: client.wasServing() ? client.account() : undefined,
               reason: closeReason,
             };

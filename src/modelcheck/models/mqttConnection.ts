@@ -1,5 +1,11 @@
 import type { AnyStateMachine } from "xstate";
-import { type ConnectRequest, mqttConnectionMachine, type WillMessage } from "../../machines/mqttConnection.js";
+import {
+  type ConnectRequest,
+  type ConnectTerms,
+  mqttConnectionMachine,
+  termsOf,
+  type WillMessage,
+} from "../../machines/mqttConnection.js";
 import { atMost, Broken, canAlwaysEnd, emits, emitsWhere, fields, inState, invariant, type Model } from "../model.js";
 
 const will = (delayMs: number): WillMessage => ({
@@ -31,9 +37,9 @@ export const mqttConnectionModel = (machine: AnyStateMachine = mqttConnectionMac
   input: { connectTimeoutMs: 10_000, maxKeepaliveSec: 0 },
   bound: `${requests.length} CONNECT requests (v4 keep-alive 30 s no will; v5 no keep-alive will now; v5 keep-alive 10 s will after 5 s), each also with its NATS access known at once (up or down), DISCONNECT 0x00/0x04 (with and without a session expiry), NATS accept (up or down)/refuse (auth or not), the session ready (present or not) or refused, 14 other events (a hand-off to the session's home worker, the connect and keep-alive clocks among them; takeovers by a connection that resumes the session, starts clean, or of unknown kind); every order, timers fire at any point`,
   events: [
-    ...requests.map((request) => ({ type: "CONNECT", request })),
+    ...requests.map((request) => ({ type: "CONNECT", terms: termsOf(request) })),
     ...requests.flatMap((request) =>
-      [true, false].map((natsUp) => ({ type: "CONNECT", request, nats: { account: "A", natsUp } })),
+      [true, false].map((natsUp) => ({ type: "CONNECT", terms: termsOf(request), nats: { account: "A", natsUp } })),
     ),
     { type: "NATS_ACQUIRED", account: "A", natsUp: true },
     { type: "NATS_ACQUIRED", account: "A", natsUp: false },
@@ -79,7 +85,7 @@ export const mqttConnectionModel = (machine: AnyStateMachine = mqttConnectionMac
       "a delayed will is cancelled when a newer connection resumes the session",
       false,
       (resumed: boolean, step) => {
-        const delayed = ((step.after.context as { request?: ConnectRequest }).request?.will?.delayMs ?? 0) > 0;
+        const delayed = ((step.after.context as { terms?: ConnectTerms }).terms?.willDelayMs ?? 0) > 0;
         if (resumed && delayed && emits(step, "publish_will"))
           return new Broken("publish_will after a takeover that resumed the session");
         const heard = inState(step.before, "session.serving") || inState(step.before, "willPending");

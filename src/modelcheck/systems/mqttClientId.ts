@@ -1,5 +1,5 @@
 import type { AnyEventObject, AnyStateMachine, EventObject } from "xstate";
-import { type ConnectRequest, mqttConnectionMachine } from "../../machines/mqttConnection.js";
+import { type ConnectRequest, mqttConnectionMachine, termsOf } from "../../machines/mqttConnection.js";
 import { mqttSessionMachine } from "../../machines/mqttSession.js";
 import { Broken } from "../model.js";
 import {
@@ -333,7 +333,7 @@ export function mqttClientIdModel(options: ClientIdOptions = {}): SystemModel<Cl
         if (v.inState(C(i), "awaitingConnect"))
           out.push({
             name: `client ${i} connects`,
-            effects: [send(C(i), { type: "CONNECT", request: request(cleanStart(i)) })],
+            effects: [send(C(i), { type: "CONNECT", terms: termsOf(request(cleanStart(i))) })],
           });
         else if (v.live(C(i)) && !v.inState(C(i), "willPending") && !v.inState(C(i), "publishingWill"))
           out.push({ name: `client ${i}'s socket closes`, effects: [send(C(i), { type: "SOCKET_CLOSED" })] });
