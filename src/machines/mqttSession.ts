@@ -267,12 +267,15 @@ export const mqttSessionMachine = setup({
     attached: {
       on: { DETACH: detach },
     },
+    // Detached (a DETACH took the session here): a later DETACH is nothing to this session.
     saving: {
+      tags: ["detached"],
       entry: emit(({ context }) => ({ type: "save_detached" as const, expirySec: context.expirySec })),
       on: { SAVED: { target: "kept" } },
       after: { storeTimeout: { target: "kept" } },
     },
     removing: {
+      tags: ["detached"],
       entry: emit({ type: "remove" }),
       on: { REMOVED: { target: "ended" } },
       after: { storeTimeout: { target: "ended" } },

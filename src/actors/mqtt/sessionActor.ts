@@ -54,7 +54,6 @@ export class SessionActor implements Claimant, CommandTaker<EmittedFrom<typeof m
   private readonly expirySec: number;
   /** A resume's hold of the record parked here, made when there is one. */
   private hold: ParkedHold | undefined;
-  private detached = false;
 
   constructor(o: SessionActorOptions) {
     ({
@@ -107,12 +106,11 @@ export class SessionActor implements Claimant, CommandTaker<EmittedFrom<typeof m
 
   /**
    * The connection's network side is over (mqttConnection `detach_session`, or its cleanup).
-   * Once: every state the first DETACH can meet takes it, so a second is a step for nothing.
+   * A session already detached, or over, is not sent another: a step for nothing at every drop.
    */
   detach(expirySec: number): void {
-    if (this.detached) return;
-    this.detached = true;
-    this.actor.send({ type: "DETACH", expirySec });
+    const state = this.actor.getSnapshot();
+    if (state.status === "active" && !state.hasTag("detached")) this.actor.send({ type: "DETACH", expirySec });
   }
 
   /** The directory's answer to the claim: no earlier session of the client id is left here (Claimant). */
