@@ -13,7 +13,6 @@ import { noTopicFilter, splitFrames } from "../../protocol/mqttFrame.js";
 import { Reason } from "../../protocol/mqttReasons.js";
 import { beforeConnect, type ParserSettings, settingsAfterConnect } from "../../vendor/mqttPacket.js";
 import type { LeaseListener, LeaseStatus, NatsLease } from "../client/natsBridge.js";
-import type { ClientHandle } from "../clients.js";
 import type { MachineActor } from "../machineActor.js";
 import { ClientBytes } from "./clientBytes.js";
 import { authAnswer, connackPacket, homeQuestion, readConnect } from "./connect.js";
@@ -57,7 +56,7 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
   /** The CONNECT as read: the machine holds its terms only (ConnectTerms), this the client's identity and will. */
   private request: ConnectRequest | undefined;
   private lease: NatsLease | undefined;
-  private handle: ClientHandle | undefined;
+  private handle: MqttClientHandle | undefined;
   private inbound: InboundPublisher | undefined;
   private link: ConnectionLink | undefined;
   session: ClientSession | undefined;
@@ -125,8 +124,8 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
       case "publish_will": {
         const done = () => this.actor.send({ type: "WILL_DONE" });
         if (!this.link) return queueMicrotask(done);
-        const will = this.request!.will!;
-        return this.link.tasks.run(() => this.inbound!.will(will).catch(() => {}), done);
+        const { will } = this.request!;
+        return this.link.tasks.run(() => this.inbound!.will(will!).catch(() => {}), done);
       }
       case "end_socket":
       case "close":
@@ -425,18 +424,13 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
 
   // SessionOwner: what the session tells this connection, and asks for it.
   announceSession(): void {
-    const request = this.request!;
-    this.deps.announce(this.actor.getSnapshot().context.account, request.clientId, request.cleanStart);
+    const { clientId, cleanStart } = this.request!;
+    this.deps.announce(this.actor.getSnapshot().context.account, clientId, cleanStart);
   }
 
   takeOverRemote(owner: string): Promise<boolean> {
-    const request = this.request!;
-    return this.deps.remoteTakeover(
-      this.actor.getSnapshot().context.account,
-      request.clientId,
-      owner,
-      request.cleanStart,
-    );
+    const { clientId, cleanStart } = this.request!;
+    return this.deps.remoteTakeover(this.actor.getSnapshot().context.account, clientId, owner, cleanStart);
   }
 
   sessionReady(sessionPresent: boolean): void {
@@ -459,19 +453,8 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
     this.lastActivity = Date.now();
     keepaliveWheel.watch(this);
     this.deps.metrics.connected("mqtt", this.account(), +1);
-    const request = this.request;
     // The root logger, not this.log: a child kept per connection would cost every idle connection memory.
-    this.deps.log.info(
-      {
-        cid: this.cid,
-        remote: this.remote,
-        client_id: request?.clientId,
-        account: this.account(),
-        version: this.version === 5 ? "5" : "3.1.1",
-        user: request?.username,
-      },
-      "MQTT client connected",
-    );
+    this.deps.log.info(this.handle!.described(this.version), "MQTT client connected");
     this.session!.release();
     // What came after the CONNECT (held until now), once this transition is over.
     this.early.release();

@@ -12,7 +12,7 @@ export class MqttClientHandle implements ClientHandle {
 
   constructor(
     readonly cid: number,
-    /** The CONNECT as the connection's machine keeps it: its client id and username. */
+    /** The CONNECT as the connection read it: its client id and username. */
     private readonly request: { readonly clientId: string; readonly username?: string | undefined },
     readonly remote: string,
     public account: string,
@@ -28,6 +28,11 @@ export class MqttClientHandle implements ClientHandle {
   }
   get username(): string | undefined {
     return this.request.username;
+  }
+  /** What the log says of the client when it is served. */
+  described(version: 4 | 5): Record<string, unknown> {
+    const { cid, remote, clientId, account, username } = this;
+    return { cid, remote, client_id: clientId, account, version: version === 5 ? "5" : "3.1.1", user: username };
   }
   /** A Date made when asked (admin lists): 80 bytes less per connection than keeping one. */
   get since(): Date {
