@@ -29,6 +29,13 @@ function serving(extra: Partial<ConnectRequest> = {}) {
 }
 
 describe("mqttConnection machine", () => {
+  it("is told a CONNECT's terms only: clients alike but for their id, credentials and will's message are one event", () => {
+    const a = terms({ clientId: "a", username: "u1", password: "p1", will: { ...will, payload: Buffer.from("x") } });
+    const b = terms({ clientId: "b", username: "u2", password: "p2", will: { ...will, topic: "other" } });
+    expect(a).toEqual(b);
+    expect(JSON.stringify(a)).not.toMatch(/"a"|u1|p1/);
+  });
+
   it("CONNECT -> authenticating -> CONNACK 0 -> serving", () => {
     const d = serving();
     expect(d.actor.getSnapshot().hasTag("serving")).toBe(true);

@@ -179,4 +179,15 @@ describe("mqttSession machine", () => {
     expect(clean.types()).toEqual(["claim", "ready", "stop_delivery"]);
     expect(clean.actor.getSnapshot().value).toBe("ended");
   });
+
+  it("a detached session says so while it saves or removes itself (tag detached): its actor sends no second DETACH", () => {
+    for (const expirySec of [300, 0]) {
+      const s = claimed({ cleanStart: false, expirySec: 60 });
+      s.actor.send({ type: "LOADED", found: { exists: true, expired: false } });
+      s.actor.send({ type: "RESUMED" });
+      expect(s.actor.getSnapshot().hasTag("detached")).toBe(false);
+      s.actor.send({ type: "DETACH", expirySec });
+      expect(s.actor.getSnapshot().hasTag("detached")).toBe(true);
+    }
+  });
 });

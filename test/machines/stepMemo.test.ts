@@ -135,7 +135,7 @@ describe("steps reused (stepMemo.ts)", () => {
     const shared = initialStep(own, { id: "shared" }).snapshot;
     step(own, shared, { type: "TICK" });
     const hot = step(own, shared, { type: "TICK" });
-    // Five table's worth of connections, each stepping once from a context of its own.
+    // Five tables' worth of connections, each stepping once from a context of its own.
     for (let i = 0; i < 5_000; i++) step(own, initialStep(own, { id: `client-${i}` }).snapshot, { type: "TICK" });
     expect(step(own, shared, { type: "TICK" })).toBe(hot);
   });
