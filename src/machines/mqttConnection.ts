@@ -166,7 +166,9 @@ export const mqttConnectionMachine = setup({
     NATS_UP: { actions: assign({ natsUp: true }) },
   },
   states: {
+    // Tags the edge asks for on every read (a Set lookup; `matches` allocates a path per call).
     awaitingConnect: {
+      tags: ["awaitingConnect"],
       on: {
         // `connectTimeoutMs` after the start with no CONNECT: told by the edge's shared clock
         // (keepaliveWheel.ts), as the keep alive is; a delayed event was a timer made and
@@ -208,6 +210,7 @@ export const mqttConnectionMachine = setup({
       },
     },
     authenticating: {
+      tags: ["awaitingConnack"],
       on: {
         NATS_ACQUIRED: {
           target: "session",
@@ -245,6 +248,7 @@ export const mqttConnectionMachine = setup({
       })),
       states: {
         opening: {
+          tags: ["awaitingConnack"],
           entry: emit({ type: "open_session" }),
           on: {
             // Straight into NATS's state as it is now: one microstep fewer per connect than a transient state.

@@ -208,6 +208,7 @@ export const mqttSessionMachine = setup({
   initial: "claiming",
   states: {
     claiming: {
+      tags: ["claiming"],
       // [MQTT-3.1.4-3] the earlier connection of this client id goes first, and its session is
       // saved or removed before this one reads the store: the two never act on it at once.
       entry: emit({ type: "claim" }),

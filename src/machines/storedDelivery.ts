@@ -193,6 +193,8 @@ export const storedDeliveryMachine = setup({
               after: { retry: { target: "opening" } },
             },
             reading: {
+              // Asked of each reader at its connection's end (storedDelivery.ts `park`).
+              tags: ["reading"],
               entry: emit({ type: "reading" }),
               initial: "settled",
               states: {

@@ -260,7 +260,8 @@ export class JetStreamPull implements ConnectionFollower {
       ? `{"batch":${batch},"no_wait":true${group}}`
       : `{"batch":${batch},"expires":${this.o.expiresMs * 1_000_000}${group}}`;
     try {
-      this.o.nc.publish(this.api, encoder.encode(request), { reply: inbox.sub.getSubject() });
+      // Buffer.from: the same UTF-8 bytes as TextEncoder, at a fraction of its cost for a short string.
+      this.o.nc.publish(this.api, Buffer.from(request, "utf8"), { reply: inbox.sub.getSubject() });
     } catch {
       this.end(pull, "cut short");
     }

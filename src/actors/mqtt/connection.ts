@@ -38,8 +38,7 @@ import { endSocket } from "./socketEnd.js";
 type Machine = MachineActor<typeof mqttConnectionMachine>;
 const EMPTY = Buffer.alloc(0);
 /** Between an accepted CONNECT and its CONNACK: NATS access and the session are on their way. */
-const awaitingConnack = (state: ReturnType<Machine["getSnapshot"]>) =>
-  state.matches("authenticating") || state.matches({ session: "opening" });
+const awaitingConnack = (state: ReturnType<Machine["getSnapshot"]>) => state.hasTag("awaitingConnack");
 
 /**
  * The actor behind one MQTT socket. The machine decides the connection's life; this
@@ -271,7 +270,7 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
   private onPacket(p: Packet): void {
     const state = this.actor.getSnapshot();
     if (p.cmd === "connect") {
-      if (!state.matches("awaitingConnect")) return this.protocolError(Reason.protocolError, "second CONNECT");
+      if (!state.hasTag("awaitingConnect")) return this.protocolError(Reason.protocolError, "second CONNECT");
       return this.onConnect(p);
     }
     if (!this.isServing(state) || !this.session || !this.inbound) {

@@ -33,7 +33,6 @@ const RETRY_MS = 10_000;
 const WRONG_LAST_SEQUENCE = 10071;
 /** A removal's marker stays this long (seconds), so every watcher hears it, then goes. */
 const MARKER_TTL_SEC = 60;
-const encoder = new TextEncoder();
 
 /**
  * Sessions in the account's `sessions_bucket` KV, shared by every gateway that uses the
@@ -90,7 +89,8 @@ export class KvSessionStore implements SessionStore {
   async save(account: string, clientId: string, session: StoredSession, options: SaveOptions = {}): Promise<number> {
     // Known at once here, before the bucket's echo comes back through the watch.
     this.indexes.get(account)?.clientIds.add(clientId);
-    return this.write(account, clientId, encoder.encode(JSON.stringify(session)), options, undefined);
+    // Buffer.from: TextEncoder's bytes at a fraction of its cost (every resume and drop writes one).
+    return this.write(account, clientId, Buffer.from(JSON.stringify(session), "utf8"), options, undefined);
   }
 
   async remove(account: string, clientId: string, revision?: number): Promise<void> {

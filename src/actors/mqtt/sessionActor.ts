@@ -118,7 +118,7 @@ export class SessionActor implements Claimant, CommandTaker<EmittedFrom<typeof m
     // Told at once when nothing waits: `actor` is not assigned yet while it starts. A machine
     // that knew so at its start went on in its first step, and hears nothing more of it.
     queueMicrotask(() => {
-      if (this.actor.getSnapshot().matches("claiming")) this.actor.send({ type: "CLAIMED" });
+      if (this.actor.getSnapshot().hasTag("claiming")) this.actor.send({ type: "CLAIMED" });
     });
   }
 

@@ -402,7 +402,7 @@ export class StoredDelivery {
    */
   park(onStopped: () => void): boolean {
     const s = this.machine.actor.getSnapshot();
-    const reading = s.status === "active" && s.matches({ active: { read: "reading" } });
+    const reading = s.status === "active" && s.hasTag("reading");
     if (!reading || this.ledger.held > 0 || !this.window) return false;
     this.held = [];
     this.window.pause();
