@@ -8,8 +8,8 @@ import type {
   InputFrom,
   SnapshotFrom,
 } from "xstate";
+import { PlainTable } from "../machines/plainTable.js";
 import { INIT, initialStep, STOP, type Step, type Effect as StepEffect, step } from "../machines/step.js";
-import { plainKey } from "../machines/stepMemo.js";
 import type { ActorRegistry } from "./registry.js";
 
 type EmitHandlers<M extends AnyStateMachine> = {
@@ -259,21 +259,21 @@ export class MachineActor<M extends AnyStateMachine> {
  * At most INITIAL_STEPS_KEPT inputs per machine are kept (an AMQP session's channel varies).
  */
 function initialStepOf(machine: AnyStateMachine, input: unknown): Step {
-  const key = plainKey(input);
-  if (key === undefined) return initialStep(machine, input);
   let byInput = initialSteps.get(machine);
   if (!byInput) {
-    byInput = new Map();
+    byInput = new PlainTable(INITIAL_STEPS_KEPT, "keep");
     initialSteps.set(machine, byInput);
   }
-  let found = byInput.get(key);
+  const hash = byInput.hash(input);
+  if (hash === undefined) return initialStep(machine, input);
+  let found = byInput.get(hash, input);
   if (!found) {
     found = initialStep(machine, input);
-    if (byInput.size < INITIAL_STEPS_KEPT && !found.effects.some((e) => e.kind === "run")) byInput.set(key, found);
+    if (!found.effects.some((e) => e.kind === "run")) byInput.set(hash, input, found);
   }
   return found;
 }
-const initialSteps = new WeakMap<AnyStateMachine, Map<string, Step>>();
+const initialSteps = new WeakMap<AnyStateMachine, PlainTable<Step>>();
 const INITIAL_STEPS_KEPT = 64;
 
 /** A started actor (tracked by the registry if one is given); its owner ends it with `retire()`. */

@@ -53,7 +53,7 @@ export function initialStep(machine: AnyStateMachine, input: unknown): Step {
  */
 export function step(machine: AnyStateMachine, snapshot: AnyMachineSnapshot, event: EventObject): Step {
   const key = memoKey(snapshot, event);
-  const known = key === undefined ? undefined : recall(key);
+  const known = key === undefined ? undefined : recall(key, event);
   if (known) return known;
   recorded = [];
   let taken: Step;
@@ -63,7 +63,7 @@ export function step(machine: AnyStateMachine, snapshot: AnyMachineSnapshot, eve
   } finally {
     recorded = undefined;
   }
-  if (key !== undefined) remember(snapshot, key, taken);
+  if (key !== undefined) remember(snapshot, key, event, taken);
   return taken;
 }
 

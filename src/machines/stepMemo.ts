@@ -1,4 +1,5 @@
 import type { AnyMachineSnapshot, EventObject } from "xstate";
+import { PlainTable } from "./plainTable.js";
 import type { Step } from "./step.js";
 
 /**
@@ -20,13 +21,11 @@ import type { Step } from "./step.js";
  * One bounded table for all machines, and a context known by a number: a table per context
  * would keep the next context alive, and its table the one after, so an actor stepping on
  * for days would leave the whole chain behind it. Here what the table holds is what it
- * holds: at most STEPS_KEPT steps.
+ * holds: at most 1,024 steps. The event is found by its hash and compared as data
+ * (plainTable.ts): no key string is built per step.
  */
-const steps = new Map<string, Step>();
 /** The hot steps of a storm are a handful; the rest come and go. Cleared when full. */
-const STEPS_KEPT = 1024;
-/** Nested plain values deeper than this are not worth a key. */
-const MAX_DEPTH = 4;
+const steps = new PlainTable<Step>(1024, "clear");
 
 /** Each configuration's shared `_nodes` (step.ts `shared`), and each context, numbered once. */
 const ids = new WeakMap<object, number>();
@@ -40,8 +39,15 @@ function idOf(o: object): number {
   return id;
 }
 
+/** Where a step from one snapshot on one event is kept: its context's and configuration's numbers, and the event's hash with them. */
+export interface MemoKey {
+  readonly context: number;
+  readonly nodes: number;
+  readonly hash: number;
+}
+
 /** The key of a step from `snapshot` on `event`, or undefined when it may not be kept. */
-export function memoKey(snapshot: AnyMachineSnapshot, event: EventObject): string | undefined {
+export function memoKey(snapshot: AnyMachineSnapshot, event: EventObject): MemoKey | undefined {
   if (snapshot.status !== "active" || typeof snapshot.context !== "object" || snapshot.context === null)
     return undefined;
   // A history value or a child actor is more than the key says (no machine in src/machines has either).
@@ -55,9 +61,9 @@ export function memoKey(snapshot: AnyMachineSnapshot, event: EventObject): strin
     ids.set(snapshot.context, nextId++);
     return undefined;
   }
-  const ev = plainKey(event);
-  if (ev === undefined) return undefined;
-  return `${context}|${idOf(snapshot._nodes)}|${ev}`;
+  const nodes = idOf(snapshot._nodes);
+  const hash = steps.hash(event, context, nodes);
+  return hash === undefined ? undefined : { context, nodes, hash };
 }
 
 /** No own enumerable key (an empty history value, no children). */
@@ -66,59 +72,17 @@ export function isEmpty(o: object | undefined): boolean {
   return true;
 }
 
-export function recall(key: string): Step | undefined {
-  return steps.get(key);
+/** The step kept under `key` for an event equal to `event`. */
+export function recall(key: MemoKey, event: EventObject): Step | undefined {
+  return steps.get(key.hash, event, key.context, key.nodes);
 }
 
-/** Keeps `taken` (the step from `snapshot`) under `key` unless it runs a custom action. */
-export function remember(snapshot: AnyMachineSnapshot, key: string, taken: Step): void {
+/** Keeps `taken` (the step from `snapshot` on `event`) under `key` unless it runs a custom action. */
+export function remember(snapshot: AnyMachineSnapshot, key: MemoKey, event: EventObject, taken: Step): void {
   for (const effect of taken.effects) if (effect.kind === "run") return;
-  if (steps.size >= STEPS_KEPT) steps.clear();
   Object.freeze(snapshot.context);
   Object.freeze(taken.snapshot.context);
   for (const effect of taken.effects)
     if (effect.kind === "emit" || effect.kind === "schedule") Object.freeze(effect.event);
-  steps.set(key, taken);
-}
-
-/**
- * A key for a value made only of plain values (strings, numbers, booleans, null,
- * undefined, plain objects and arrays of them), distinct for distinct values; undefined
- * for anything else (a function, a class instance, a Buffer, a Map).
- */
-export function plainKey(value: unknown, depth = 0): string | undefined {
-  switch (typeof value) {
-    case "string":
-      return `s${value.length}:${value}`;
-    case "number":
-      return `n${value};`;
-    case "boolean":
-      return value ? "T" : "F";
-    case "undefined":
-      return "U";
-    case "object": {
-      if (value === null) return "N";
-      if (depth >= MAX_DEPTH) return undefined;
-      let key: string;
-      if (Array.isArray(value)) {
-        key = "[";
-        for (const x of value) {
-          const k = plainKey(x, depth + 1);
-          if (k === undefined) return undefined;
-          key += k;
-        }
-        return `${key}]`;
-      }
-      if (Object.getPrototypeOf(value) !== Object.prototype) return undefined;
-      key = "{";
-      for (const name in value) {
-        const k = plainKey((value as Record<string, unknown>)[name], depth + 1);
-        if (k === undefined) return undefined;
-        key += `${name.length}:${name}${k}`;
-      }
-      return `${key}}`;
-    }
-    default:
-      return undefined;
-  }
+  steps.set(key.hash, event, taken, key.context, key.nodes);
 }

@@ -5,7 +5,6 @@ import { describe, expect, it } from "vitest";
 import { type AnyMachineSnapshot, type AnyStateMachine, assign, type EventObject, setup } from "xstate";
 import { startChildMachine } from "../../src/actors/machineActor.js";
 import { initialStep, type Step, step } from "../../src/machines/step.js";
-import { plainKey } from "../../src/machines/stepMemo.js";
 import { storedDeliveryMachine } from "../../src/machines/storedDelivery.js";
 import { models } from "../../src/modelcheck/models/index.js";
 
@@ -172,41 +171,5 @@ describe("steps reused (stepMemo.ts)", () => {
     for (const r of parked) r.send({ type: "PARK" });
     expect(step(storedDeliveryMachine, s, { type: "PARK" })).toBe(step(storedDeliveryMachine, s, { type: "PARK" }));
     expect(delays).toEqual([15_000, 15_000]);
-  });
-});
-
-describe("plainKey", () => {
-  const plain = fc.jsonValue({ maxDepth: 3 });
-
-  it("two plain values have one key exactly when they are equal", () => {
-    fc.assert(
-      fc.property(plain, plain, (a, b) => {
-        expect(plainKey(a) === plainKey(b)).toBe(JSON.stringify(a) === JSON.stringify(b));
-      }),
-    );
-  });
-
-  it("a value equal to another (a copy) has its key", () => {
-    fc.assert(
-      fc.property(plain, (a) => {
-        expect(plainKey(structuredClone(a))).toBe(plainKey(a));
-      }),
-    );
-  });
-
-  it.each([
-    ["a function", { f: () => 1 }],
-    ["a class instance", { at: new Date(0) }],
-    ["a Buffer", Buffer.from("x")],
-    ["a Map", { m: new Map() }],
-    ["a value nested too deep", { a: { b: { c: { d: { e: 1 } } } } }],
-  ])("has no key for %s", (_, value) => {
-    expect(plainKey(value)).toBeUndefined();
-  });
-
-  it("tells apart what a plain concatenation would not", () => {
-    expect(plainKey(["ab", "c"])).not.toBe(plainKey(["a", "bc"]));
-    expect(plainKey({ a: "1" })).not.toBe(plainKey({ a: 1 }));
-    expect(plainKey({ a: undefined })).not.toBe(plainKey({}));
   });
 });
