@@ -86,7 +86,12 @@ function frozenCopy(value: unknown): unknown {
   if (typeof value !== "object" || value === null) return value;
   if (Array.isArray(value)) return Object.freeze(value.map(frozenCopy));
   const out: Record<string, unknown> = {};
-  for (const name in value) out[name] = frozenCopy((value as Record<string, unknown>)[name]);
+  // Defined, not assigned: a key named "__proto__" stays a key.
+  for (const name in value)
+    Object.defineProperty(out, name, {
+      value: frozenCopy((value as Record<string, unknown>)[name]),
+      enumerable: true,
+    });
   return Object.freeze(out);
 }
 

@@ -92,6 +92,14 @@ describe("plain values as keys (plainTable.ts)", () => {
     expect(table.get(table.hash(key) as number, key)).toBeUndefined();
   });
 
+  it("a key named __proto__ is kept as a key", () => {
+    const table = new PlainTable<string>(10, "keep");
+    const key = JSON.parse('{"__proto__": {"a": 1}}');
+    table.set(table.hash(key) as number, key, "kept");
+    expect(table.get(table.hash(key) as number, JSON.parse('{"__proto__": {"a": 1}}'))).toBe("kept");
+    expect(table.get(table.hash({}) as number, {})).toBeUndefined();
+  });
+
   it("when full, a clearing table starts again and a keeping one takes no more", () => {
     const clearing = new PlainTable<number>(2, "clear");
     const keeping = new PlainTable<number>(2, "keep");
