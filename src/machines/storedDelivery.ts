@@ -154,9 +154,11 @@ export const storedDeliveryMachine = setup({
                   {
                     guard: "awaitsPin",
                     target: "reading.awaitingPin",
-                    actions: assign({ attempt: 0, reason: "", pinCheck: 0 }),
+                    actions: assign({ attempt: 0, reason: "", pinCheck: 0, jitter: 0 }),
                   },
-                  { target: "reading", actions: assign({ attempt: 0, reason: "" }) },
+                  // Back to the context of a reader that never waited (the wait's draw too), so
+                  // readers alike share their steps again after a stall (stepMemo.ts).
+                  { target: "reading", actions: assign({ attempt: 0, reason: "", jitter: 0 }) },
                 ],
                 OPEN_FAILED: [
                   {
@@ -275,7 +277,7 @@ export const storedDeliveryMachine = setup({
             deleting: {
               entry: emit({ type: "retire" }),
               on: {
-                RETIRED: { target: "idle", actions: assign({ retireAttempt: 0 }) },
+                RETIRED: { target: "idle", actions: assign({ retireAttempt: 0, jitter: 0 }) },
                 RETIRE_FAILED: {
                   target: "backingOff",
                   actions: assign({

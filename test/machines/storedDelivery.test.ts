@@ -45,6 +45,10 @@ describe("storedDelivery machine", () => {
     d.actor.send({ type: "OPENED" });
     expect(d.types().at(-1)).toBe("reading");
     expect(d.actor.getSnapshot().hasTag("waiting")).toBe(false);
+    // Reading again, it holds what a reader that never waited holds: the two share their steps.
+    const never = drive(storedDeliveryMachine, input);
+    never.actor.send({ type: "OPENED" });
+    expect(d.actor.getSnapshot().context).toEqual(never.actor.getSnapshot().context);
   });
 
   it("a consumer lost while read: the reader goes, and the open is asked again after a short wait", () => {
