@@ -120,6 +120,55 @@ describe("core subscriptions shared by the clients of one NATS connection", () =
     await Promise.all(clients.slice(0, 2).map((c) => c.endAsync()));
   });
 
+  /** The gateway's client subscriptions on `subject`, as connection:sid: a SUB sent again is another. */
+  async function sidsOf(subject: string): Promise<string[]> {
+    const connz = (await (await fetch(`http://127.0.0.1:${monitor}/connz?subs=detail`)).json()) as {
+      connections: Array<{
+        cid: number;
+        name?: string;
+        subscriptions_list_detail?: Array<{ subject: string; sid: string }>;
+      }>;
+    };
+    return connz.connections
+      .filter((c) => c.name?.endsWith(" client"))
+      .flatMap((c) =>
+        (c.subscriptions_list_detail ?? []).filter((s) => s.subject === subject).map((s) => `${c.cid}:${s.sid}`),
+      );
+  }
+
+  it("a persistent session's SUB stays for its resume here (no UNSUB, no SUB again), and goes once its expiry has passed", async () => {
+    const options = {
+      protocolVersion: 5 as const,
+      clientId: "linger-a",
+      clean: false,
+      properties: { sessionExpiryInterval: 2 },
+    };
+    // Another client on the same NATS connection keeps it open (its last client's going closes it, SUBs and all).
+    const keeper = await connectMqtt(port, { protocolVersion: 4, clientId: "linger-keeper" });
+    const first = await connectMqtt(port, options);
+    await first.subscribeAsync("shared/linger", { qos: 0 });
+    const before = await sidsOf("shared.linger");
+    expect(before).toHaveLength(1);
+    await first.endAsync();
+
+    const again = await connectMqtt(port, options);
+    expect(again.connack.sessionPresent).toBe(true);
+    const inbox = collect(again);
+    // The same SUB: a drop that unsubscribed and a resume that subscribed again would show another sid.
+    expect(await sidsOf("shared.linger")).toEqual(before);
+    await publish("shared.linger", 0, 3);
+    expect((await inbox.count(3)).map((m) => m.payload.toString())).toEqual(["0", "1", "2"]);
+
+    // Gone for good: no resume within its 2 s expiry, and NATS holds nothing for it.
+    await again.endAsync();
+    await eventually(
+      async () => ((await sidsOf("shared.linger")).length === 0 ? true : undefined),
+      10_000,
+      "the lingering SUB ended",
+    );
+    await keeper.endAsync();
+  });
+
   it("$share/g/shared/q: each member its own NATS queue subscription, each message to one of them", async () => {
     const members = await Promise.all([
       connectMqtt(port, { protocolVersion: 5, clientId: "member-1" }),

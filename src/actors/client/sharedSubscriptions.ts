@@ -4,7 +4,15 @@ import type { Msg, NatsConnection, Subscription } from "@nats-io/transport-node"
 export interface CoreInterest {
   getSubject(): string;
   unsubscribe(): void;
+  /**
+   * Gives the interest up, but a SUB left with no holder stays `lingerMs` for one that
+   * comes back (a persistent session resuming here). Absent: only `unsubscribe`.
+   */
+  leave?(lingerMs: number): void;
 }
+
+/** How often SUBs left lingering are looked at: they go at most this late. */
+const LINGER_SWEEP_MS = 1_000;
 
 /**
  * The core (non-queue) subscriptions of one NATS connection, shared by every client on it
@@ -20,6 +28,9 @@ export interface CoreInterest {
  */
 export class SharedSubscriptions {
   private readonly bySubject = new Map<string, SharedSubscription>();
+  /** SUBs no holder has now, and until when (Date.now()) each stays for one that comes back. */
+  private readonly lingering = new Map<SharedSubscription, number>();
+  private sweeper: ReturnType<typeof setInterval> | undefined;
 
   constructor(private readonly nc: NatsConnection) {}
 
@@ -39,6 +50,25 @@ export class SharedSubscriptions {
   /** NATS refused or removed it: whoever subscribes next sends a SUB of its own and hears its own verdict. */
   forget(shared: SharedSubscription): void {
     if (this.bySubject.get(shared.subject) === shared) this.bySubject.delete(shared.subject);
+    this.lingering.delete(shared);
+  }
+
+  /** Its last holder left: unsubscribed once `until` has passed with nobody back. */
+  linger(shared: SharedSubscription, until: number): void {
+    this.lingering.set(shared, Math.max(until, this.lingering.get(shared) ?? 0));
+    this.sweeper ??= setInterval(() => this.sweep(), LINGER_SWEEP_MS);
+    this.sweeper.unref?.();
+  }
+
+  private sweep(): void {
+    const now = Date.now();
+    for (const [shared, until] of this.lingering) {
+      if (shared.holders.size > 0) this.lingering.delete(shared);
+      else if (now >= until) shared.end();
+    }
+    if (this.lingering.size > 0) return;
+    clearInterval(this.sweeper);
+    this.sweeper = undefined;
   }
 }
 
@@ -59,8 +89,14 @@ class SharedSubscription {
     for (const h of this.holders) h.deliver(m);
   };
 
-  leave(interest: Interest): void {
+  leave(interest: Interest, lingerMs: number): void {
     if (!this.holders.delete(interest) || this.holders.size > 0) return;
+    if (lingerMs > 0) this.owner.linger(this, Date.now() + lingerMs);
+    else this.end();
+  }
+
+  /** The UNSUB: whoever joins the subject after this sends a SUB of its own. */
+  end(): void {
     this.owner.forget(this);
     this.sub?.unsubscribe();
   }
@@ -77,6 +113,10 @@ class Interest implements CoreInterest {
   }
 
   unsubscribe(): void {
-    this.shared.leave(this);
+    this.shared.leave(this, 0);
+  }
+
+  leave(lingerMs: number): void {
+    this.shared.leave(this, lingerMs);
   }
 }

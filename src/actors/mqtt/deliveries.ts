@@ -85,9 +85,9 @@ export class Deliveries implements OutboundSink {
     return sub;
   }
 
-  /** Its NATS subscriptions close, and it counts no more for overlapping ones. */
-  unlisten(sub: ActiveSubscription): void {
-    closeSubscription(sub);
+  /** Its NATS subscriptions close (those it alone held stay `lingerMs` for a resume), and it counts no more for overlapping ones. */
+  unlisten(sub: ActiveSubscription, lingerMs = 0): void {
+    closeSubscription(sub, lingerMs);
     this.overlaps.remove(sub);
   }
 

@@ -23,6 +23,7 @@ import {
   storedSubscription,
 } from "./sessionStore.js";
 import { SessionWriter } from "./sessionWriter.js";
+import { PARK_MS } from "./storedDeliveryOptions.js";
 import { consumerDelivers, storedSourceOf } from "./storedSource.js";
 import { type SessionEntry, StoredSubscriptions } from "./storedSubscriptions.js";
 import { type ActiveSubscription, dropSubject, planSubscription } from "./subscriptions.js";
@@ -302,8 +303,11 @@ export class ClientSession {
   /** The connection ends: stop reading, and remember what the client had in flight. */
   stopDelivery(): void {
     const acked: Array<{ filter: string; floor: number; above: number[] }> = [];
+    // A session that lives on leaves its SUBs for a resume here as long as its readers park:
+    // no UNSUB now and no SUB then (docs/decisions/shared-core-subscriptions.md).
+    const lingerMs = this.kept ? Math.min(PARK_MS, this.expirySec * 1000) : 0;
     for (const e of this.entries.values()) {
-      this.deliveries.unlisten(e.sub);
+      this.deliveries.unlisten(e.sub, lingerMs);
       if (e.sub.options.noLocal) this.link.noLocal.count--;
       if (e.stored) acked.push({ filter: e.sub.filter, ...e.stored.acknowledged() });
       this.stored.stopReading(e, this.kept);

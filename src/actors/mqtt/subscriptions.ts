@@ -128,8 +128,12 @@ export function openSubscription(
   return active;
 }
 
-export function closeSubscription(sub: ActiveSubscription): void {
-  for (const s of sub.nats) s.unsubscribe();
+/** `lingerMs`: how long a SUB this leaves with no holder stays for a resume (sharedSubscriptions.ts); 0: gone now. */
+export function closeSubscription(sub: ActiveSubscription, lingerMs = 0): void {
+  for (const s of sub.nats) {
+    if (lingerMs > 0 && s.leave) s.leave(lingerMs);
+    else s.unsubscribe();
+  }
   sub.nats = [];
 }
 
