@@ -2,6 +2,7 @@ import { PubHeaders } from "@nats-io/jetstream";
 import { type KV, KvWatchInclude } from "@nats-io/kv";
 import { headers as natsHeaders } from "@nats-io/transport-node";
 import { Effect, type Scope } from "effect";
+import { IndexDemand } from "../../protocol/indexDemand.js";
 import { type AccountServices, JETSTREAM_TIMEOUT_MS } from "../accountServices.js";
 import { ActorTasks } from "../actorTasks.js";
 import { StoredPublisher, StoredPublishRefused } from "../client/storedPublisher.js";
@@ -26,6 +27,8 @@ interface KeyIndex {
   synced: boolean;
   /** A failed index is tried again only after this (Unix ms). */
   retryAt: number;
+  /** Ends its watch (the index is dropped: no longer worth its echo). */
+  stop?: () => void;
 }
 
 const RETRY_MS = 10_000;
@@ -46,6 +49,8 @@ const MARKER_TTL_SEC = 60;
  */
 export class KvSessionStore implements SessionStore {
   private readonly indexes = new Map<string, KeyIndex>();
+  /** Per account: whether its clean starts are worth an index's echo of every write (protocol/indexDemand.ts). */
+  private readonly demand = new Map<string, IndexDemand>();
   /** Every account whose bucket was read or written here, the key index's or not. */
   private readonly used = new Set<string>();
   /**
@@ -89,11 +94,13 @@ export class KvSessionStore implements SessionStore {
   async save(account: string, clientId: string, session: StoredSession, options: SaveOptions = {}): Promise<number> {
     // Known at once here, before the bucket's echo comes back through the watch.
     this.indexes.get(account)?.clientIds.add(clientId);
+    this.wrote(account);
     // Buffer.from: TextEncoder's bytes at a fraction of its cost (every resume and drop writes one).
     return this.write(account, clientId, Buffer.from(JSON.stringify(session), "utf8"), options, undefined);
   }
 
   async remove(account: string, clientId: string, revision?: number): Promise<void> {
+    this.wrote(account);
     await this.write(account, clientId, new Uint8Array(), { revision, ttlSec: MARKER_TTL_SEC }, "PURGE");
   }
 
@@ -152,9 +159,16 @@ export class KvSessionStore implements SessionStore {
    * "Clean starts without a bucket read"). Errs towards true: then the bucket is read.
    */
   mayHold(account: string, clientId: string): boolean {
+    const now = Date.now();
+    const demand = this.demandOf(account);
+    demand.cleanStart(now);
     const idx = this.indexes.get(account);
     if (!idx) {
-      this.followers.run((stop) => this.follow(account, stop));
+      if (demand.worthFollowing(now)) this.followers.run((stop) => this.follow(account, stop));
+      return true;
+    }
+    if (demand.worthDropping(now)) {
+      this.unfollow(account, idx);
       return true;
     }
     if (!idx.synced) {
@@ -162,6 +176,30 @@ export class KvSessionStore implements SessionStore {
       return true;
     }
     return idx.clientIds.has(clientId);
+  }
+
+  /** A record written here: an index whose clean starts have become few is dropped, even if none comes again. */
+  private wrote(account: string): void {
+    const now = Date.now();
+    const demand = this.demandOf(account);
+    demand.write(now);
+    const idx = this.indexes.get(account);
+    if (idx && demand.worthDropping(now)) this.unfollow(account, idx);
+  }
+
+  /** Its echo of every write costs more than the reads it saves now: clean starts read until it pays again. */
+  private unfollow(account: string, idx: KeyIndex): void {
+    this.indexes.delete(account);
+    idx.stop?.();
+  }
+
+  private demandOf(account: string): IndexDemand {
+    let demand = this.demand.get(account);
+    if (!demand) {
+      demand = new IndexDemand(Date.now());
+      this.demand.set(account, demand);
+    }
+    return demand;
   }
 
   /** Watches the bucket's writes first, then lists its keys, so no write falls between the two. */
@@ -176,7 +214,8 @@ export class KvSessionStore implements SessionStore {
     try {
       const kv = await this.services.sessionsBucket(account);
       const writes = await kv.watch({ include: KvWatchInclude.UpdatesOnly, headers_only: true });
-      if (stop.aborted) return writes.stop();
+      if (stop.aborted || this.indexes.get(account) !== idx) return writes.stop();
+      idx.stop = () => writes.stop();
       this.followers.run(async (stopWrites) => {
         stopWrites.addEventListener("abort", () => writes.stop());
         try {
