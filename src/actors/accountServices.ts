@@ -211,6 +211,7 @@ export class AccountServices {
       pacer = new JetStreamApiPacer();
       this.pacers.set(account, pacer);
     }
+    pacer.follow(lease);
     return { lease, pacer, ...(await lease.nats.jetStream(JETSTREAM_TIMEOUT_MS, pacer)) };
   }
 

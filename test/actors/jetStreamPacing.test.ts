@@ -131,6 +131,40 @@ describe("JetStream API requests paced per account", () => {
     expect(sent).toEqual(["takeover 0", "record 1", "record 2", "takeover 1", "takeover 2"]);
   });
 
+  it("holds requests while its connection is down (nats.js would drop them), sends them when it is back, and still times them out", async () => {
+    const r = await responder("api.down");
+    let status: "up" | "down" = "down";
+    const listeners = new Set<(s: "up" | "down") => void>();
+    const connection = {
+      connected: () => status === "up",
+      onStatus: (l: (s: "up" | "down") => void) => {
+        listeners.add(l);
+        return () => listeners.delete(l);
+      },
+    };
+    const pacer = new JetStreamApiPacer(16);
+    pacer.follow(connection);
+    const paced = pacedRequests(nc, pacer);
+    const late = paced.request("api.down", "late", { timeout: 200 }).then(
+      () => "answered",
+      (e) => (isTimeout(e) ? "timed out" : String(e)),
+    );
+    const held = Array.from({ length: 3 }, (_, i) => paced.request("api.down", String(i), { timeout: 30_000 }));
+    expect(await late).toBe("timed out");
+    await server.flush();
+    await nc.flush();
+    expect(r.seen).toEqual([]);
+    expect(pacer.queued).toBe(3);
+
+    status = "up";
+    for (const l of listeners) l("up");
+    await eventually(() => (r.held() === 3 ? true : undefined));
+    r.answer();
+    expect((await Promise.all(held)).map(decode)).toEqual(["0", "1", "2"]);
+    // The one that timed out while held never reached the server.
+    expect(r.seen).toEqual(["0", "1", "2"]);
+  });
+
   it("is a connection JetStream and KV work through", async () => {
     const paced = pacedRequests(nc, new JetStreamApiPacer(2));
     const jsm = await jetstreamManager(paced);

@@ -14,12 +14,32 @@ export class JetStreamApiPacer {
   private inFlight = 0;
   /** "first": what a CONNECT waits for (its session record); "later": the rest. */
   private readonly lanes: Record<PacedLane, Lane> = { first: new Lane(), later: new Lane() };
+  /** The connection the requests go out on, as its machine tells it; none: taken as up. */
+  private connection: PacedConnection | undefined;
+  private unfollow: (() => void) | undefined;
 
   constructor(
     readonly limit = API_IN_FLIGHT,
     /** Past this many waiting, a request is answered at once as timed out. */
     readonly maxWaiting = API_MAX_WAITING,
   ) {}
+
+  /**
+   * Requests go out on `connection` from now on (the account's lease, opened again after a
+   * gateway user came back). While it is down they wait here, within their own timeouts,
+   * and go when it is back: nats.js drops what was written while it dialled again, so a
+   * request sent then was never heard and timed out (a clean start's read 5 s after a
+   * nats-server restart, test/gateway/operations.test.ts).
+   */
+  follow(connection: PacedConnection): void {
+    if (connection === this.connection) return;
+    this.unfollow?.();
+    this.connection = connection;
+    this.unfollow = connection.onStatus((status) => {
+      if (status === "up") this.next();
+    });
+    this.next();
+  }
 
   /** Requests waiting for a slot now. */
   get queued(): number {
@@ -31,7 +51,7 @@ export class JetStreamApiPacer {
    * request of the "first" lane is sent before any of the "later" one.
    */
   run<T>(timeoutMs: number, send: () => Promise<T>, lane: PacedLane = "later"): Promise<T> {
-    if (this.inFlight < this.limit && this.queued === 0) return this.start(send);
+    if (this.inFlight < this.limit && this.queued === 0 && this.up()) return this.start(send);
     if (this.queued >= this.maxWaiting) return Promise.reject(this.timeout(`${this.queued} already waiting`));
     return new Promise<T>((resolve, reject) => {
       const entry: Waiting = {
@@ -61,8 +81,12 @@ export class JetStreamApiPacer {
     });
   }
 
+  private up(): boolean {
+    return this.connection?.connected() ?? true;
+  }
+
   private next(): void {
-    while (this.inFlight < this.limit) {
+    while (this.inFlight < this.limit && this.up()) {
       const entry = this.lanes.first.take() ?? this.lanes.later.take();
       if (!entry) return;
       clearTimeout(entry.timer);
@@ -78,6 +102,13 @@ export class JetStreamApiPacer {
 }
 
 export type PacedLane = "first" | "later";
+
+/** What the pacer asks of the connection its requests go out on (a NatsLease). */
+export interface PacedConnection {
+  connected(): boolean;
+  /** `listener` hears each change; the returned function stops that. */
+  onStatus(listener: (status: "up" | "down") => void): () => void;
+}
 
 /** One lane's waiting requests, in order: a queue without shifting. */
 class Lane {
