@@ -86,6 +86,25 @@ describe("pipelining: packets sent before the CONNACK", () => {
       c.end();
     });
 
+    it("a persistent session's CONNECT + SUBSCRIBE + PUBLISH to itself: its own message delivered, every time", async () => {
+      // Its subscription is a consumer on the MQTT store, made a round trip after the
+      // SUBSCRIBE: the PUBLISH waits for it (subscribesInFlight.ts), as mosquitto reads in order.
+      const persistent =
+        version === 5 ? { clean: false, properties: { sessionExpiryInterval: 600 } } : { clean: false };
+      for (let round = 0; round < 5; round++) {
+        const topic = unique("pipe/kept/");
+        const c = await RawMqtt.open(port, version);
+        c.sendBytes(
+          bytes(version, connectPacket(version, persistent), subscribe(topic), publish(topic, `kept-${round}`)),
+        );
+        const delivered = (await c.next("publish")) as mqtt.IPublishPacket;
+        expect(delivered.payload.toString()).toBe(`kept-${round}`);
+        await c.next("puback");
+        expect(kinds(c).filter((k) => k !== "publish")).toEqual(["connack", "suback"]);
+        c.end();
+      }
+    });
+
     it("CONNECT refused: the packets after it are dropped with it (no SUBACK, no PUBACK, nothing on NATS)", async () => {
       const topic = unique("pipe/refused/");
       const got = nextMsg(nc, topic.replaceAll("/", "."));

@@ -34,6 +34,7 @@ import { ClientSession } from "./session.js";
 import { SessionActor, type SessionOwner } from "./sessionActor.js";
 import type { MqttSettings } from "./settings.js";
 import { endSocket } from "./socketEnd.js";
+import { SubscribesInFlight } from "./subscribesInFlight.js";
 
 type Machine = MachineActor<typeof mqttConnectionMachine>;
 const EMPTY = Buffer.alloc(0);
@@ -69,6 +70,8 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
   keepaliveSlot = 0;
   /** Backpressure (docs/decisions/backpressure.md): whether the socket is paused now (a scheduling guard, not a state). */
   private paused = false;
+  /** SUBSCRIBEs under way, which a PUBLISH read meanwhile waits for; made with the first. */
+  private subscribes: SubscribesInFlight | undefined;
   private readonly settings: MqttSettings;
   private childLog: Logger | undefined;
   /** Made on first use: most connections never log between their open and close lines. */
@@ -220,6 +223,7 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
       const state = this.actor.getSnapshot();
       if (state.status !== "active") return;
       if (!this.isServing(state) && awaitingConnack(state)) return this.holdUntilServed(packets.slice(i));
+      if (this.subscribes?.holds(p)) return this.holdBehindSubscribes(packets.slice(i));
       const parsed = decodeFrame(p, this.version, this.parserSettings);
       if ("malformed" in parsed) return this.protocolError(Reason.malformedPacket, parsed.malformed);
       if (parsed.cmd === "connect" && "clientId" in parsed && this.deps.homes) {
@@ -242,10 +246,20 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
     if (this.paused) this.socket.pause();
   }
 
-  /** Reads the socket only while NATS is up (natsDown) and the client's publishes do not pile up (backpressure). */
+  /** A PUBLISH waits, unparsed with what follows it, until the SUBSCRIBEs before it are in effect (subscribesInFlight.ts). */
+  private holdBehindSubscribes(frames: Buffer[]): void {
+    this.buffered.putBack(frames);
+    this.paused = true;
+    this.socket.pause();
+  }
+
+  /** Reads the socket only while NATS is up (natsDown), the client's publishes do not pile up (backpressure), and nothing waits for a SUBSCRIBE. */
   private flow(): void {
     const state = this.actor.getSnapshot();
-    const hold = state.hasTag("natsDown") || this.inbound?.busy() === true;
+    const hold =
+      state.hasTag("natsDown") ||
+      this.inbound?.busy() === true ||
+      ((this.subscribes?.underWay ?? 0) > 0 && this.buffered.length > 0);
     if (hold === this.paused || this.socket.destroyed) return;
     // A socket paused for a protocol error stays paused.
     if (!hold && !this.isServing(state)) return;
@@ -291,7 +305,9 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
       case "unsubscribe":
         if (noTopicFilter(p)) return this.protocolError(Reason.protocolError, `${p.cmd} with no topic filter`);
         return this.link!.tasks.run(() =>
-          p.cmd === "subscribe" ? this.session!.subscribe(p) : this.session!.unsubscribe(p),
+          p.cmd === "subscribe"
+            ? (this.subscribes ??= new SubscribesInFlight()).track(this.session!.subscribe(p), () => this.flow())
+            : this.session!.unsubscribe(p),
         );
       case "pingreq":
         this.write({ cmd: "pingresp" });
