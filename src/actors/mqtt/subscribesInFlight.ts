@@ -30,7 +30,7 @@ export class SubscribesInFlight {
     return this.count > 0 && frame[0]! >> 4 === PUBLISH;
   }
 
-  /** Packets wait now, if any were held: the socket stays paused. */
+  /** SUBSCRIBEs under way now: while any, a connection holding bytes keeps its socket paused. */
   get underWay(): number {
     return this.count;
   }
