@@ -6,7 +6,7 @@
 // earlier connection that is still heard (a `>` subscriber, an inbox draining) is pinned
 // and given the message, which then waits for its ack wait. Either way, when that happens
 // at the takeover, before the new reader's first pull is queued, the new reader waits out
-// the pin's priority_timeout (60 s; 30 s on consumers made before). Here raw NATS pulls without an id stand for those
+// the pin's priority_timeout (30 s). Here raw NATS pulls without an id stand for those
 // pulls, at the moment that makes the takeover pin them; the session resumes on another
 // gateway (a resume where it left adopts its parked reader and takes nothing over:
 // docs/decisions/session-parking.md) and must get its message at once all the same.
@@ -130,7 +130,7 @@ describe("a takeover whose pin goes to a pull that went", () => {
       await eventually(() => (received.length > 0 ? true : undefined), 20_000, "the offline message");
       const ms = Date.now() - started;
       expect(received).toEqual([`${topic} offline`]);
-      // The pin's priority_timeout is 60 s; a resume should not wait for it.
+      // The pin's priority_timeout is 30 s; a resume should not wait for it.
       expect(ms).toBeLessThan(8_000);
       // Read by the resumed reader, and acknowledged: nothing waits at the server.
       await eventually(async () => {

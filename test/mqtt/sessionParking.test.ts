@@ -236,7 +236,7 @@ describe("parked stored subscriptions", () => {
     await pub.endAsync();
   });
 
-  it("a never-pinned session resumed on another gateway while its parked pulls still wait gets what is published next at once, not after the pin's 60 s timeout", async () => {
+  it("a never-pinned session resumed on another gateway while its parked pulls still wait gets what is published next at once, not after the pin's 30 s timeout", async () => {
     // The parked readers' pulls, still heard (here by a `>` subscriber, as a wiretap or a
     // bridge in the account would), are ahead of the new reader's at the server: the next
     // message pins one of them. The new reader watches for that (checkPin) until they expire.
@@ -253,7 +253,7 @@ describe("parked stored subscriptions", () => {
       await sub.endAsync();
       await parkedOn(gws[0]!, 2);
       const before = takeovers.length;
-      // resumeAndCheck allows 10 s for what is published after the CONNACK (the pin's timeout is 60 s).
+      // resumeAndCheck allows 10 s for what is published after the CONNACK (the pin's timeout is 30 s).
       sub = await resumeAndCheck(gws[1]!, clientId, received, pub, [], 0, 6);
       found =
         new Set(
