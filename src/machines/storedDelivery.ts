@@ -91,9 +91,9 @@ export interface StoredDeliveryInput {
   readonly pinChecks?: number;
 }
 
-/** Looks at the pin after 1, 2, 4, 8 and 16 s: past an earlier connection's pulls (30 s) and before the pin's 60 s. */
+/** Looks at the pin after 1, 2, 4 and 8 s: past an earlier connection's pulls (10 s) and well before the pin's 30 s. */
 export const PIN_CHECK_MS = 1_000;
-export const PIN_CHECKS = 5;
+export const PIN_CHECKS = 4;
 
 interface Context extends StoredDeliveryInput {
   /**
@@ -226,7 +226,7 @@ export const storedDeliveryMachine = setup({
                   },
                 },
                 // Handing the pin back (RESET, UNPIN); looked at again after the next wait: a
-                // pull of an earlier connection still waiting (up to 30 s) may be pinned again.
+                // pull of an earlier connection still waiting (up to 10 s) may be pinned again.
                 retaking: {
                   on: {
                     RETAKEN: [

@@ -116,7 +116,7 @@ describe("parked stored subscriptions", () => {
 
   /** Waits until the two consumers made since `earlier` have no pull waiting and nothing held. */
   async function quiet(earlier: Set<string>) {
-    // A pull lives 30 s (LONG_PULL_EXPIRES_MS), or until its reader stops: a parked one at the park's end (15 s).
+    // A pull lives PULL_EXPIRES_MS, and the last one was asked just before the end.
     await eventually(
       async () => {
         const mine = (await consumersOf()).filter((c) => !earlier.has(c.name));
@@ -270,15 +270,14 @@ describe("parked stored subscriptions", () => {
     expect(found).toBe(true);
   });
 
-  it("a session whose consumers never delivered, resumed once nothing of it waits at the server, is read on with neither UNPIN nor RESET, and gets what came meanwhile", async () => {
+  it("a session whose consumers never delivered, resumed once its parked pulls expired, is read on with neither UNPIN nor RESET, and gets what came meanwhile", async () => {
     const clientId = `expired-pulls-${Date.now()}`;
     const received: string[] = [];
     const earlier = new Set((await consumersOf()).map((c) => c.name));
     const pub = await connectMqtt(gws[0]!.port("mqtt"), { protocolVersion: 5 });
     let sub = await subscriber(gws[0]!, clientId, received);
     await sub.endAsync();
-    // Nothing of this session waits at the server any more (its parked readers went when the
-    // park ran out, their pulls with them, before the pulls' 30 s): nothing to fence or hand back.
+    // Nothing of this session waits at the server any more (its ended pulls expired): nothing to fence or hand back.
     await quiet(earlier);
     const sent = await publishAll(pub, 0, 6);
     const before = takeovers.length;
@@ -288,7 +287,7 @@ describe("parked stored subscriptions", () => {
     await pub.endAsync();
   });
 
-  it("a resume on another gateway once the parked readers' pulls are gone only fences their pins (UNPIN, no RESET), and misses nothing", async () => {
+  it("a resume on another gateway once the parked readers' pulls expired only fences their pins (UNPIN, no RESET), and misses nothing", async () => {
     const clientId = `pinned-quiet-${Date.now()}`;
     const received: string[] = [];
     const earlier = new Set((await consumersOf()).map((c) => c.name));
@@ -298,7 +297,7 @@ describe("parked stored subscriptions", () => {
     await eventually(() => (received.length === 4 ? true : undefined));
     sub.end(true);
     await parkedOn(gws[0]!, 2);
-    // Parked readers do not pull: once their last pulls are gone (with the park), only the pins are left.
+    // Parked readers do not pull: once their last pulls expired, only the pins are left.
     await quiet(earlier);
     sent.push(...(await publishAll(pub, 4, 10)));
     const before = takeovers.length;

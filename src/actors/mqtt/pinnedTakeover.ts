@@ -3,7 +3,7 @@ import type { Logger } from "../../log.js";
 import type { StoredDeliveryEvent } from "../../machines/storedDelivery.js";
 import { pinnedIdOf, takeoverSteps } from "../../protocol/consumerTakeover.js";
 import { missingPermission } from "../client/missingPermission.js";
-import { LONG_PULL_EXPIRES_MS, type OpenOptions, PULL_EXPIRES_MS } from "./storedDeliveryOptions.js";
+import type { OpenOptions } from "./storedDeliveryOptions.js";
 
 /**
  * A session's consumer kept across its connections (docs/decisions/consumer-takeover.md).
@@ -21,29 +21,16 @@ export const PIN_GROUP = "mqgw";
 
 /**
  * What makes a new consumer one that a resume can take over in place. A pin whose reader
- * has not pulled for `priority_timeout` is released: a reader that lives pulls at least
- * every LONG_PULL_EXPIRES_MS (and one that only waited is pinned again at its next pull),
- * while a pull that captured the pin and then went (its connection closed during a server
- * stall) would otherwise hold it for nats-server's default of two minutes. nats-server
- * resets the timer only on a pull naming the pin: 60 s is a pull's 30 s and the park's 15 s
- * after it (PARK_MS), with room to spare, and no longer than that, since it bounds how long
- * a pin left to a pull that went can keep a session's messages from it.
+ * has not pulled for `priority_timeout` is released: a reader that lives pulls every few
+ * seconds (and one that only waited is pinned again at its next pull), while a pull that
+ * captured the pin and then went (its connection closed during a server stall) would
+ * otherwise hold it for nats-server's default of two minutes.
  */
 export const PINNED: Pick<ConsumerConfig, "priority_groups" | "priority_policy" | "priority_timeout"> = {
   priority_groups: [PIN_GROUP],
   priority_policy: "pinned_client",
-  priority_timeout: 60_000_000_000,
+  priority_timeout: 30_000_000_000,
 };
-
-/**
- * How long a reader's pulls wait at the server: long ones (LONG_PULL_EXPIRES_MS) on a
- * consumer whose pin lasts at least PINNED's, the short ones (PULL_EXPIRES_MS) on one an
- * earlier gateway made with a 30 s pin, which a 30 s pull would let lapse between pulls.
- */
-export function pullExpiresFor(config: Pick<ConsumerConfig, "priority_timeout">): number {
-  const timeoutNs = config.priority_timeout ?? 0;
-  return timeoutNs >= (PINNED.priority_timeout ?? 0) ? LONG_PULL_EXPIRES_MS : PULL_EXPIRES_MS;
-}
 
 /** pinned_client came with nats-server 2.11, consumer reset with 2.14: both are needed. */
 export function takesOverInPlace(serverVersion: string | undefined): boolean {
@@ -65,8 +52,6 @@ export function notInPlace(e: unknown): boolean {
 
 /** What a takeover in place left for its reader to watch (the storedDelivery machine's `awaitingPin`). */
 export interface TakenOver {
-  /** How long the consumer's pulls wait (pullExpiresFor): the new reader's, and at most an older reader's. */
-  readonly pullExpiresMs: number;
   /**
    * Watch that the server pins the new reader: messages wait after a RESET, or a pull of an
    * older reader was still heard at the INFO (a parked reader's, on the gateway the session
@@ -101,12 +86,11 @@ export async function takeOver(
     ackPending: info.num_ack_pending,
   });
   const olderPulls = info.num_waiting > 0;
-  const pullExpiresMs = pullExpiresFor(info.config);
-  if (steps === "none") return { watchPin: false, olderPulls, pullExpiresMs };
+  if (steps === "none") return { watchPin: false, olderPulls };
   await jsm.consumers.unpin(stream, consumer, PIN_GROUP);
-  if (steps === "unpin") return { watchPin: olderPulls, olderPulls, pullExpiresMs };
+  if (steps === "unpin") return { watchPin: olderPulls, olderPulls };
   const r = await jsm.consumers.reset(stream, consumer);
-  return { watchPin: olderPulls || r.num_pending > 0 || r.num_ack_pending > 0, olderPulls, pullExpiresMs };
+  return { watchPin: olderPulls || r.num_pending > 0 || r.num_ack_pending > 0, olderPulls };
 }
 
 /** Where a taken-over consumer is (a stored delivery's options). */

@@ -18,7 +18,6 @@ import {
   inPlaceRefused,
   notInPlace,
   PIN_GROUP,
-  pullExpiresFor,
   retakePin,
   takeOver,
   takesOverInPlace,
@@ -284,13 +283,7 @@ export class StoredDelivery {
         this.current = making.name;
         this.to.onConsumer?.(making.name);
       }
-      const pinned = making.config.priority_groups !== undefined;
-      this.window = this.reader(
-        lease.nats,
-        making.name,
-        pinned,
-        pinned ? pullExpiresFor(making.config) : PULL_EXPIRES_MS,
-      );
+      this.window = this.reader(lease.nats, making.name, making.config.priority_groups !== undefined);
       this.send({ type: "OPENED" });
       this.window.start();
       if (this.retiring.size > 0) this.send({ type: "RETIRE" });
@@ -315,13 +308,13 @@ export class StoredDelivery {
   }
 
   /** Pulled with overlapping requests (pullWindow.ts) rather than `consume()`. */
-  private reader(nats: NatsSeam, consumer: string, pinned: boolean, expiresMs: number): PullWindow {
+  private reader(nats: NatsSeam, consumer: string, pinned: boolean): PullWindow {
     return new PullWindow(
       nats,
       this.o.stream,
       consumer,
       Math.min(this.o.maxAckPending, 256),
-      expiresMs,
+      PULL_EXPIRES_MS,
       (m) => this.received(m),
       (reason) => this.send({ type: "CONSUMER_LOST", reason, jitter: Math.random() }),
       this.to.budget,
@@ -346,8 +339,8 @@ export class StoredDelivery {
     this.nats = nats;
     this.takeover = undefined;
     // An older reader's pull waited at the INFO: it expires at most one pull's life from now.
-    if (taken.olderPulls) this.olderPullsUntil = Date.now() + taken.pullExpiresMs;
-    this.window = this.reader(nats, consumer, true, taken.pullExpiresMs);
+    if (taken.olderPulls) this.olderPullsUntil = Date.now() + PULL_EXPIRES_MS;
+    this.window = this.reader(nats, consumer, true);
     // Messages waiting, or an older pull that may take the pin: the machine looks that this reader is served (checkPin).
     this.send({ type: "OPENED", awaitPin: taken.watchPin });
     this.window.start();

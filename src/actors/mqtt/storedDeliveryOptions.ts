@@ -54,23 +54,19 @@ export type StoredOutcome =
   | { readonly state: "refused"; readonly reason: string; readonly permission: boolean };
 
 /**
- * Pull requests of 30 s: an idle consumer asks again this often. 3 s made 10,000 idle
- * sessions (20,000 readers) cost the gateway and its nats-server 0.55 of a core in pulls,
- * 10 s 0.26. A pull a restarted nats-server forgot costs no wait: the readers hold while NATS
- * is away and ask again as soon as it is back (client/connectionPulls.ts); one whose
- * consumer's leader died while the gateway's connection stayed on another node is answered
- * "409 Leadership Change" once a new leader is elected, and asked again then
- * (test/actors/pullLeader.test.ts). With PARK_MS after the last pull it stays under the pin's
- * 60 s priority_timeout, and the pin watch's looks (1, 2, 4, 8, 16 s) outlast an older
- * reader's pull (pinnedTakeover.ts).
+ * Pull requests of 10 s: an idle consumer asks again this often. 3 s made 10,000 idle sessions
+ * (20,000 readers) cost the gateway and its nats-server 0.55 of a core in pulls; 10 s, 0.26.
+ * A pull a restarted nats-server forgot costs no wait: the readers hold while NATS is away and
+ * ask again as soon as it is back (client/connectionPulls.ts); one whose consumer's leader
+ * died while the gateway's connection stayed on another node is answered "409 Leadership
+ * Change" once a new leader is elected, and asked again then (test/actors/pullLeader.test.ts). With
+ * PARK_MS after the last pull it stays under the pin's 30 s priority_timeout, and the pin
+ * watch's looks (1, 2, 4, 8 s) outlast an older reader's pull (pinnedTakeover.ts).
  */
-export const LONG_PULL_EXPIRES_MS = 30_000;
-/** The pulls of a consumer an earlier gateway made with a 30 s pin (pinnedTakeover.ts `pullExpiresFor`). */
 export const PULL_EXPIRES_MS = 10_000;
 /**
- * How long a parked subscription waits for a resume here: its consumer's pin lasts 60 s
- * (30 s on a consumer of an earlier gateway) after the last pull, which was at most one
- * pull's life before parking.
+ * How long a parked subscription waits for a resume here: its consumer's pin lasts 30 s
+ * after the last pull (pinnedTakeover.ts), which was at most PULL_EXPIRES_MS before parking.
  */
 export const PARK_MS = 15_000;
 
