@@ -7,7 +7,7 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import type mqtt from "mqtt-packet";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
-import { collect, connectMqtt } from "../helpers/mqttClient.js";
+import { collect, connectCollecting, connectMqtt } from "../helpers/mqttClient.js";
 import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
 import { eventually } from "../helpers/poll.js";
 import { freePort } from "../helpers/ports.js";
@@ -268,5 +268,42 @@ describe("a subject NATS refuses, with its clients sharing the connection", () =
     const late = await RawMqtt.connected(port, 5, { clientId: "narrow-late", ...narrow });
     expect(await subscribe(late, "open/hall")).toEqual([0x87]);
     for (const c of [...readers, late]) c.end();
+  });
+
+  it("a persistent session whose QoS 1 subject was withdrawn while it was away: the resume drops it, nothing stored on it reaches the client", async () => {
+    const login = { username: "narrow", password: "narrow" };
+    const options = {
+      ...login,
+      protocolVersion: 5 as const,
+      clientId: "narrow-away",
+      clean: false,
+      properties: { sessionExpiryInterval: 600 },
+    };
+    // Another client of the login keeps the NATS connection, and with it the session's SUBs
+    // lingering for its resume: NATS drops the withdrawn one at the reload.
+    const keeper = await connectMqtt(port, { ...login, protocolVersion: 4, clientId: "narrow-keeper" });
+    const first = await connectMqtt(port, options);
+    expect((await first.subscribeAsync(["open/vault", "open/note"], { qos: 1 })).map((g) => g.qos)).toEqual([1, 1]);
+    await first.endAsync();
+    await nats.reload(narrowConfig(`["open.shut", "open.hall", "open.vault"]`));
+    // Stored while it is away (the login may still publish there); the note is its marker.
+    await keeper.publishAsync("open/vault", "secret", { qos: 1 });
+    await keeper.publishAsync("open/note", "note", { qos: 1 });
+
+    const { client: again, inbox } = await connectCollecting(port, options);
+    expect(again.connack.sessionPresent).toBe(true);
+    await keeper.publishAsync("open/vault", "later", { qos: 1 });
+    await keeper.publishAsync("open/note", "last", { qos: 1 });
+    // Each stored filter reads on its own consumer: a copy from the vault would have come by the last note.
+    await inbox.count(2);
+    await keeper.publishAsync("open/note", "end", { qos: 1 });
+    await inbox.count(3);
+    expect(inbox.seen.map((m) => `${m.topic} ${m.payload.toString()}`)).toEqual([
+      "open/note note",
+      "open/note last",
+      "open/note end",
+    ]);
+    await again.endAsync();
+    await keeper.endAsync();
   });
 });

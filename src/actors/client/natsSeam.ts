@@ -151,7 +151,7 @@ export class NatsSeam {
    * A refusal comes as `permissionDenied` to every client, as for a SUB of its own.
    */
   share(subject: string, deliver: (m: Msg) => void): CoreInterest {
-    this.shared ??= new SharedSubscriptions(this.nc);
+    this.shared ??= new SharedSubscriptions(this.nc, () => flushAndSettle(this.nc));
     return this.shared.join(subject, deliver);
   }
 

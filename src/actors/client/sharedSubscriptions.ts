@@ -9,6 +9,11 @@ export interface CoreInterest {
    * comes back (a persistent session resuming here). Absent: only `unsubscribe`.
    */
   leave?(lingerMs: number): void;
+  /**
+   * NATS answered its SUB and granted it (a PONG came after it, no refusal before): a client
+   * that joins it later needs no round trip of its own to know. Absent: never known so.
+   */
+  granted?(): boolean;
 }
 
 /** How often SUBs left lingering are looked at: they go at most this late. */
@@ -31,8 +36,18 @@ export class SharedSubscriptions {
   /** SUBs no holder has now, and until when (Date.now()) each stays for one that comes back. */
   private readonly lingering = new Map<SharedSubscription, number>();
   private sweeper: ReturnType<typeof setInterval> | undefined;
+  /** SUBs whose verdict has not come back yet: sent, or sent again by a reconnect. */
+  private readonly unheard = new Set<SharedSubscription>();
 
-  constructor(private readonly nc: NatsConnection) {}
+  /** `verdict`: resolves once NATS answered everything sent so far, and its refusals were told. */
+  constructor(
+    private readonly nc: NatsConnection,
+    private readonly verdict: () => Promise<void>,
+  ) {
+    this.followReconnects().catch(() => {
+      // The status stream ends with the connection.
+    });
+  }
 
   /** `deliver` hears every message on `subject` from now until its interest is given up. */
   join(subject: string, deliver: (m: Msg) => void): CoreInterest {
@@ -41,16 +56,47 @@ export class SharedSubscriptions {
       shared = new SharedSubscription(this, subject);
       shared.sub = this.nc.subscribe(subject, { callback: shared.callback });
       this.bySubject.set(subject, shared);
+      this.awaitVerdict([shared]);
     }
     const interest = new Interest(shared, deliver);
     shared.holders.add(interest);
     return interest;
   }
 
+  /** Granted by NATS, as far as this connection heard (CoreInterest.granted). */
+  granted(shared: SharedSubscription): boolean {
+    return this.bySubject.get(shared.subject) === shared && !this.unheard.has(shared);
+  }
+
   /** NATS refused or removed it: whoever subscribes next sends a SUB of its own and hears its own verdict. */
   forget(shared: SharedSubscription): void {
     if (this.bySubject.get(shared.subject) === shared) this.bySubject.delete(shared.subject);
     this.lingering.delete(shared);
+    this.unheard.delete(shared);
+  }
+
+  /** Unheard until NATS answered a PING after them (shared with every confirm of the turn). */
+  private awaitVerdict(subs: SharedSubscription[]): void {
+    for (const shared of subs) this.unheard.add(shared);
+    this.verdict().then(
+      () => {
+        for (const shared of subs) this.unheard.delete(shared);
+      },
+      () => {
+        // Not answered (closed, reconnecting): they stay unheard; a reconnect asks again.
+      },
+    );
+  }
+
+  /**
+   * Away, the SUBs are at no server; nats.js sends each again on a reconnect, and the server
+   * there may judge them otherwise: unheard from the disconnect until that verdict.
+   */
+  private async followReconnects(): Promise<void> {
+    for await (const s of this.nc.status()) {
+      if (s.type === "disconnect") for (const shared of this.bySubject.values()) this.unheard.add(shared);
+      else if (s.type === "reconnect") this.awaitVerdict([...this.bySubject.values()]);
+    }
   }
 
   /** Its last holder left: unsubscribed once `until` has passed with nobody back. */
@@ -89,6 +135,10 @@ class SharedSubscription {
     for (const h of this.holders) h.deliver(m);
   };
 
+  granted(): boolean {
+    return this.owner.granted(this);
+  }
+
   leave(interest: Interest, lingerMs: number): void {
     if (!this.holders.delete(interest) || this.holders.size > 0) return;
     if (lingerMs > 0) this.owner.linger(this, Date.now() + lingerMs);
@@ -118,5 +168,9 @@ class Interest implements CoreInterest {
 
   leave(lingerMs: number): void {
     this.shared.leave(this, lingerMs);
+  }
+
+  granted(): boolean {
+    return this.shared.granted();
   }
 }

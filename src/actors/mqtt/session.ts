@@ -26,7 +26,7 @@ import { SessionWriter } from "./sessionWriter.js";
 import { PARK_MS } from "./storedDeliveryOptions.js";
 import { consumerDelivers, storedSourceOf } from "./storedSource.js";
 import { type SessionEntry, StoredSubscriptions } from "./storedSubscriptions.js";
-import { type ActiveSubscription, dropSubject, planSubscription } from "./subscriptions.js";
+import { type ActiveSubscription, dropSubject, grantedAll, planSubscription } from "./subscriptions.js";
 
 export interface SessionDeps {
   readonly services: AccountServices;
@@ -152,8 +152,10 @@ export class ClientSession {
       opened.push(entry);
     }
     // NATS judges them again (permissions may have changed since they were saved) before
-    // any stored delivery, which reads with the gateway's own user, starts.
-    await this.link.lease.nats.confirm().catch(() => {});
+    // any stored delivery, which reads with the gateway's own user, starts. A subject whose
+    // SUB this connection already holds granted (lingering for this session, or another
+    // client's) was judged: a resume that made no SUB asks no round trip.
+    if (opened.some((e) => !grantedAll(e.sub))) await this.link.lease.nats.confirm().catch(() => {});
     const first: Promise<unknown>[] = [];
     for (const e of opened) {
       const [main, ...parents] = e.sub.subjects;
@@ -221,8 +223,9 @@ export class ClientSession {
       fresh.push({ entry, isNew, index });
       granted.push(plan.value.options.qos);
     }
-    // NATS answers a subscription it refuses with -ERR before the flush's PONG.
-    await link.lease.nats.confirm().catch(() => {});
+    // NATS answers a subscription it refuses with -ERR before the flush's PONG; one joined to
+    // a SUB it granted already is in effect and needs no round trip.
+    if (fresh.some((f) => !grantedAll(f.entry.sub))) await link.lease.nats.confirm().catch(() => {});
     for (const f of fresh) {
       const [main, ...parents] = f.entry.sub.subjects;
       // `a/#` is `a.>` plus `a`: a user allowed `a.>` but not `a` keeps the subscription

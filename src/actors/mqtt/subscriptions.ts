@@ -137,6 +137,11 @@ export function closeSubscription(sub: ActiveSubscription, lingerMs = 0): void {
   sub.nats = [];
 }
 
+/** NATS granted every SUB behind it already (CoreInterest.granted): its verdict needs no round trip. */
+export function grantedAll(sub: ActiveSubscription): boolean {
+  return sub.nats.every((n) => n.granted?.() === true);
+}
+
 /** NATS refused one subject of a subscription (the parent level of `a/#`, or on a reload): it goes, the rest stays. */
 export function dropSubject(sub: ActiveSubscription, subject: string): void {
   for (const n of sub.nats) if (n.getSubject() === subject) n.unsubscribe();
