@@ -19,19 +19,20 @@ import { authAnswer, connackPacket, homeQuestion, readConnect } from "./connect.
 import type { MqttDeps } from "./deps.js";
 import { EarlyBytes } from "./earlyBytes.js";
 import { decodeFrame } from "./frameDecode.js";
-import { MqttClientHandle } from "./handle.js";
+import type { MqttClientHandle } from "./handle.js";
 import { onPubrec, onPubrel } from "./handshakes.js";
-import { InboundPublisher } from "./inbound.js";
+import type { InboundPublisher } from "./inbound.js";
 import { InboundTopicAliases, takenPublish } from "./inboundAliases.js";
 import { InboundBytes } from "./inboundBytes.js";
 import { connectDeadline, connectWheel, type KeepaliveWatched, keepaliveWheel } from "./keepaliveWheel.js";
-import { ConnectionLink, DeniedSubjects } from "./link.js";
+import { type ConnectionLink, DeniedSubjects } from "./link.js";
 import { acquireNatsForConnect, natsForConnectNow } from "./natsForConnect.js";
 import { Outbox } from "./outbox.js";
 import { type PacketDrops, PacketWriter } from "./packetWriter.js";
 import { ignoreSocketError, SocketReads } from "./readBatch.js";
-import { ClientSession } from "./session.js";
+import type { ClientSession } from "./session.js";
 import { SessionActor, type SessionOwner } from "./sessionActor.js";
+import { openSessionParts } from "./sessionParts.js";
 import type { MqttSettings } from "./settings.js";
 import { endSocket } from "./socketEnd.js";
 import { SubscribesInFlight } from "./subscribesInFlight.js";
@@ -201,19 +202,15 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
   onData(chunk: Buffer): void {
     if (this.keepaliveLimitMs > 0) this.lastActivity = Date.now();
     const frames = splitFrames(this.buffered.add(chunk, this.settings.maxPacketSize), this.settings.maxPacketSize);
-    if (frames.kind === "too_large") {
+    if (frames.kind !== "packets") {
       this.buffered.clear();
       this.socket.pause();
+      if (frames.kind === "malformed") return this.protocolError(Reason.malformedPacket, frames.reason);
       this.deps.metrics.refused("mqtt", "packet_too_large");
       return this.protocolError(
         Reason.packetTooLarge,
         `packet of ${frames.length} bytes exceeds ${this.settings.maxPacketSize}`,
       );
-    }
-    if (frames.kind === "malformed") {
-      this.buffered.clear();
-      this.socket.pause();
-      return this.protocolError(Reason.malformedPacket, frames.reason);
     }
     this.buffered.keep(frames.rest);
     if (this.parserSettings === beforeConnect && !this.keepEarly(this.buffered.length)) return;
@@ -253,7 +250,7 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
     this.socket.pause();
   }
 
-  /** Reads the socket only while NATS is up (natsDown), the client's publishes do not pile up (backpressure), and nothing waits for a SUBSCRIBE. */
+  /** Reads the socket while NATS is up, the client's publishes do not pile up (backpressure) and no SUBSCRIBE is awaited. */
   private flow(): void {
     const state = this.actor.getSnapshot();
     const hold =
@@ -371,39 +368,29 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
     this.actor.send({ type: "CONNECT", terms: termsOf(request), nats: natsForConnectNow(this.deps, request, this) });
   }
 
-  /** Registers the client (taking over an earlier connection of its id here) and starts its session machine. */
+  /** Registers the client and makes its session (sessionParts.ts), then starts the session's machine. */
   private openSession(): void {
     const request = this.request!;
-    const { account } = this.actor.getSnapshot().context;
-    this.handle = new MqttClientHandle(this.cid, request, this.remote, account, this.lease!, this.actor, this);
-    this.deps.clients.add(this.handle)?.takeOver(!request.cleanStart);
-    const link = new ConnectionLink(
-      this.version,
-      request.clientId,
-      account,
-      this.lease!,
-      this.settings,
-      this.deps.metrics,
-      this.denied,
-      this.deps.quotas.forClient("mqtt", account),
-      this,
-    );
-    this.link = link;
-    const deps = this.deps.session;
-    // In flight to the client: its Receive Maximum, capped by mqtt.receive_maximum.
-    const inFlight = Math.min(this.clientReceiveMax, this.settings.receiveMaximum);
-    const session = new ClientSession(link, deps, inFlight, request.sessionExpirySec, () => {
-      // Another connection of this client id wrote the session: this one lost it.
-      this.log.info({ client_id: request.clientId }, "session moved to a newer connection");
-      this.actor.send({ type: "TAKEN_OVER" });
+    const parts = openSessionParts({
+      cid: this.cid,
+      remote: this.remote,
+      version: this.version,
+      request,
+      account: this.actor.getSnapshot().context.account,
+      lease: this.lease!,
+      settings: this.settings,
+      deps: this.deps,
+      denied: this.denied,
+      clientReceiveMax: this.clientReceiveMax,
+      actor: this.actor,
+      owner: this,
     });
-    this.session = session;
-    this.inbound = new InboundPublisher(link, deps.bindings, deps.retained, session.inbound, deps.messages);
-    this.inbound.onSettled = () => this.flow();
+    ({ handle: this.handle, link: this.link, session: this.session, inbound: this.inbound } = parts);
+    parts.inbound.onSettled = () => this.flow();
     this.sessionActor = new SessionActor({
-      link,
-      session,
-      deps,
+      link: parts.link,
+      session: parts.session,
+      deps: this.deps.session,
       registry: this.deps.registry,
       id: `${this.actor.id}/session`,
       directory: this.deps.directory,
@@ -468,7 +455,7 @@ export class MqttClientConnection implements SessionOwner, PacketDrops, LeaseLis
     this.lastActivity = Date.now();
     keepaliveWheel.watch(this);
     this.deps.metrics.connected("mqtt", this.account(), +1);
-    // The root logger, not this.log: a child kept per connection would cost every idle connection memory.
+    // The root logger: a child kept per connection would cost every idle connection memory.
     this.deps.log.info(this.handle!.described(this.version), "MQTT client connected");
     this.session!.release();
     // What came after the CONNECT (held until now), once this transition is over.

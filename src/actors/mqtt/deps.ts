@@ -1,15 +1,35 @@
 import type { SessionHomes } from "../../gateway/sessionHomes.js";
 import type { Logger } from "../../log.js";
+import type { AccountServices } from "../accountServices.js";
 import type { BanCheck } from "../admin/banList.js";
+import type { Bindings } from "../bindings.js";
 import type { NatsBridge, NatsLease } from "../client/natsBridge.js";
 import type { ClientRegistry } from "../clients.js";
+import type { MessageStore } from "../messageStore.js";
 import type { Metrics } from "../metrics.js";
 import type { Quotas } from "../quotas.js";
 import type { ActorRegistry } from "../registry.js";
 import type { ConnectBuffers } from "./connectBuffers.js";
-import type { SessionDeps } from "./session.js";
+import type { ParkedDeliveries } from "./parkedDeliveries.js";
+import type { RetainedMessages } from "./retained.js";
 import type { SessionDirectory } from "./sessionDirectory.js";
+import type { SessionStore } from "./sessionStore.js";
 import type { MqttSettings } from "./settings.js";
+
+/** What the MQTT sessions of a gateway share: its stores, bindings and services. */
+export interface SessionDeps {
+  readonly services: AccountServices;
+  readonly bindings: Bindings;
+  /** The MQTT store: QoS 1/2 messages on unbound subjects, for persistent sessions. */
+  readonly messages: MessageStore;
+  readonly retained: RetainedMessages;
+  readonly store: SessionStore;
+  readonly gatewayId: string;
+  /** Where the stored deliveries' machines are counted (mqgw_actors); none in unit tests. */
+  readonly registry?: ActorRegistry | undefined;
+  /** Stored subscriptions of detached sessions, kept for a resume here (parkedDeliveries.ts); none: nothing is parked. */
+  readonly parked?: ParkedDeliveries | undefined;
+}
 
 /** What every MQTT connection actor is given by the gateway. */
 export interface MqttDeps {

@@ -53,7 +53,7 @@ export class DeniedSubjects {
 }
 
 /** What a link asks of the connection it belongs to. */
-interface LinkOwner {
+export interface LinkOwner {
   readonly log: Logger;
   write(packet: Packet): boolean;
   readonly bytes: ClientBytes;

@@ -1,46 +1,21 @@
 import type { ISubscribePacket, IUnsubscribePacket, Packet } from "mqtt-packet";
 import { Reason, SubackFailureV4 } from "../../protocol/mqttReasons.js";
-import type { AccountServices } from "../accountServices.js";
-import type { Bindings } from "../bindings.js";
-import type { MessageStore } from "../messageStore.js";
 import { newUniqueId } from "../publishId.js";
-import type { ActorRegistry } from "../registry.js";
 import { removeRecordedConsumers, removeSessionConsumer } from "./consumerRemoval.js";
 import { Deliveries } from "./deliveries.js";
+import type { SessionDeps } from "./deps.js";
 import { InboundState } from "./inboundState.js";
 import type { ClientLink } from "./link.js";
 import type { OutboundFlow } from "./outbound.js";
-import type { ParkedDeliveries } from "./parkedDeliveries.js";
 import { tooManyLevels } from "./publishMapping.js";
 import { RESUME_WAIT_MS, within } from "./resumeWait.js";
-import type { RetainedMessages } from "./retained.js";
 import { recordedConsumer, sessionConsumerName } from "./sessionConsumers.js";
-import {
-  type LoadedSession,
-  type OutboundRecord,
-  type SessionStore,
-  type StoredSession,
-  storedSubscription,
-} from "./sessionStore.js";
+import { type LoadedSession, type OutboundRecord, type StoredSession, storedSubscription } from "./sessionStore.js";
 import { SessionWriter } from "./sessionWriter.js";
 import { PARK_MS } from "./storedDeliveryOptions.js";
 import { consumerDelivers, storedSourceOf } from "./storedSource.js";
 import { type SessionEntry, StoredSubscriptions } from "./storedSubscriptions.js";
 import { type ActiveSubscription, dropSubject, grantedAll, planSubscription } from "./subscriptions.js";
-
-export interface SessionDeps {
-  readonly services: AccountServices;
-  readonly bindings: Bindings;
-  /** The MQTT store: QoS 1/2 messages on unbound subjects, for persistent sessions. */
-  readonly messages: MessageStore;
-  readonly retained: RetainedMessages;
-  readonly store: SessionStore;
-  readonly gatewayId: string;
-  /** Where the stored deliveries' machines are counted (mqgw_actors); none in unit tests. */
-  readonly registry?: ActorRegistry | undefined;
-  /** Stored subscriptions of detached sessions, kept for a resume here (parkedDeliveries.ts); none: nothing is parked. */
-  readonly parked?: ParkedDeliveries | undefined;
-}
 
 /**
  * The MQTT session of one connected client: its subscriptions (core NATS, plus for a
