@@ -1,7 +1,8 @@
 // The nats.js patch of src/vendor/natsjs.ts (issue 16): protocol lines made bytes with
 // Buffer.from instead of TextEncoder must queue the very bytes nats.js queued before; what is
 // queued in one turn of the event loop goes out in one write, and nothing queued is lost
-// when the connection closes (issue 24); and a request answered makes no Error nats.js
+// when the connection closes (issue 24), a saturated loop writing at a 1 ms timer instead;
+// and a request answered makes no Error nats.js
 // throws away, while unanswered ones reject as before.
 
 import { createRequire } from "node:module";
@@ -10,6 +11,7 @@ import { DataBuffer, ProtocolHandler } from "@nats-io/nats-core/internal";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loopBusyShare } from "../src/vendor/loopBusy.js";
 import { installNatsPatches, upstream } from "../src/vendor/natsjs.js";
 import { type NatsServerHandle, startNatsServer } from "./helpers/natsServer.js";
 
@@ -42,6 +44,36 @@ describe("nats.js protocol lines as Buffer.from bytes", () => {
   });
 });
 
+/** A reading of loopBusyShare that covers the last `ms` (its window is ~10 ms), the loop idle meanwhile. */
+async function idleLoop(ms = 40): Promise<void> {
+  await new Promise((r) => setTimeout(r, 11));
+  loopBusyShare();
+  await new Promise((r) => setTimeout(r, ms));
+}
+
+/** A reading of loopBusyShare that covers the last `ms`, the loop running one callback meanwhile. */
+async function busyLoop(ms = 40): Promise<void> {
+  await new Promise((r) => setTimeout(r, 11));
+  loopBusyShare();
+  const until = performance.now() + ms;
+  while (performance.now() < until) {
+    // spinning: the loop runs this callback, not waiting for I/O
+  }
+}
+
+describe("the event loop's busy share (loopBusy.ts)", () => {
+  it("near 0 after waiting for I/O, near 1 after running a callback, within 0..1", async () => {
+    await idleLoop();
+    const idle = loopBusyShare();
+    await busyLoop();
+    const busy = loopBusyShare();
+    expect(idle).toBeGreaterThanOrEqual(0);
+    expect(idle).toBeLessThan(0.5);
+    expect(busy).toBeGreaterThan(0.8);
+    expect(busy).toBeLessThanOrEqual(1);
+  });
+});
+
 describe("nats.js commands written once per turn of the event loop", () => {
   /** How many writes `send` makes of commands queued from three callbacks of one turn (microtasks between). */
   async function writesOf(send: Send): Promise<number> {
@@ -65,9 +97,34 @@ describe("nats.js commands written once per turn of the event loop", () => {
 
   it("queues a turn's commands into one write, where nats.js writes once per callback", async () => {
     installNatsPatches();
+    await idleLoop();
     const patched = (ProtocolHandler.prototype as unknown as { sendCommand: Send }).sendCommand;
     expect(await writesOf(upstream["@nats-io/nats-core ProtocolHandler.sendCommand"] as Send)).toBe(3);
     expect(await writesOf(patched)).toBe(1);
+  });
+
+  it("on a saturated loop, writes at a 1 ms timer, with what later turns queued meanwhile", async () => {
+    installNatsPatches();
+    const patched = (ProtocolHandler.prototype as unknown as { sendCommand: Send }).sendCommand;
+    let writes = 0;
+    const handler = {
+      outbound: new DataBuffer(),
+      pendingLimit: Number.MAX_SAFE_INTEGER,
+      flushPending() {
+        if (handler.outbound.size() === 0) return;
+        handler.outbound.drain();
+        writes++;
+      },
+    };
+    await busyLoop();
+    patched.call(handler, "PUB a 1\r\n", new Uint8Array([1]));
+    // The end of this turn: an idle loop writes here (its setImmediate ran before this one).
+    await new Promise((r) => setImmediate(r));
+    expect(writes).toBe(0);
+    patched.call(handler, "PUB b 1\r\n", new Uint8Array([1]));
+    await new Promise((r) => setTimeout(r, 5));
+    expect(writes).toBe(1);
+    expect(handler.outbound.size()).toBe(0);
   });
 
   /** The writes of a PUB and then a PING (`flush`) asked in one callback, and what each write held. */
@@ -94,6 +151,7 @@ describe("nats.js commands written once per turn of the event loop", () => {
     expect(patched).not.toBe(original);
     // nats.js: the PING wrote everything queued at once, and the turn's later commands again.
     expect(writesOfPubAndPing(original)).toEqual(["PUB a 1\r\n1\r\nPING\r\n"]);
+    await idleLoop();
     // Patched: nothing yet (the rest of the turn may add to it), then one write, the PING last.
     const writes = writesOfPubAndPing(patched);
     expect(writes).toEqual([]);
