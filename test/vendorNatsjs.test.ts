@@ -1,9 +1,8 @@
 // The nats.js patch of src/vendor/natsjs.ts (issue 16): protocol lines made bytes with
 // Buffer.from instead of TextEncoder must queue the very bytes nats.js queued before; what is
-// queued in one turn of the event loop goes out in one write, and nothing queued is lost
-// when the connection closes (issue 24), a saturated loop writing at a 1 ms timer instead;
-// and a request answered makes no Error nats.js
-// throws away, while unanswered ones reject as before.
+// queued in one turn of the event loop goes out in one write (a saturated loop's at a 1 ms
+// timer), and nothing queued is lost when the connection closes (issue 24); and a request
+// answered makes no Error nats.js throws away, while unanswered ones reject as before.
 
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
