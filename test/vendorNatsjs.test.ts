@@ -74,24 +74,30 @@ describe("the event loop's busy share (loopBusy.ts)", () => {
 });
 
 describe("nats.js commands written once per turn of the event loop", () => {
-  /** How many writes `send` makes of commands queued from three callbacks of one turn (microtasks between). */
-  async function writesOf(send: Send): Promise<number> {
-    let writes = 0;
+  /** A ProtocolHandler's queue with no connection behind it, counting the writes it makes. */
+  function countingHandler() {
     const handler = {
+      writes: 0,
       outbound: new DataBuffer(),
       pendingLimit: Number.MAX_SAFE_INTEGER,
       flushPending() {
         if (handler.outbound.size() === 0) return;
         handler.outbound.drain();
-        writes++;
+        handler.writes++;
       },
     };
+    return handler;
+  }
+
+  /** How many writes `send` makes of commands queued from three callbacks of one turn (microtasks between). */
+  async function writesOf(send: Send): Promise<number> {
+    const handler = countingHandler();
     for (const line of ["PUB a 1\r\n", "PUB b 1\r\n", "PUB c 1\r\n"]) {
       send.call(handler, line, new Uint8Array([1]));
       await Promise.resolve();
     }
     await new Promise((r) => setImmediate(r));
-    return writes;
+    return handler.writes;
   }
 
   it("queues a turn's commands into one write, where nats.js writes once per callback", async () => {
@@ -105,24 +111,15 @@ describe("nats.js commands written once per turn of the event loop", () => {
   it("on a saturated loop, writes at a 1 ms timer, with what later turns queued meanwhile", async () => {
     installNatsPatches();
     const patched = (ProtocolHandler.prototype as unknown as { sendCommand: Send }).sendCommand;
-    let writes = 0;
-    const handler = {
-      outbound: new DataBuffer(),
-      pendingLimit: Number.MAX_SAFE_INTEGER,
-      flushPending() {
-        if (handler.outbound.size() === 0) return;
-        handler.outbound.drain();
-        writes++;
-      },
-    };
+    const handler = countingHandler();
     await busyLoop();
     patched.call(handler, "PUB a 1\r\n", new Uint8Array([1]));
     // The end of this turn: an idle loop writes here (its setImmediate ran before this one).
     await new Promise((r) => setImmediate(r));
-    expect(writes).toBe(0);
+    expect(handler.writes).toBe(0);
     patched.call(handler, "PUB b 1\r\n", new Uint8Array([1]));
     await new Promise((r) => setTimeout(r, 5));
-    expect(writes).toBe(1);
+    expect(handler.writes).toBe(1);
     expect(handler.outbound.size()).toBe(0);
   });
 
