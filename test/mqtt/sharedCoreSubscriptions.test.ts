@@ -306,4 +306,45 @@ describe("a subject NATS refuses, with its clients sharing the connection", () =
     await again.endAsync();
     await keeper.endAsync();
   });
+
+  it("the same when the subject is withdrawn across a nats-server restart: the SUB sent again is refused, the resume drops it", async () => {
+    const login = { username: "narrow", password: "narrow" };
+    const options = {
+      ...login,
+      protocolVersion: 5 as const,
+      clientId: "narrow-restart",
+      clean: false,
+      properties: { sessionExpiryInterval: 600 },
+    };
+    const keeper = await connectMqtt(port, { ...login, protocolVersion: 4, clientId: "narrow-keeper-2" });
+    const first = await connectMqtt(port, options);
+    expect((await first.subscribeAsync(["open/safe", "open/memo"], { qos: 1 })).map((g) => g.qos)).toEqual([1, 1]);
+    await first.endAsync();
+    // The same server again (port, store), open.safe denied: nats.js sends every SUB again on reconnect.
+    const { port: natsPort, storeDir } = nats;
+    await nats.stop();
+    nats = await startNatsServer({
+      port: natsPort,
+      storeDir,
+      config: narrowConfig(`["open.shut", "open.hall", "open.vault", "open.safe"]`),
+    });
+    // Read once the gateway's NATS connection is back (the gateway holds its clients' reads until then).
+    await keeper.publishAsync("open/safe", "secret", { qos: 1 });
+    await keeper.publishAsync("open/memo", "memo", { qos: 1 });
+
+    const { client: again, inbox } = await connectCollecting(port, options);
+    expect(again.connack.sessionPresent).toBe(true);
+    await keeper.publishAsync("open/safe", "later", { qos: 1 });
+    await keeper.publishAsync("open/memo", "last", { qos: 1 });
+    await inbox.count(2);
+    await keeper.publishAsync("open/memo", "end", { qos: 1 });
+    await inbox.count(3);
+    expect(inbox.seen.map((m) => `${m.topic} ${m.payload.toString()}`)).toEqual([
+      "open/memo memo",
+      "open/memo last",
+      "open/memo end",
+    ]);
+    await again.endAsync();
+    await keeper.endAsync();
+  });
 });
