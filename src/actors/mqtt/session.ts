@@ -198,9 +198,8 @@ export class ClientSession {
       fresh.push({ entry, isNew, index });
       granted.push(plan.value.options.qos);
     }
-    // NATS answers a subscription it refuses with -ERR before the flush's PONG; one joined to
-    // a SUB it granted already is in effect and needs no round trip.
-    if (fresh.some((f) => !grantedAll(f.entry.sub))) await link.lease.nats.confirm().catch(() => {});
+    // NATS answers a subscription it refuses with -ERR before the flush's PONG.
+    await link.lease.nats.confirm().catch(() => {});
     for (const f of fresh) {
       const [main, ...parents] = f.entry.sub.subjects;
       // `a/#` is `a.>` plus `a`: a user allowed `a.>` but not `a` keeps the subscription
