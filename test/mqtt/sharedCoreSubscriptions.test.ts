@@ -270,81 +270,65 @@ describe("a subject NATS refuses, with its clients sharing the connection", () =
     for (const c of [...readers, late]) c.end();
   });
 
-  it("a persistent session whose QoS 1 subject was withdrawn while it was away: the resume drops it, nothing stored on it reaches the client", async () => {
+  /**
+   * A persistent session (MQTT 5, expiry 600) on `withdrawn` and `kept` at QoS 1 goes away;
+   * `withdraw` takes `withdrawn` from the login; a message stored on each while it is away,
+   * and more after its resume: only `kept`'s reach it. Another client of the login keeps the
+   * NATS connection, and with it the session's SUBs lingering for its resume.
+   */
+  async function withdrawnWhileAway(clientId: string, withdrawn: string, kept: string, withdraw: () => Promise<void>) {
     const login = { username: "narrow", password: "narrow" };
     const options = {
       ...login,
       protocolVersion: 5 as const,
-      clientId: "narrow-away",
+      clientId,
       clean: false,
       properties: { sessionExpiryInterval: 600 },
     };
-    // Another client of the login keeps the NATS connection, and with it the session's SUBs
-    // lingering for its resume: NATS drops the withdrawn one at the reload.
-    const keeper = await connectMqtt(port, { ...login, protocolVersion: 4, clientId: "narrow-keeper" });
+    const keeper = await connectMqtt(port, { ...login, protocolVersion: 4, clientId: `${clientId}-keeper` });
     const first = await connectMqtt(port, options);
-    expect((await first.subscribeAsync(["open/vault", "open/note"], { qos: 1 })).map((g) => g.qos)).toEqual([1, 1]);
+    expect((await first.subscribeAsync([withdrawn, kept], { qos: 1 })).map((g) => g.qos)).toEqual([1, 1]);
     await first.endAsync();
-    await nats.reload(narrowConfig(`["open.shut", "open.hall", "open.vault"]`));
-    // Stored while it is away (the login may still publish there); the note is its marker.
-    await keeper.publishAsync("open/vault", "secret", { qos: 1 });
-    await keeper.publishAsync("open/note", "note", { qos: 1 });
+    await withdraw();
+    // Stored while it is away (the login may still publish there; once NATS is back, after a
+    // restart: the gateway holds its clients' reads until then); the kept one is its marker.
+    await keeper.publishAsync(withdrawn, "secret", { qos: 1 });
+    await keeper.publishAsync(kept, "away", { qos: 1 });
 
     const { client: again, inbox } = await connectCollecting(port, options);
     expect(again.connack.sessionPresent).toBe(true);
-    await keeper.publishAsync("open/vault", "later", { qos: 1 });
-    await keeper.publishAsync("open/note", "last", { qos: 1 });
-    // Each stored filter reads on its own consumer: a copy from the vault would have come by the last note.
+    await keeper.publishAsync(withdrawn, "later", { qos: 1 });
+    await keeper.publishAsync(kept, "last", { qos: 1 });
+    // Each stored filter reads on its own consumer: a copy from the withdrawn one would have come by the last.
     await inbox.count(2);
-    await keeper.publishAsync("open/note", "end", { qos: 1 });
+    await keeper.publishAsync(kept, "end", { qos: 1 });
     await inbox.count(3);
     expect(inbox.seen.map((m) => `${m.topic} ${m.payload.toString()}`)).toEqual([
-      "open/note note",
-      "open/note last",
-      "open/note end",
+      `${kept} away`,
+      `${kept} last`,
+      `${kept} end`,
     ]);
     await again.endAsync();
     await keeper.endAsync();
+  }
+
+  it("a persistent session whose QoS 1 subject was withdrawn while it was away: the resume drops it, nothing stored on it reaches the client", async () => {
+    // NATS drops the lingering SUB at the reload.
+    await withdrawnWhileAway("narrow-away", "open/vault", "open/note", () =>
+      nats.reload(narrowConfig(`["open.shut", "open.hall", "open.vault"]`)),
+    );
   });
 
   it("the same when the subject is withdrawn across a nats-server restart: the SUB sent again is refused, the resume drops it", async () => {
-    const login = { username: "narrow", password: "narrow" };
-    const options = {
-      ...login,
-      protocolVersion: 5 as const,
-      clientId: "narrow-restart",
-      clean: false,
-      properties: { sessionExpiryInterval: 600 },
-    };
-    const keeper = await connectMqtt(port, { ...login, protocolVersion: 4, clientId: "narrow-keeper-2" });
-    const first = await connectMqtt(port, options);
-    expect((await first.subscribeAsync(["open/safe", "open/memo"], { qos: 1 })).map((g) => g.qos)).toEqual([1, 1]);
-    await first.endAsync();
     // The same server again (port, store), open.safe denied: nats.js sends every SUB again on reconnect.
-    const { port: natsPort, storeDir } = nats;
-    await nats.stop();
-    nats = await startNatsServer({
-      port: natsPort,
-      storeDir,
-      config: narrowConfig(`["open.shut", "open.hall", "open.vault", "open.safe"]`),
+    await withdrawnWhileAway("narrow-restart", "open/safe", "open/memo", async () => {
+      const { port: natsPort, storeDir } = nats;
+      await nats.stop();
+      nats = await startNatsServer({
+        port: natsPort,
+        storeDir,
+        config: narrowConfig(`["open.shut", "open.hall", "open.vault", "open.safe"]`),
+      });
     });
-    // Read once the gateway's NATS connection is back (the gateway holds its clients' reads until then).
-    await keeper.publishAsync("open/safe", "secret", { qos: 1 });
-    await keeper.publishAsync("open/memo", "memo", { qos: 1 });
-
-    const { client: again, inbox } = await connectCollecting(port, options);
-    expect(again.connack.sessionPresent).toBe(true);
-    await keeper.publishAsync("open/safe", "later", { qos: 1 });
-    await keeper.publishAsync("open/memo", "last", { qos: 1 });
-    await inbox.count(2);
-    await keeper.publishAsync("open/memo", "end", { qos: 1 });
-    await inbox.count(3);
-    expect(inbox.seen.map((m) => `${m.topic} ${m.payload.toString()}`)).toEqual([
-      "open/memo memo",
-      "open/memo last",
-      "open/memo end",
-    ]);
-    await again.endAsync();
-    await keeper.endAsync();
   });
 });
