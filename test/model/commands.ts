@@ -43,6 +43,7 @@ class Connect implements Command {
     expect(connack.sessionPresent, `${this.name}: session present`).toBe(present);
     // [MQTT-3.1.4-3] the connection it took over is closed (MQTT 5: DISCONNECT 0x8E).
     if (old) {
+      world.replaced(old);
       const code = await world.waitClosed(old, `${this.name}'s taken-over connection to close`);
       if (old.version === 5) expect(code, `${this.name}: takeover reason`).toBe(0x8e);
     }

@@ -25,6 +25,8 @@ interface Connection {
   closed: boolean;
   /** The server's DISCONNECT, if it sent one (MQTT 5). */
   disconnect?: IDisconnectPacket;
+  /** Once the connection that replaced it has its CONNACK: how many payloads the sequence had published. */
+  replacedAfter?: number;
   readonly waiters: Array<() => void>;
 }
 
@@ -118,6 +120,15 @@ export class World {
     return old;
   }
 
+  /**
+   * The connection that replaced `old` has its CONNACK, so the server has taken `old` over:
+   * anything published from now on must not reach it. What was published before may still
+   * be on its way there (through NATS and back), as on any connection about to close.
+   */
+  replaced(old: Connection): void {
+    old.replacedAfter = this.published;
+  }
+
   async waitClosed(conn: Connection, what: string): Promise<number | undefined> {
     await until(conn, () => conn.closed, what);
     return conn.disconnect?.reasonCode;
@@ -201,7 +212,9 @@ export class World {
     if (payload.startsWith(PROBE)) {
       this.probes.add(payload);
     } else if (this.connections.get(name) !== conn) {
-      this.problems.push(`${payload} delivered to ${name} on a connection that was replaced or closed`);
+      const n = Number(payload.slice(payload.lastIndexOf(":") + 1));
+      if (conn.replacedAfter !== undefined && n > conn.replacedAfter)
+        this.problems.push(`${payload} delivered to ${name} on a connection taken over before it was published`);
     } else if (!this.expected.get(payload)?.has(name)) {
       this.problems.push(`${payload} delivered to ${name}, which the model says must not get it`);
     } else {
