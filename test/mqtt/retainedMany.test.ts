@@ -1,19 +1,23 @@
 // Retained messages at fleet scale: a subscription matching more retained topics than one
-// JetStream read may answer (nats-server's direct get answers 413 past 1,024), and one
-// SUBSCRIBE whose filters are read together.
+// JetStream read may answer (nats-server's direct get answers 413 past 1,024), one
+// SUBSCRIBE whose filters are read together, and reads that leave nothing behind in NATS.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
 import { collect, connectMqtt } from "../helpers/mqttClient.js";
 import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
+import { eventually } from "../helpers/poll.js";
+import { freePort } from "../helpers/ports.js";
 
 const DEVICES = 1_100;
 
 describe("retained messages of many topics", () => {
   let nats: NatsServerHandle;
   let gw: GatewayHandle;
+  let monitor: number;
 
   beforeAll(async () => {
-    nats = await startNatsServer();
+    monitor = await freePort();
+    nats = await startNatsServer({ config: `http: "127.0.0.1:${monitor}"` });
     gw = await startGateway({ nats: nats.url });
     const devices = await connectMqtt(gw.port("mqtt"), { protocolVersion: 5 });
     // In rounds within the gateway's Receive Maximum (256), which mqtt.js does not keep to by itself.
@@ -55,6 +59,35 @@ describe("retained messages of many topics", () => {
       ["dev/7/cmd", 1, "reboot"],
       ["plant/1/state", 1, "on 1"],
     ]);
+    await device.endAsync();
+  });
+
+  /** Subscriptions on one reply subject (a request's own inbox, not a connection's `<prefix>.*`), over every NATS connection. */
+  async function replyInboxes(): Promise<string[]> {
+    const connz = (await (await fetch(`http://127.0.0.1:${monitor}/connz?subs=detail`)).json()) as {
+      connections: Array<{ subscriptions_list_detail?: Array<{ subject: string }> }>;
+    };
+    return connz.connections
+      .flatMap((c) => c.subscriptions_list_detail ?? [])
+      .map((s) => s.subject)
+      .filter((subject) => /inbox/i.test(subject) && !/[*>]/.test(subject));
+  }
+
+  it("the retained reads of twenty SUBSCRIBEs leave no NATS subscription behind", async () => {
+    const before = await replyInboxes();
+    const device = await connectMqtt(gw.port("mqtt"), { protocolVersion: 5 });
+    const inbox = collect(device);
+    // Each SUBSCRIBE reads its filter's retained messages in a direct read of its own; one holds one.
+    await Promise.all(Array.from({ length: 19 }, (_, k) => device.subscribeAsync(`quiet/${k}/state`, { qos: 1 })));
+    await device.subscribeAsync("plant/3/state", { qos: 1 });
+    expect((await inbox.count(1)).map((m) => m.payload.toString())).toEqual(["on 3"]);
+    // Each read's reply subscription goes when its batch ends; nats.js's iterator form of the
+    // read kept each for its 5 s timeout.
+    await eventually(
+      async () => ((await replyInboxes()).length <= before.length ? true : undefined),
+      2_000,
+      "the reads' reply subscriptions gone",
+    );
     await device.endAsync();
   });
 });

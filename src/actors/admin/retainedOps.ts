@@ -1,5 +1,6 @@
 import { filterToSubscription, subjectToTopic } from "../../protocol/topic.js";
 import { type AccountServices, RETAINED_PREFIX } from "../accountServices.js";
+import { lastMessagesFor } from "../directLast.js";
 
 /** At most this many retained messages in one `retained` reply. */
 export const RETAINED_MAX = 1_000;
@@ -33,19 +34,16 @@ export async function retainedReply(
   const wanted = [...found].sort().slice(0, RETAINED_MAX);
   const retained: Array<{ topic: string; subject: string; bytes: number; time: string }> = [];
   if (wanted.length > 0) {
-    const batch = await handles.jsm.direct.getLastMessagesFor(name, { multi_last: wanted, batch: wanted.length });
-    try {
-      for await (const m of batch) {
-        const subject = m.subject.slice(RETAINED_PREFIX.length);
-        retained.push({
-          topic: subjectToTopic(subject) ?? subject,
-          subject,
-          bytes: m.data.byteLength,
-          time: m.time.toISOString(),
-        });
-      }
-    } catch {
-      // The batch ends with a 404 once a subject has gone meanwhile: what came is the answer.
+    // A batch ends with a 404 once a subject has gone meanwhile: what came is the answer.
+    const { messages } = await lastMessagesFor(handles.jsm, name, wanted, { batch: wanted.length });
+    for (const m of messages) {
+      const subject = m.subject.slice(RETAINED_PREFIX.length);
+      retained.push({
+        topic: subjectToTopic(subject) ?? subject,
+        subject,
+        bytes: m.data.byteLength,
+        time: m.time.toISOString(),
+      });
     }
   }
   retained.sort((a, b) => a.topic.localeCompare(b.topic));

@@ -1,6 +1,7 @@
 import { JetStreamError } from "@nats-io/jetstream";
 import type { MsgHdrs } from "@nats-io/transport-node";
 import { type AccountJetStream, type AccountServices, RETAINED_PREFIX } from "../accountServices.js";
+import { lastMessagesFor } from "../directLast.js";
 
 export interface RetainedMessage {
   readonly subject: string;
@@ -78,21 +79,16 @@ async function lastOf(
   stream: string,
   subjects: readonly string[],
 ): Promise<RetainedMessage[]> {
-  const out: RetainedMessage[] = [];
-  const iter = await handles.jsm.direct.getLastMessagesFor(stream, { multi_last: [...subjects] });
-  try {
-    for await (const m of iter) {
-      out.push({
-        subject: m.subject.slice(RETAINED_PREFIX.length),
-        headers: m.header ? pairs(m.header) : undefined,
-        data: m.data,
-      });
-    }
-  } catch (e) {
-    const status = statusOf(e);
-    if (status !== undefined && status !== NO_RESULTS) throw e;
+  const { messages, error } = await lastMessagesFor(handles.jsm, stream, subjects);
+  if (error) {
+    const status = statusOf(error);
+    if (status !== undefined && status !== NO_RESULTS) throw error;
   }
-  return out;
+  return messages.map((m) => ({
+    subject: m.subject.slice(RETAINED_PREFIX.length),
+    headers: m.header ? pairs(m.header) : undefined,
+    data: m.data,
+  }));
 }
 
 function pairs(h: MsgHdrs): Array<[string, string]> {
