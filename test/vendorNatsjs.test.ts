@@ -11,7 +11,7 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loopBusyShare } from "../src/vendor/loopBusy.js";
-import { installNatsPatches, upstream } from "../src/vendor/natsjs.js";
+import { installNatsPatches, SATURATED, upstream } from "../src/vendor/natsjs.js";
 import { type NatsServerHandle, startNatsServer } from "./helpers/natsServer.js";
 
 type Send = (this: unknown, cmd: string | Uint8Array, ...payloads: Uint8Array[]) => void;
@@ -44,7 +44,7 @@ describe("nats.js protocol lines as Buffer.from bytes", () => {
 });
 
 /** A reading of loopBusyShare that covers the last `ms` (its window is ~10 ms), the loop idle meanwhile. */
-async function idleLoop(ms = 40): Promise<void> {
+async function idleLoop(ms = 100): Promise<void> {
   await new Promise((r) => setTimeout(r, 11));
   loopBusyShare();
   await new Promise((r) => setTimeout(r, ms));
@@ -61,14 +61,17 @@ async function busyLoop(ms = 40): Promise<void> {
 }
 
 describe("the event loop's busy share (loopBusy.ts)", () => {
-  it("near 0 after waiting for I/O, near 1 after running a callback, within 0..1", async () => {
-    await idleLoop();
+  // What the writes hang on is which side of SATURATED a reading falls. A loop waiting for
+  // I/O still runs the test runner's own callbacks (a CI run read 0.53 over 40 ms beside
+  // other test files), so it waits long enough for those to be a small part of it.
+  it("below the saturation mark after waiting for I/O, above it after running a callback, within 0..1", async () => {
+    await idleLoop(200);
     const idle = loopBusyShare();
     await busyLoop();
     const busy = loopBusyShare();
     expect(idle).toBeGreaterThanOrEqual(0);
-    expect(idle).toBeLessThan(0.5);
-    expect(busy).toBeGreaterThan(0.8);
+    expect(idle).toBeLessThan(SATURATED);
+    expect(busy).toBeGreaterThanOrEqual(SATURATED);
     expect(busy).toBeLessThanOrEqual(1);
   });
 });

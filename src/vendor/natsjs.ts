@@ -93,7 +93,7 @@ const sendCommand: SendCommand = function (cmd, ...payloads) {
  * that busy delays every callback by its turns already; one less busy (a latency run at
  * 2,000 messages a second) writes at the end of each turn, as before.
  */
-const SATURATED = 0.8;
+export const SATURATED = 0.8;
 const SATURATED_FLUSH_MS = 1;
 
 /**
