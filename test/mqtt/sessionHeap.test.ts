@@ -132,8 +132,11 @@ describe("persistent sessions dropped and resumed over and over", () => {
     const resumed = (await heap.usedAfterGc()) - before;
     // Measured at 500 (objects only, heapProbe.ts), each read after every client's PINGRESP:
     // connected 28.1 KB a session, parked 0.65x that, resumed 2.6-3.0 KB over connected on a
-    // quiet machine and about 1 KB under three spinning processes. (Until the retained lookups
-    // stopped holding their reply SUB for 5 s, the connected read still held those: 31.0 KB.)
+    // quiet machine and about 1 KB under three spinning processes. Of that, a heap census
+    // (bench/sessionsHeap.mjs read at once) counts 2.6 KB a session as code: the feedback
+    // and function data the resume path's functions get once, 1.3 MB in all, in the old
+    // space this probe reads. (Until the retained lookups stopped holding their reply SUB
+    // for 5 s, the connected read still held those: 31.0 KB.)
     // Before: a parked session kept its connection (1.15x connected), and a resumed one an
     // earlier connection too (11 KB a session over connected).
     expect(parked / connected).toBeLessThan(0.85);
