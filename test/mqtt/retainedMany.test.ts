@@ -4,6 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
 import { collect, connectMqtt } from "../helpers/mqttClient.js";
+import { natsSubscriptions } from "../helpers/natsMonitor.js";
 import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
 import { eventually } from "../helpers/poll.js";
 import { freePort } from "../helpers/ports.js";
@@ -64,11 +65,7 @@ describe("retained messages of many topics", () => {
 
   /** Subscriptions on one reply subject (a request's own inbox, not a connection's `<prefix>.*`), over every NATS connection. */
   async function replyInboxes(): Promise<string[]> {
-    const connz = (await (await fetch(`http://127.0.0.1:${monitor}/connz?subs=detail`)).json()) as {
-      connections: Array<{ subscriptions_list_detail?: Array<{ subject: string }> }>;
-    };
-    return connz.connections
-      .flatMap((c) => c.subscriptions_list_detail ?? [])
+    return (await natsSubscriptions(monitor))
       .map((s) => s.subject)
       .filter((subject) => /inbox/i.test(subject) && !/[*>]/.test(subject));
   }

@@ -8,6 +8,7 @@ import type mqtt from "mqtt-packet";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type GatewayHandle, startGateway } from "../helpers/gateway.js";
 import { collect, connectCollecting, connectMqtt } from "../helpers/mqttClient.js";
+import { natsSubscriptions } from "../helpers/natsMonitor.js";
 import { type NatsServerHandle, startNatsServer } from "../helpers/natsServer.js";
 import { eventually } from "../helpers/poll.js";
 import { freePort } from "../helpers/ports.js";
@@ -34,18 +35,12 @@ describe("core subscriptions shared by the clients of one NATS connection", () =
   });
 
   /** How many subscriptions on each subject the gateway's client connections hold, per nats-server. */
-  async function natsSubscriptions(): Promise<Record<string, number>> {
-    const connz = (await (await fetch(`http://127.0.0.1:${monitor}/connz?subs=detail`)).json()) as {
-      connections: Array<{ name?: string; subscriptions_list_detail?: Array<{ subject: string; qgroup?: string }> }>;
-    };
+  async function natsSubscriptionCounts(): Promise<Record<string, number>> {
     const counts: Record<string, number> = {};
-    for (const c of connz.connections) {
-      if (!c.name?.endsWith(" client")) continue;
-      for (const s of c.subscriptions_list_detail ?? []) {
-        if (!s.subject.startsWith("shared")) continue;
-        const key = s.qgroup ? `${s.subject} queue ${s.qgroup}` : s.subject;
-        counts[key] = (counts[key] ?? 0) + 1;
-      }
+    for (const s of await natsSubscriptions(monitor)) {
+      if (!s.connection?.endsWith(" client") || !s.subject.startsWith("shared")) continue;
+      const key = s.qgroup ? `${s.subject} queue ${s.qgroup}` : s.subject;
+      counts[key] = (counts[key] ?? 0) + 1;
     }
     return counts;
   }
@@ -69,7 +64,7 @@ describe("core subscriptions shared by the clients of one NATS connection", () =
     ]);
     const inboxes = clients.map((c) => collect(c));
     for (const c of clients) await c.subscribeAsync("shared/#", { qos: 0 });
-    expect(await natsSubscriptions()).toEqual({ "shared.>": 1, shared: 1 });
+    expect(await natsSubscriptionCounts()).toEqual({ "shared.>": 1, shared: 1 });
 
     await publish("shared.x", 0, 20);
     await publish("shared", 20, 1);
@@ -80,7 +75,7 @@ describe("core subscriptions shared by the clients of one NATS connection", () =
 
     // One leaves the filter: the others go on, on the same NATS subscriptions.
     await clients[0]!.unsubscribeAsync("shared/#");
-    expect(await natsSubscriptions()).toEqual({ "shared.>": 1, shared: 1 });
+    expect(await natsSubscriptionCounts()).toEqual({ "shared.>": 1, shared: 1 });
     await publish("shared.y", 21, 5);
     for (const inbox of inboxes.slice(1)) await inbox.count(26);
     // What came after its UNSUBACK is not the first client's: the others' 26th message was published after it.
@@ -88,14 +83,14 @@ describe("core subscriptions shared by the clients of one NATS connection", () =
 
     // One disconnects (its session kept): the last holder keeps the subscriptions.
     await clients[2]!.endAsync();
-    expect(await natsSubscriptions()).toEqual({ "shared.>": 1, shared: 1 });
+    expect(await natsSubscriptionCounts()).toEqual({ "shared.>": 1, shared: 1 });
     await publish("shared.z", 26, 1);
     await inboxes[1]!.count(27);
 
     // The last one leaves: NATS holds nothing on these subjects for the gateway's clients.
     await clients[1]!.unsubscribeAsync("shared/#");
     await eventually(
-      async () => (Object.keys(await natsSubscriptions()).length === 0 ? true : undefined),
+      async () => (Object.keys(await natsSubscriptionCounts()).length === 0 ? true : undefined),
       5_000,
       "no subscription left",
     );
@@ -110,7 +105,7 @@ describe("core subscriptions shared by the clients of one NATS connection", () =
     const inbox = collect(again);
     expect(again.connack.sessionPresent).toBe(true);
     await eventually(
-      async () => ((await natsSubscriptions())["shared.>"] === 1 ? true : undefined),
+      async () => ((await natsSubscriptionCounts())["shared.>"] === 1 ? true : undefined),
       5_000,
       "resubscribed",
     );
@@ -122,18 +117,9 @@ describe("core subscriptions shared by the clients of one NATS connection", () =
 
   /** The gateway's client subscriptions on `subject`, as connection:sid: a SUB sent again is another. */
   async function sidsOf(subject: string): Promise<string[]> {
-    const connz = (await (await fetch(`http://127.0.0.1:${monitor}/connz?subs=detail`)).json()) as {
-      connections: Array<{
-        cid: number;
-        name?: string;
-        subscriptions_list_detail?: Array<{ subject: string; sid: string }>;
-      }>;
-    };
-    return connz.connections
-      .filter((c) => c.name?.endsWith(" client"))
-      .flatMap((c) =>
-        (c.subscriptions_list_detail ?? []).filter((s) => s.subject === subject).map((s) => `${c.cid}:${s.sid}`),
-      );
+    return (await natsSubscriptions(monitor))
+      .filter((s) => s.connection?.endsWith(" client") && s.subject === subject)
+      .map((s) => `${s.cid}:${s.sid}`);
   }
 
   it("a persistent session's SUB stays for its resume here (no UNSUB, no SUB again), and goes once its expiry has passed", async () => {
@@ -176,7 +162,7 @@ describe("core subscriptions shared by the clients of one NATS connection", () =
     ]);
     const inboxes = members.map((c) => collect(c));
     for (const c of members) await c.subscribeAsync("$share/g/shared/q", { qos: 0 });
-    expect(await natsSubscriptions()).toEqual({ "shared.q queue g": 2 });
+    expect(await natsSubscriptionCounts()).toEqual({ "shared.q queue g": 2 });
     await publish("shared.q", 0, 40);
     await eventually(
       () => (inboxes[0]!.seen.length + inboxes[1]!.seen.length === 40 ? true : undefined),
