@@ -62,7 +62,7 @@ async function subjectsHolding(handles: AccountJetStream, stream: string, subjec
 /** nats-server answers a direct read of more last messages than this 413 Too Many Results. */
 const READ_MOST = 1024;
 const TOO_MANY_RESULTS = 413;
-/** The batch ends with a 404 (nothing more), which nats.js reports as an error. */
+/** The batch ends with a 404 (nothing more): no error in the callback form the read takes, an error in the iterator form. */
 const NO_RESULTS = 404;
 
 /** The status a direct read answered with (nats.js's JetStreamStatusError, not exported), if it is one. */
